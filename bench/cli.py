@@ -1,0 +1,142 @@
+"""The `bench` command line: serve, run, report."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    help="LLM-inference performance lab: drive an engine with load, record, and report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Piped output (CI logs, files) gets a width that fits the tables instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 132)
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Option(help="Preset name (tiny, llama-3-8b, ...) or HF dir.")] = (
+        "tiny"
+    ),
+    host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 keeps it local.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    served_model_name: Annotated[str | None, typer.Option(help="Name clients send.")] = None,
+    dtype: Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16.")] = "auto",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of random weights and unseeded sampling.")] = 0,
+    block_size: Annotated[int, typer.Option(help="KV block size in tokens.")] = 16,
+    kv_cache_memory_bytes: Annotated[
+        int | None, typer.Option(help="KV cache budget in bytes (default: 512 MiB on CPU).")
+    ] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="Context length cap, tokens.")] = None,
+    max_num_seqs: Annotated[int, typer.Option(help="Most requests in one batch.")] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option(help="Token budget per step.")] = 1024,
+    enable_chunked_prefill: Annotated[
+        bool, typer.Option(help="Split long prompts across steps within the token budget.")
+    ] = True,
+    num_threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
+) -> None:
+    """Start the reference engine's OpenAI-compatible server."""
+    from engine.engine_config import EngineConfig
+    from engine.server import run_server
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        config = EngineConfig(
+            model=model,
+            served_model_name=served_model_name,
+            dtype=dtype,
+            device=device,
+            seed=seed,
+            block_size=block_size,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            enable_chunked_prefill=enable_chunked_prefill,
+            num_threads=num_threads,
+        )
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    run_server(config, host, port)
+
+
+@app.command()
+def run(
+    scenario: Annotated[
+        str, typer.Option(help="A shipped scenario name (100-users, 1-user) or a TOML path.")
+    ] = "100-users",
+    url: Annotated[
+        str | None,
+        typer.Option(help="Base URL of a running engine; without it the reference engine starts."),
+    ] = None,
+    engine: Annotated[str, typer.Option(help="Adapter: reference, vllm, openai.")] = "reference",
+    model: Annotated[
+        str | None, typer.Option(help="Model name to send (default: the server's first model).")
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="HF directory or preset whose tokenizer builds the prompts (--url)."),
+    ] = None,
+    runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
+    live: Annotated[bool, typer.Option(help="Show a live display while the load runs.")] = True,
+) -> None:
+    """Run a scenario against an engine and write a run folder."""
+    from bench.orchestrate import RunError, RunOptions, run_benchmark
+    from bench.report import render_summary
+    from bench.scenario import ScenarioError, load_scenario
+
+    try:
+        spec = load_scenario(scenario)
+    except ScenarioError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from e
+    opts = RunOptions(spec, url, engine, model, tokenizer, runs_dir, live)
+    try:
+        folder, summary = run_benchmark(opts, console)
+    except RunError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(1) from e
+    render_summary(summary, console)
+    console.print(f"run folder: [bold]{folder}[/bold]")
+
+
+@app.command()
+def report(
+    run_folder: Annotated[Path, typer.Argument(help="A run folder written by `bench run`.")],
+) -> None:
+    """Print a run's summary again, from its folder."""
+    from bench.report import render_summary
+    from bench.run_folder import RunFolderError, load_run
+
+    try:
+        loaded = load_run(run_folder)
+    except RunFolderError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from e
+    summary = loaded.summary
+    if summary is None:
+        # A run that stopped before writing summary.json: its tables still hold every request.
+        from bench.summary import compute_summary
+
+        scenario = loaded.run_json.get("scenario", {})
+        summary = compute_summary(
+            loaded.requests,
+            loaded.tokens,
+            scenario.get("warmup_s") or 0.0,
+            scenario.get("cooldown_s") or 0.0,
+            scenario.get("slo"),
+        )
+        console.print("summary.json is missing: recomputed from the tables")
+    render_summary(summary, console)
+    console.print(f"run folder: [bold]{run_folder}[/bold]")

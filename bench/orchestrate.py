@@ -1,0 +1,222 @@
+"""`bench run`: resolve the engine, run the load, write the run folder.
+
+Data flows one way: scenario -> engine (launched or given) -> load generator -> records -> run
+folder -> summary. The summary is computed from the written tables, never from in-memory state,
+so `bench report` on the folder gives the same figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench.environment import git_commit, hardware, package_versions
+from bench.live import LiveDisplay
+from bench.run_folder import RunFolder
+from bench.scenario import Scenario
+from bench.summary import compute_summary
+from engine_adapters.launcher import EngineStartError, LaunchedEngine
+from engine_adapters.reference import launch_reference
+from engine_adapters.registry import get_adapter
+from loadgen.client import ServerUnreachableError, StreamingClient
+from loadgen.clock import RunClock
+from loadgen.closed_loop import run_closed_loop
+from loadgen.records import RequestRecord
+from loadgen.workload import synthetic_requests
+
+_REACHABLE_TIMEOUT_S = 5.0
+_DURATION_REQUESTS_CAP = 5000
+
+
+class RunError(RuntimeError):
+    """A run that could not start or finish; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: Scenario
+    url: str | None
+    engine: str
+    model: str | None
+    tokenizer: str | None
+    runs_dir: Path
+    live: bool = True
+
+
+def reference_settings(scenario: Scenario) -> dict[str, Any]:
+    """EngineConfig fields for the reference engine from the scenario's [engine] table."""
+    section = scenario.engine
+    settings: dict[str, Any] = {
+        "model": section.model_dir or section.preset,
+        "dtype": section.dtype,
+        "device": section.device,
+        "seed": section.seed,
+        "max_num_seqs": section.max_num_seqs,
+        "max_num_batched_tokens": section.max_num_batched_tokens,
+        "max_model_len": section.max_model_len,
+        "block_size": section.block_size,
+        "kv_cache_memory_bytes": section.kv_cache_memory_bytes,
+        "enable_chunked_prefill": section.enable_chunked_prefill,
+        "num_threads": section.num_threads,
+    }
+    settings.update(section.options)
+    return settings
+
+
+def _load_tokenizer(spec: str) -> Any:
+    # Imported here: it pulls in torch, which a run against an external URL may not need.
+    from engine.engine import load_model_spec, load_tokenizer
+
+    try:
+        config, _ = load_model_spec(spec)
+    except (ValueError, OSError) as e:
+        raise RunError(f"--tokenizer {spec!r}: {e}") from e
+    return load_tokenizer(spec, config)
+
+
+def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, Any]]:
+    """Run ``opts.scenario`` end to end; returns the run folder and its summary."""
+    scenario = opts.scenario
+    adapter = get_adapter("reference" if opts.url is None else opts.engine)
+    launched: LaunchedEngine | None = None
+    settings = reference_settings(scenario) if opts.url is None else {}
+    tokenizer_spec = opts.tokenizer or (settings.get("model") if opts.url is None else None)
+    if tokenizer_spec is None:
+        raise RunError(
+            f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
+            " pass --tokenizer with its local HF directory (or a preset name)"
+        )
+    tokenizer = _load_tokenizer(tokenizer_spec)
+
+    started_wall = datetime.now(UTC)
+    t_launch = time.monotonic()
+    if opts.url is None:
+        console.print(f"starting the reference engine ({settings['model']}) ...")
+        try:
+            launched = launch_reference(settings)
+        except EngineStartError as e:
+            raise RunError(str(e)) from e
+        base_url = launched.base_url
+        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+    else:
+        base_url = opts.url
+    try:
+        return _run_against(opts, console, adapter.name, base_url, tokenizer, started_wall, {
+            "adapter": adapter.name,
+            "url": base_url,
+            "launched": launched is not None,
+            "launch_command": launched.command if launched else None,
+            "settings": settings or None,
+            "startup_s": time.monotonic() - t_launch if launched else None,
+        })  # fmt: skip
+    finally:
+        if launched is not None:
+            launched.stop()
+
+
+def _run_against(
+    opts: RunOptions,
+    console: Console,
+    engine_name: str,
+    base_url: str,
+    tokenizer: Any,
+    started_wall: datetime,
+    engine_info: dict[str, Any],
+) -> tuple[Path, dict[str, Any]]:
+    scenario = opts.scenario
+    num_requests = scenario.num_requests or _requests_for_duration(scenario)
+    requests = synthetic_requests(
+        tokenizer,
+        num_requests,
+        scenario.input_len.to_length_dist(),
+        scenario.output_len.to_length_dist(),
+        seed=scenario.seed,
+        api=scenario.api,
+        ignore_eos=scenario.ignore_eos,
+        temperature=scenario.temperature,
+    )
+    records, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, requests))
+    folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
+    requests_df = folder.write_requests(records)
+    tokens_df = folder.write_tokens(records)
+    summary = compute_summary(
+        requests_df, tokens_df, scenario.warmup_s, scenario.cooldown_s, scenario.slo.to_dict()
+    )
+    folder.write_summary(summary)
+    folder.write_run_json(
+        {
+            "run_id": folder.run_id,
+            "scenario": scenario.to_dict(),
+            "engine": {**engine_info, "model": model},
+            "tokenizer": getattr(tokenizer, "name", None),
+            "hardware": hardware(),
+            "versions": package_versions(),
+            "git_commit": git_commit(),
+            "started_utc": started_wall.isoformat(),
+            "ended_utc": datetime.now(UTC).isoformat(),
+            "client": clock_info,
+        }
+    )
+    return folder.path, summary
+
+
+def _requests_for_duration(scenario: Scenario) -> int:
+    """Requests to prepare for a duration-bound run without num_requests.
+
+    The driver stops at the deadline, so the list only has to outlast it; building prompts of
+    exact lengths costs about a millisecond each, hence the cap. Set num_requests to go beyond.
+    """
+    assert scenario.duration_s is not None
+    per_user = max(20, int(scenario.duration_s))
+    return min(_DURATION_REQUESTS_CAP, scenario.users * per_user)
+
+
+async def _drive(
+    opts: RunOptions,
+    console: Console,
+    base_url: str,
+    tokenizer: Any,
+    requests: list,
+) -> tuple[list[RequestRecord], dict[str, Any], str]:
+    scenario = opts.scenario
+    probe = StreamingClient(base_url, opts.model or "", max_connections=1)
+    try:
+        models = await probe.check_reachable(_REACHABLE_TIMEOUT_S)
+    except ServerUnreachableError as e:
+        raise RunError(str(e)) from e
+    finally:
+        await probe.aclose()
+    model = opts.model or (models[0] if models else None)
+    if model is None:
+        raise RunError(f"{base_url} lists no model at /v1/models; pass --model NAME")
+
+    # Objects alive now (prompts, tokenizer, imported modules) never become garbage during the
+    # load; freezing them keeps full collections, which pause the event loop, short.
+    gc.collect()
+    gc.freeze()
+    clock = RunClock()
+    display = LiveDisplay(console, total=len(requests) if scenario.num_requests else None,
+                          duration_s=scenario.duration_s, enabled=opts.live)  # fmt: skip
+    async with StreamingClient(
+        base_url, model, max_connections=scenario.users, tokenizer=tokenizer
+    ) as client:
+        with display:
+            records = await run_closed_loop(
+                client,
+                requests,
+                num_users=scenario.users,
+                clock=clock,
+                duration_s=scenario.duration_s,
+                think_time_s=scenario.think_time_s,
+                on_record=display.on_record,
+                counters=display.counters,
+            )
+    info = {"clock": "time.perf_counter_ns", "t0_ns": clock.t0_ns}
+    return records, info, model

@@ -1,0 +1,308 @@
+"""A run's summary figures, computed from requests.parquet and tokens.parquet and nothing else.
+
+Definitions follow DESIGN.md and vLLM's ``bench serve`` where it defines the figure:
+
+- TTFT = first_token_s - sent_s. E2EL = done_s - sent_s; also done_s - scheduled_s.
+  Queueing delay = sent_s - scheduled_s.
+- TPOT = (done_s - first_token_s) / (output_tokens - 1), for requests with > 1 output token.
+- ITL: gaps between a request's consecutive content chunks. A gap before a chunk of k tokens is
+  split into k gaps of gap/k, so each token has one ITL value (vLLM counts one value per chunk
+  whatever its size; with one token per chunk, as vLLM streams, the two agree). Chunks with
+  n_tokens < 1 carry no token and are skipped.
+- Per-user TPS = 1 / TPOT for each request (tokens/s); its distribution is reported.
+- Throughput: output tokens (the ``output_tokens`` column: usage, else tokenizer) and requests of
+  ok requests in the measured window, divided by the window's duration.
+- Goodput: ok requests in the window meeting every SLO given, per second. As in vLLM, a request
+  with <= 1 output token has TPOT 0 for this test, and a metric equal to its SLO meets it.
+- Statistics: mean, std (population, ddof=0, as numpy and vLLM), min, percentiles with numpy's
+  default linear interpolation (as vLLM), max; latencies in milliseconds.
+
+Latency, token and throughput figures use the ok requests in the window; failed and cancelled
+requests are counted (``counts``, ``errors``) and never dropped silently.
+The result is JSON-safe (NaN and inf become None) and deterministic: the same tables, in any row
+order, give the same dict, so it can be recomputed from a run folder and compared exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "LATENCY_PERCENTILES",
+    "SCHEMA_VERSION",
+    "SLO_KEYS",
+    "TPS_PERCENTILES",
+    "compute_summary",
+    "distribution",
+    "json_safe",
+]
+
+SCHEMA_VERSION = 1
+LATENCY_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
+# For per-user TPS the bad tail is the slow users, so the low percentiles matter too.
+TPS_PERCENTILES: tuple[float, ...] = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0)
+SLO_KEYS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2el_ms")
+STATUSES: tuple[str, ...] = ("ok", "error", "cancelled")
+REQUEST_COLUMNS: tuple[str, ...] = (
+    "request_id",
+    "user_id",
+    "scheduled_s",
+    "sent_s",
+    "first_token_s",
+    "done_s",
+    "prompt_tokens",
+    "output_tokens",
+    "status",
+    "error",
+    "http_status",
+)
+TOKEN_COLUMNS: tuple[str, ...] = ("request_id", "index", "t_s", "n_tokens")
+# The measured window, also written into every summary so a reader need not look it up.
+WINDOW_RULE = (
+    "a request is measured when sent_s >= start_s and its end <= end_s; its end is done_s, else "
+    "first_token_s, else sent_s; start_s = run_start_s + warmup_s with run_start_s the earliest "
+    "scheduled_s or sent_s; end_s = run_end_s - cooldown_s with run_end_s the latest end"
+)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as plain JSON types: NaN, inf and pd.NA become None, numpy scalars and arrays
+    Python numbers and lists, tuples lists, Paths and datetimes strings, dataclasses dicts,
+    mapping keys strings. Raises TypeError naming anything else."""
+    if value is None or value is pd.NA or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str | int | np.integer) or isinstance(key, bool):
+                raise TypeError(f"JSON object keys must be strings, got {key!r}")
+            out[str(key)] = json_safe(item)
+        return out
+    if isinstance(value, list | tuple | np.ndarray):
+        return [json_safe(item) for item in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe(dataclasses.asdict(value))
+    raise TypeError(f"cannot write {type(value).__name__} to JSON: {value!r}")
+
+
+def _pkey(p: float) -> str:
+    return f"p{p:g}"
+
+
+def distribution(values: np.ndarray, percentiles: Sequence[float]) -> dict[str, Any]:
+    """count, mean, std, min, p<q> for each q in ``percentiles``, max of ``values`` (NaN dropped).
+
+    Every figure but count is None when there are no values.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    stats: dict[str, Any] = {"count": int(values.size)}
+    if values.size == 0:
+        stats.update(dict.fromkeys(["mean", "std", "min", *map(_pkey, percentiles), "max"]))
+        return stats
+    stats["mean"] = float(np.mean(values))
+    stats["std"] = float(np.std(values))
+    stats["min"] = float(np.min(values))
+    for p, v in zip(percentiles, np.percentile(values, list(percentiles)), strict=True):
+        stats[_pkey(p)] = float(v)
+    stats["max"] = float(np.max(values))
+    return stats
+
+
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what}: missing columns {', '.join(missing)}")
+
+
+def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _normalize_slo(slo: Mapping[str, float | None] | None) -> dict[str, float]:
+    if slo is None:
+        return {}
+    unknown = sorted(set(slo) - set(SLO_KEYS))
+    if unknown:
+        raise ValueError(f"slo: unknown keys {unknown}; known: {', '.join(SLO_KEYS)}")
+    targets = {k: float(slo[k]) for k in SLO_KEYS if slo.get(k) is not None}  # type: ignore[arg-type]
+    for key, value in targets.items():
+        if not value > 0:
+            raise ValueError(f"slo: {key} must be > 0 milliseconds, got {value!r}")
+    return targets
+
+
+def _itl_ms(tokens_df: pd.DataFrame, request_ids: set[str]) -> np.ndarray:
+    """One ITL value (ms) per token after a request's first content chunk (see module doc)."""
+    tok = tokens_df[tokens_df["request_id"].isin(request_ids) & (tokens_df["n_tokens"] >= 1)]
+    tok = tok.sort_values(["request_id", "index"], kind="mergesort")
+    rid = tok["request_id"].to_numpy(dtype=object)
+    t_s = _floats(tok, "t_s")
+    n = tok["n_tokens"].to_numpy(dtype=np.int64)
+    same = rid[1:] == rid[:-1]
+    gaps_s = (t_s[1:] - t_s[:-1])[same]
+    later_n = n[1:][same]
+    return np.repeat(gaps_s / later_n * 1000.0, later_n)
+
+
+def _status_counts(status: np.ndarray) -> dict[str, Any]:
+    counts: dict[str, Any] = {"requests": int(status.size)}
+    for name in STATUSES:
+        counts[name] = int(np.count_nonzero(status == name))
+    counts["error_rate"] = counts["error"] / status.size if status.size else None
+    return counts
+
+
+def _errors(req: pd.DataFrame, status: np.ndarray) -> dict[str, Any]:
+    failed = req[status == "error"]
+    messages = Counter(
+        "(no message)" if pd.isna(m) else str(m) for m in failed["error"].to_numpy(dtype=object)
+    )
+    codes = Counter(
+        "none" if pd.isna(c) else str(int(c)) for c in failed["http_status"].to_numpy(dtype=object)
+    )
+
+    def ordered(counter: Counter[str]) -> dict[str, int]:
+        # Most frequent first; ties by text, so the order never depends on row order.
+        return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    return {"by_message": ordered(messages), "by_http_status": ordered(codes)}
+
+
+def compute_summary(
+    requests_df: pd.DataFrame,
+    tokens_df: pd.DataFrame,
+    warmup_s: float = 0.0,
+    cooldown_s: float = 0.0,
+    slo: Mapping[str, float | None] | None = None,
+) -> dict[str, Any]:
+    """The summary.json dict of a run (see the module docstring for every definition).
+
+    ``requests_df``/``tokens_df`` have requests.parquet's and tokens.parquet's columns (times in
+    seconds from the run's start); ``output_tokens_source`` is optional. ``warmup_s`` and
+    ``cooldown_s`` (seconds) are cut from the run's start and end: see :data:`WINDOW_RULE`.
+    ``slo`` maps ttft_ms/tpot_ms/e2el_ms to targets in ms (None: no target).
+    Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
+    """
+    _check_columns(requests_df, REQUEST_COLUMNS, "requests")
+    _check_columns(tokens_df, TOKEN_COLUMNS, "tokens")
+    if warmup_s < 0 or cooldown_s < 0:
+        raise ValueError(f"warmup_s and cooldown_s must be >= 0, got {warmup_s}, {cooldown_s}")
+    targets = _normalize_slo(slo)
+    # A fixed row order makes every float sum, hence the whole dict, independent of input order.
+    req = requests_df.sort_values("request_id", kind="mergesort").reset_index(drop=True)
+    if req["request_id"].duplicated().any():
+        dup = req.loc[req["request_id"].duplicated(), "request_id"].iloc[0]
+        raise ValueError(f"requests: duplicate request_id {dup!r}")
+    status = req["status"].to_numpy(dtype=object)
+    bad = sorted({str(s) for s in status} - set(STATUSES))
+    if bad:
+        raise ValueError(f"requests: unknown status {bad}; expected one of {', '.join(STATUSES)}")
+
+    scheduled, sent = _floats(req, "scheduled_s"), _floats(req, "sent_s")
+    first, done = _floats(req, "first_token_s"), _floats(req, "done_s")
+    output = req["output_tokens"].to_numpy(dtype=np.int64)
+    prompt = req["prompt_tokens"].to_numpy(dtype=np.int64)
+    # A request's end is the last moment it was seen; failed ones may never have finished.
+    end = np.fmax(np.fmax(done, first), sent)
+
+    window: dict[str, Any] = {"rule": WINDOW_RULE, "warmup_s": float(warmup_s)}
+    window["cooldown_s"] = float(cooldown_s)
+    if req.empty:
+        run_start = run_end = start = stop = duration = None
+        in_window = np.zeros(0, dtype=bool)
+    else:
+        run_start = float(np.min(np.fmin(scheduled, sent)))
+        run_end = float(np.max(end))
+        start, stop = run_start + warmup_s, run_end - cooldown_s
+        duration = max(stop - start, 0.0)
+        in_window = (sent >= start) & (end <= stop)
+    window.update(run_start_s=run_start, run_end_s=run_end, start_s=start, end_s=stop)
+    window["duration_s"] = duration
+    ok = in_window & (status == "ok")
+
+    ttft_ms = (first - sent) * 1000.0
+    e2el_ms = (done - sent) * 1000.0
+    many = output > 1
+    tpot_ms = np.full(output.shape, np.nan)
+    tpot_ms[many] = (done[many] - first[many]) / (output[many] - 1) * 1000.0
+    tps = 1000.0 / tpot_ms[ok & (tpot_ms > 0)]
+
+    def rate(amount: float) -> float | None:
+        return amount / duration if duration else None
+
+    out_tokens, in_tokens, n_ok = int(output[ok].sum()), int(prompt[ok].sum()), int(ok.sum())
+    if "output_tokens_source" in req.columns:
+        sources = Counter(
+            "unknown" if pd.isna(s) else str(s)
+            for s in req.loc[ok, "output_tokens_source"].to_numpy(dtype=object)
+        )
+    else:
+        sources = Counter({"unknown": n_ok}) if n_ok else Counter()
+    source = (next(iter(sources)) if len(sources) == 1 else "mixed") if sources else None
+
+    goodput: dict[str, Any] = {"slo": targets, "good_requests": None}
+    goodput.update(requests_per_s=None, good_fraction=None)
+    if targets:
+        good = ok.copy()
+        # vLLM's rule: TPOT counts as 0 for requests with <= 1 output token. NaN never passes.
+        per_request = {"ttft_ms": ttft_ms, "tpot_ms": np.where(many, tpot_ms, 0.0)}
+        per_request["e2el_ms"] = e2el_ms
+        for key, target in targets.items():
+            good &= per_request[key] <= target
+        n_good = int(good.sum())
+        n_window = int(in_window.sum())
+        # The fraction is of every request in the window: a failed request is not a good one.
+        goodput.update(good_requests=n_good, requests_per_s=rate(n_good))
+        goodput["good_fraction"] = n_good / n_window if n_window else None
+
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "window": window,
+        "counts": {"all": _status_counts(status), "window": _status_counts(status[in_window])},
+        "errors": _errors(req, status),
+        "tokens": {
+            "prompt_tokens": in_tokens,
+            "output_tokens": out_tokens,
+            "output_tokens_source": source,
+            "requests_by_output_tokens_source": dict(sorted(sources.items())),
+        },
+        "throughput": {
+            "output_tok_s": rate(out_tokens),
+            "total_tok_s": rate(out_tokens + in_tokens),
+            "requests_per_s": rate(n_ok),
+        },
+        "goodput": goodput,
+        "ttft_ms": distribution(ttft_ms[ok], LATENCY_PERCENTILES),
+        "itl_ms": distribution(
+            _itl_ms(tokens_df, set(req.loc[ok, "request_id"])), LATENCY_PERCENTILES
+        ),
+        "tpot_ms": distribution(tpot_ms[ok], LATENCY_PERCENTILES),
+        "e2el_ms": distribution(e2el_ms[ok], LATENCY_PERCENTILES),
+        "e2el_from_scheduled_ms": distribution(
+            ((done - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES
+        ),
+        "queueing_delay_ms": distribution(((sent - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES),
+        "per_user_tps": distribution(tps, TPS_PERCENTILES),
+    }
+    return json_safe(summary)

@@ -1,0 +1,139 @@
+"""The async front of LLMEngine: its step loop in a background thread, results to asyncio.
+
+The server's coroutines submit requests through a thread-safe inbox and read their outputs from
+per-request asyncio queues. The step thread hands a whole step's outputs to the event loop in one
+call_soon_threadsafe, so cross-thread wake-ups cost one per step, not one per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+
+from engine.engine import LLMEngine, RequestOutput
+from engine.metrics import EngineMetrics
+from engine.request import SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class EngineDeadError(RuntimeError):
+    """The step loop raised; every in-flight request fails with this error."""
+
+
+class AsyncLLM:
+    def __init__(self, engine: LLMEngine, metrics: EngineMetrics | None = None) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self._inbox: deque[tuple[str, str, list[int] | None, SamplingParams | None]] = deque()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._queues: dict[str, asyncio.Queue[RequestOutput | BaseException]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.dead: BaseException | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    async def generate(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> AsyncIterator[RequestOutput]:
+        """Yield the request's outputs until it finishes; abort it if the consumer leaves."""
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine's step loop failed: {self.dead!r}")
+        self.engine.check_request(len(prompt_token_ids), params)
+        queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
+        self._queues[request_id] = queue
+        self._inbox.append(("add", request_id, prompt_token_ids, params))
+        self._wake.set()
+        finished = False
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, ValueError):
+                    raise item
+                if isinstance(item, BaseException):
+                    raise EngineDeadError(f"the engine's step loop failed: {item!r}") from item
+                yield item
+                if item.finished:
+                    finished = True
+                    return
+        finally:
+            self._queues.pop(request_id, None)
+            if not finished:
+                self.abort(request_id)
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.append(("abort", request_id, None, None))
+        self._wake.set()
+
+    def _drain_inbox(self) -> None:
+        while self._inbox:
+            op, rid, tokens, params = self._inbox.popleft()
+            if op == "add":
+                assert tokens is not None and params is not None
+                try:
+                    self.engine.add_request(rid, tokens, params)
+                except ValueError as e:
+                    self._post([e], [rid])
+            else:
+                self.engine.abort_request(rid)
+
+    def _run(self) -> None:
+        engine = self.engine
+        try:
+            while not self._stopping:
+                self._drain_inbox()
+                if not engine.has_unfinished_requests():
+                    # Aborts can empty the engine without a step: publish the idle state.
+                    if self.metrics is not None:
+                        self.metrics.record_idle(engine.block_pool.usage)
+                    self._wake.wait(timeout=1.0)
+                    self._wake.clear()
+                    continue
+                outputs = engine.step()
+                stats = engine.last_stats
+                if self.metrics is not None and stats is not None:
+                    self.metrics.record_step(
+                        stats.num_running,
+                        stats.num_waiting,
+                        stats.kv_cache_usage,
+                        stats.num_prefill_tokens,
+                        stats.num_generated_tokens,
+                        stats.num_preemptions_total,
+                    )
+                if outputs:
+                    self._post(outputs)
+        except BaseException as e:  # the loop must report any failure, then stop
+            log.exception("engine step loop failed")
+            self.dead = e
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._fail_all, e)
+
+    def _post(self, items: list, request_ids: list[str] | None = None) -> None:
+        if self._loop is None or self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._dispatch, items, request_ids)
+
+    def _dispatch(self, items: list, request_ids: list[str] | None) -> None:
+        ids = request_ids or [o.request_id for o in items]
+        for rid, item in zip(ids, items, strict=True):
+            queue = self._queues.get(rid)
+            if queue is not None:
+                queue.put_nowait(item)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for queue in self._queues.values():
+            queue.put_nowait(error)

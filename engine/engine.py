@@ -1,0 +1,215 @@
+"""LLMEngine: one ``step()`` = schedule, execute, update.
+
+Synchronous and single-threaded by design; the async front (engine.async_engine) runs it in a
+background thread for the server, and tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.block_pool import BlockPool
+from engine.config import ModelConfig
+from engine.engine_config import EngineConfig
+from engine.executor import Executor
+from engine.kv_cache_manager import KVCacheManager
+from engine.model_runner import ModelRunner, num_kv_blocks_for
+from engine.presets import PRESETS, get_preset
+from engine.request import Request, SamplingParams
+from engine.scheduler import Scheduler
+from engine.tokenizer import Tokenizer
+from engine.weights import load_hf_directory, load_model
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """What one step did for one request: its new tokens, and whether it finished."""
+
+    request_id: str
+    new_token_ids: list[int]
+    num_prompt_tokens: int
+    num_output_tokens: int
+    finished: bool
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """The engine's state after a step, for /metrics and logs (counts, not rates)."""
+
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float
+    num_prefill_tokens: int
+    num_decode_tokens: int
+    num_generated_tokens: int
+    num_preemptions_total: int
+    step_s: float
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, name)
+
+
+def load_model_spec(model: str) -> tuple[ModelConfig, Path | None]:
+    """A preset name or a local HF directory -> (config, weights directory or None)."""
+    if model in PRESETS:
+        return get_preset(model), None
+    path = Path(model)
+    if path.is_dir():
+        return load_hf_directory(path)
+    raise ValueError(
+        f"model {model!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a directory"
+    )
+
+
+def load_tokenizer(model: str, config: ModelConfig) -> Tokenizer:
+    path = Path(model)
+    if model not in PRESETS and (path / "tokenizer.json").is_file():
+        return Tokenizer.from_dir(path)
+    return Tokenizer.for_preset(config.vocab_size)
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, executor: Executor | None = None) -> None:
+        self.config = config
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
+        self.model_config, weights_dir = load_model_spec(config.model)
+        self.tokenizer = load_tokenizer(config.model, self.model_config)
+        self.device = resolve_device(config.device)
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.max_model_len = min(
+            config.max_model_len or self.model_config.max_position_embeddings,
+            self.model_config.max_position_embeddings,
+        )
+        if executor is None:
+            model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)
+            num_blocks = num_kv_blocks_for(
+                self.model_config,
+                config.block_size,
+                self.dtype,
+                self.device,
+                config.kv_cache_memory_bytes,
+            )
+            executor = ModelRunner(
+                model,
+                self.model_config,
+                config.block_size,
+                num_blocks,
+                self.dtype,
+                self.device,
+                config.seed,
+            )
+        self.executor = executor
+        self.block_pool = BlockPool(executor.num_kv_blocks, config.block_size)
+        self.kv_cache_manager = KVCacheManager(self.block_pool)
+        self.scheduler = Scheduler(
+            self.kv_cache_manager,
+            config.max_num_seqs,
+            config.max_num_batched_tokens,
+            self.max_model_len,
+            config.enable_chunked_prefill,
+        )
+        eos = self.model_config.eos_token_ids or self.tokenizer.eos_token_ids
+        self.eos_token_ids = tuple(eos)
+        self.last_stats: StepStats | None = None
+
+    @property
+    def served_model_name(self) -> str:
+        return self.config.served_model_name or Path(self.config.model).name
+
+    @property
+    def max_tokens_capacity(self) -> int:
+        """Tokens the KV cache can hold across all requests."""
+        return self.block_pool.num_blocks * self.block_pool.block_size
+
+    def check_request(self, num_prompt_tokens: int, params: SamplingParams) -> None:
+        """Raise ValueError, naming the limit and the fix, if a request could never run.
+
+        Pure (reads only settings), so the server can call it from its own thread.
+        """
+        n = num_prompt_tokens
+        if n == 0:
+            raise ValueError("the prompt is empty; send at least one token")
+        if n + params.max_tokens > self.max_model_len:
+            raise ValueError(
+                f"this model's maximum context length is {self.max_model_len} tokens, but "
+                f"{n + params.max_tokens} were requested ({n} in the prompt, {params.max_tokens} "
+                "in max_tokens); shorten the prompt or lower max_tokens"
+            )
+        if n + params.max_tokens > self.max_tokens_capacity:
+            raise ValueError(
+                f"the KV cache holds {self.max_tokens_capacity} tokens, fewer than this request "
+                f"needs ({n + params.max_tokens}); raise kv_cache_memory_bytes"
+            )
+
+    def add_request(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> None:
+        """Queue a request. Raises ValueError when it cannot fit the context or the KV cache."""
+        self.check_request(len(prompt_token_ids), params)
+        request = Request(
+            request_id, list(prompt_token_ids), params, self.eos_token_ids, time.perf_counter()
+        )
+        self.scheduler.add_request(request)
+
+    def abort_request(self, request_id: str) -> bool:
+        return self.scheduler.abort(request_id) is not None
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.num_unfinished > 0
+
+    def step(self) -> list[RequestOutput]:
+        t0 = time.perf_counter()
+        sched = self.scheduler.schedule()
+        sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
+        updates = self.scheduler.update_from_output(sched, sampled)
+        outputs = [
+            RequestOutput(
+                req.request_id,
+                tokens,
+                req.num_prompt_tokens,
+                req.num_output_tokens,
+                req.status.is_finished,
+                req.status.finish_reason,
+            )
+            for req, tokens in updates
+        ]
+        self.last_stats = StepStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_cache_usage=self.block_pool.usage,
+            num_prefill_tokens=sched.num_prefill_tokens,
+            num_decode_tokens=sched.num_decode_tokens,
+            num_generated_tokens=len(sampled),
+            num_preemptions_total=self.scheduler.num_preemptions_total,
+            step_s=time.perf_counter() - t0,
+        )
+        return outputs
+
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]
+    ) -> list[list[int]]:
+        """Offline helper: run prompts to completion, return each one's output token ids."""
+        per = params if isinstance(params, list) else [params] * len(prompts)
+        ids = [f"gen-{i}-{time.perf_counter_ns()}" for i in range(len(prompts))]
+        results: dict[str, list[int]] = {i: [] for i in ids}
+        for rid, prompt, p in zip(ids, prompts, per, strict=True):
+            self.add_request(rid, prompt, p)
+        while self.has_unfinished_requests():
+            for out in self.step():
+                results[out.request_id].extend(out.new_token_ids)
+        return [results[i] for i in ids]

@@ -1,0 +1,51 @@
+"""The settings of one reference-engine instance (what `bench serve` flags map to)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Reference engine settings.
+
+    model: a preset name (``tiny``, ``llama-3-8b``, ...) or a local Hugging Face directory.
+    dtype "auto" is float32 on CPU (bf16 matmuls are slower than fp32 on CPUs without native
+    bf16) and bfloat16 on CUDA. kv_cache_memory_bytes None means 512 MiB on CPU and 90% of the
+    GPU's free memory after the weights on CUDA.
+    max_num_batched_tokens is the token budget of one step; max_num_seqs caps the running batch.
+    """
+
+    model: str = "tiny"
+    served_model_name: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    seed: int = 0
+    block_size: int = 16
+    kv_cache_memory_bytes: int | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 1024
+    enable_chunked_prefill: bool = True
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ValueError(f"block_size must be a power of two, got {self.block_size}")
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 1:
+            raise ValueError(
+                f"kv_cache_memory_bytes must be positive, got {self.kv_cache_memory_bytes}"
+            )
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,105 @@
+"""Start an engine as a subprocess on 127.0.0.1, wait until it serves, stop it cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+class EngineStartError(RuntimeError):
+    """The engine exited or did not become healthy in time; carries the tail of its log."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the engine binds it right after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LaunchedEngine:
+    """A running engine subprocess. Use as a context manager, or call stop()."""
+
+    command: list[str]
+    base_url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    started_s: float = field(default_factory=time.monotonic)
+
+    def log_tail(self, max_chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-max_chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; returns the exit code."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=timeout_s)
+        return self.process.returncode
+
+    def __enter__(self) -> LaunchedEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch(
+    command: list[str],
+    base_url: str,
+    health_path: str = "/health",
+    timeout_s: float = 300.0,
+    env: dict[str, str] | None = None,
+) -> LaunchedEngine:
+    """Run ``command`` in its own process group and wait until ``base_url + health_path`` is 200.
+
+    Raises EngineStartError with the engine's log tail when it exits early or is not healthy
+    within ``timeout_s`` seconds (the process is stopped first).
+    """
+    fd, log_name = tempfile.mkstemp(prefix="engine-", suffix=".log")
+    # The child keeps its own copy of the descriptor; ours is closed once it has started.
+    with os.fdopen(fd, "wb") as log_file:
+        process = subprocess.Popen(
+            command,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    engine = LaunchedEngine(command, base_url, process, Path(log_name))
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while True:
+            if process.poll() is not None:
+                raise EngineStartError(
+                    f"the engine exited with code {process.returncode} before it was healthy: "
+                    f"{' '.join(command)}\n--- its log ---\n{engine.log_tail()}"
+                )
+            try:
+                if client.get(base_url + health_path).status_code == 200:
+                    return engine
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                engine.stop()
+                raise EngineStartError(
+                    f"the engine was not healthy at {base_url}{health_path} after {timeout_s:.0f} "
+                    f"s: {' '.join(command)}\n--- its log ---\n{engine.log_tail()}"
+                )
+            time.sleep(0.1)

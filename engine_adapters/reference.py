@@ -1,0 +1,34 @@
+"""The built-in reference engine: launched as `bench serve` in a subprocess."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from engine_adapters.base import EngineAdapter
+from engine_adapters.launcher import LaunchedEngine, free_port, launch
+from engine_adapters.vllm import VLLM_METRICS
+
+# It exports vLLM's names, so it shares vLLM's map.
+REFERENCE = EngineAdapter(name="reference", metric_names=VLLM_METRICS)
+
+
+def serve_command(host: str, port: int, settings: dict[str, Any]) -> list[str]:
+    """`bench serve` command line for ``settings`` (EngineConfig field names; None = default)."""
+    cmd = [sys.executable, "-m", "bench", "serve", "--host", host, "--port", str(port)]
+    for key, value in settings.items():
+        if value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            cmd.append(flag if value else "--no-" + key.replace("_", "-"))
+        else:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def launch_reference(settings: dict[str, Any], timeout_s: float = 300.0) -> LaunchedEngine:
+    """Start the reference engine on a free port of 127.0.0.1 and wait for /health."""
+    host = "127.0.0.1"
+    port = free_port(host)
+    return launch(serve_command(host, port, settings), f"http://{host}:{port}", timeout_s=timeout_s)

@@ -1,0 +1,108 @@
+"""An incremental Server-Sent Events parser over raw byte chunks.
+
+Why not ``httpx``'s ``aiter_lines``: it decodes and splits text line by line through several
+generator layers, and the client needs the arrival time of each *network read*, which is lost once
+reads are re-chunked into lines. This parser is fed each read as it arrives and returns the
+events that read completed, so the caller stamps one ``perf_counter_ns`` per read and attributes
+it to every event in it.
+
+Follows the WHATWG event-stream grammar for the parts OpenAI-compatible servers use:
+    * lines end in LF, CRLF or CR, and a CRLF may be split across two reads;
+    * a line starting with ``:`` is a comment (keep-alive pings) and is ignored;
+    * ``data:`` lines accumulate (one optional space after the colon is dropped) and are joined
+      with LF; a blank line dispatches the event; an event without data lines dispatches nothing;
+    * ``event``, ``id`` and ``retry`` are ignored: these servers put everything in ``data``;
+    * one UTF-8 byte-order mark at the start of the stream is skipped;
+    * an incomplete event at the end of the stream is discarded (it may be truncated).
+The OpenAI convention ``data: [DONE]`` ends the stream: the parser sets :attr:`SSEParser.done`
+and ignores everything after it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DONE_SENTINEL", "SSEParser"]
+
+DONE_SENTINEL = "[DONE]"
+_BOM = b"\xef\xbb\xbf"
+_COLON = 0x3A  # ord(":"), compared against a single byte without slicing
+
+
+class SSEParser:
+    """Feed byte chunks with :meth:`feed`; get back the data of each completed event.
+
+    Contract:
+        * ``feed(chunk)`` returns the ``data`` strings (UTF-8 decoded, multi-line data joined with
+          ``"\\n"``) of the events completed by ``chunk``, in order; ``"[DONE]"`` is never returned.
+        * After ``[DONE]``, :attr:`done` is True and ``feed`` returns ``[]``.
+        * Invalid UTF-8 inside an event raises ``UnicodeDecodeError`` (a malformed stream).
+        * Decoding happens per event, not per read, so a multi-byte character split across two
+          reads is decoded correctly.
+    """
+
+    __slots__ = ("_data", "_pending", "_skip_lf", "_started", "done", "events")
+
+    def __init__(self) -> None:
+        self._pending = b""  # an incomplete line carried to the next read (never holds a CR)
+        self._data: list[bytes] = []  # data lines of the event being built
+        self._skip_lf = False  # the last read ended in CR: a leading LF next completes a CRLF
+        self._started = False  # the BOM check has been done
+        self.done = False
+        self.events = 0  # events dispatched so far, [DONE] excluded
+
+    @property
+    def has_partial_event(self) -> bool:
+        """True when bytes of an unfinished event are buffered (a cut stream leaves this set)."""
+        return bool(self._pending or self._data)
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Consume one read; return the data strings of the events it completed."""
+        if self.done or not chunk:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        buf = self._pending + chunk if self._pending else chunk
+        if not self._started:
+            if len(buf) < len(_BOM) and _BOM.startswith(buf):
+                self._pending = buf  # too short to tell whether a BOM is coming
+                return []
+            self._started = True
+            if buf.startswith(_BOM):
+                buf = buf[len(_BOM) :]
+        if b"\r" in buf:
+            # A CR is a line end on its own; remember it so a LF opening the next read is not
+            # taken for a second (blank) line, which would dispatch an event early.
+            self._skip_lf = buf[-1] == 0x0D
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buf.split(b"\n")
+        self._pending = lines.pop()
+        out: list[str] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    data = b"\n".join(self._data).decode("utf-8")
+                    self._data = []
+                    if data == DONE_SENTINEL:
+                        self.done = True
+                        self._pending = b""
+                        return out
+                    self.events += 1
+                    out.append(data)
+                continue
+            if line[0] == _COLON:
+                continue
+            colon = line.find(b":")
+            if colon < 0:
+                # A field name with no value; "data" alone adds an empty data line.
+                if line == b"data":
+                    self._data.append(b"")
+                continue
+            if line[:colon] == b"data":
+                value = line[colon + 1 :]
+                if value[:1] == b" ":
+                    value = value[1:]
+                self._data.append(value)
+        return out
