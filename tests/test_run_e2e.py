@@ -9,8 +9,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from bench.orchestrate import RunError, RunOptions, run_benchmark
@@ -60,13 +62,28 @@ def run(tmp_path: Path, url: str, scenario: Path) -> tuple[Path, dict]:
     return run_benchmark(opts, Console(file=open("/dev/null", "w")))
 
 
+def generation_tokens_total(base_url: str) -> float:
+    text = httpx.get(base_url + "/metrics").text
+    (value,) = (
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "vllm:generation_tokens_total"
+    )
+    return value
+
+
 def test_every_request_recorded_and_summary_recomputes(tmp_path: Path, base_url: str) -> None:
+    generated_before = generation_tokens_total(base_url)
     folder, summary = run(tmp_path, base_url, write_scenario(tmp_path))
     data = load_run(folder)
     req = data.requests
     assert len(req) == 40 and req["request_id"].is_unique
     assert (req["status"] == "ok").all(), req[req["status"] != "ok"]["error"].tolist()
     assert (req["output_tokens_source"] == "usage").all()
+    # Our count equals what the engine says it generated.
+    generated = generation_tokens_total(base_url) - generated_before
+    assert req["output_tokens"].sum() == generated == summary["tokens"]["output_tokens"]
     # ignore_eos: the server generated exactly max_tokens, and the usage says so.
     specs = data.run_json["scenario"]
     assert specs["users"] == 8
