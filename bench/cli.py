@@ -44,6 +44,9 @@ def serve(
         bool, typer.Option(help="Split long prompts across steps within the token budget.")
     ] = True,
     num_threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
+    step_delay_ms: Annotated[
+        float, typer.Option(help="Sleep per step: a deliberately slower engine for gate tests.")
+    ] = 0.0,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
     """Start the reference engine's OpenAI-compatible server."""
@@ -65,6 +68,7 @@ def serve(
             max_num_batched_tokens=max_num_batched_tokens,
             enable_chunked_prefill=enable_chunked_prefill,
             num_threads=num_threads,
+            step_delay_ms=step_delay_ms,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e

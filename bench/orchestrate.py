@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from bench.engine_steps import fetch_json, fetch_steps
 from bench.environment import git_commit, hardware, package_versions
 from bench.live import LiveDisplay
 from bench.run_folder import RunFolder
@@ -33,6 +35,7 @@ from loadgen.workload import synthetic_requests
 
 _REACHABLE_TIMEOUT_S = 5.0
 _DURATION_REQUESTS_CAP = 5000
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class RunError(RuntimeError):
@@ -142,10 +145,16 @@ def _run_against(
         ignore_eos=scenario.ignore_eos,
         temperature=scenario.temperature,
     )
+    engine_description = fetch_json(base_url, "/debug/engine")
     records, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, requests))
+    # Engine steps share the run's clock only when the engine runs on this host.
+    local = urlsplit(base_url).hostname in _LOCAL_HOSTS
+    steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
     folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
     requests_df = folder.write_requests(records)
     tokens_df = folder.write_tokens(records)
+    if steps is not None:
+        folder.write_steps(steps)
     summary = compute_summary(
         requests_df, tokens_df, scenario.warmup_s, scenario.cooldown_s, scenario.slo.to_dict()
     )
@@ -154,7 +163,8 @@ def _run_against(
         {
             "run_id": folder.run_id,
             "scenario": scenario.to_dict(),
-            "engine": {**engine_info, "model": model},
+            "engine": {**engine_info, "model": model, "description": engine_description},
+            "recorded": {"steps": steps is not None},
             "tokenizer": getattr(tokenizer, "name", None),
             "hardware": hardware(),
             "versions": package_versions(),

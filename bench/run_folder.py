@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.engine_steps import STEPS_SCHEMA
 from bench.summary import json_safe
 
 __all__ = [
@@ -41,9 +42,11 @@ RUN_JSON = "run.json"
 REQUESTS_PARQUET = "requests.parquet"
 TOKENS_PARQUET = "tokens.parquet"
 SUMMARY_JSON = "summary.json"
+STEPS_PARQUET = "steps.parquet"
 
 # Times are seconds from the run's start on its monotonic clock; None (null) where an event never
-# happened (no first token, no HTTP status). output_tokens_source is "usage" or "tokenizer".
+# happened (no first token, no HTTP status). output_tokens_source is "usage", "tokenizer" or
+# "chunks" (no usage and no tokenizer: one token per content chunk).
 REQUESTS_SCHEMA = pa.schema(
     [
         pa.field("request_id", pa.string(), nullable=False),
@@ -168,6 +171,7 @@ class RunData:
     requests: pd.DataFrame
     tokens: pd.DataFrame
     summary: dict[str, Any] | None
+    steps: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,13 @@ class RunFolder:
         _write_parquet(self.path / TOKENS_PARQUET, table)
         return _to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
 
+    def write_steps(self, steps: pd.DataFrame) -> Path:
+        """Write steps.parquet (bench.engine_steps.STEPS_SCHEMA) from engine_steps.steps_frame."""
+        path = self.path / STEPS_PARQUET
+        table = pa.Table.from_pandas(steps, schema=STEPS_SCHEMA, preserve_index=False)
+        _write_parquet(path, table)
+        return path
+
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """Write summary.json (indent 2)."""
         path = self.path / SUMMARY_JSON
@@ -268,10 +279,12 @@ def load_run(path: Path | str) -> RunData:
             f"(a run folder holds {', '.join(required)} and {SUMMARY_JSON})"
         )
     summary_path = path / SUMMARY_JSON
+    steps_path = path / STEPS_PARQUET
     return RunData(
         path=path,
         run_json=_read_json(path / RUN_JSON),
         requests=_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA),
         tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
         summary=_read_json(summary_path) if summary_path.is_file() else None,
+        steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
     )

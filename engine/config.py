@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,17 @@ class ModelConfig:
             )
         if self.rope_scaling is not None:
             _check_llama3_rope(self.name, self.rope_scaling)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe fields (tuples become lists); from_dict() reads it back."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
+        """The inverse of to_dict(), e.g. for a model recorded in a run folder's run.json."""
+        values = dict(data)
+        values["eos_token_ids"] = tuple(values.get("eos_token_ids", ()))
+        return cls(**values)
 
     @property
     def num_queries_per_kv(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -20,7 +21,8 @@ from engine.kv_cache_manager import KVCacheManager
 from engine.model_runner import ModelRunner, num_kv_blocks_for
 from engine.presets import PRESETS, get_preset
 from engine.request import Request, SamplingParams
-from engine.scheduler import Scheduler
+from engine.scheduler import Scheduler, SchedulerOutput
+from engine.telemetry import NvtxRanges, StepRecorder
 from engine.tokenizer import Tokenizer
 from engine.weights import load_hf_directory, load_model
 
@@ -126,6 +128,8 @@ class LLMEngine:
         eos = self.model_config.eos_token_ids or self.tokenizer.eos_token_ids
         self.eos_token_ids = tuple(eos)
         self.last_stats: StepStats | None = None
+        self.steps = StepRecorder()
+        self.nvtx = NvtxRanges()
 
     @property
     def served_model_name(self) -> str:
@@ -135,6 +139,20 @@ class LLMEngine:
     def max_tokens_capacity(self) -> int:
         """Tokens the KV cache can hold across all requests."""
         return self.block_pool.num_blocks * self.block_pool.block_size
+
+    def describe(self) -> dict[str, Any]:
+        """Settings, model shape, resolved dtype and device, and KV capacity (JSON-safe)."""
+        return {
+            "engine_config": self.config.to_dict(),
+            "model_config": self.model_config.to_dict(),
+            "served_model_name": self.served_model_name,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "device": str(self.device),
+            "max_model_len": self.max_model_len,
+            "block_size": self.block_pool.block_size,
+            "num_kv_blocks": self.block_pool.num_blocks,
+            "kv_capacity_tokens": self.max_tokens_capacity,
+        }
 
     def check_request(self, num_prompt_tokens: int, params: SamplingParams) -> None:
         """Raise ValueError, naming the limit and the fix, if a request could never run.
@@ -173,10 +191,19 @@ class LLMEngine:
         return self.scheduler.num_unfinished > 0
 
     def step(self) -> list[RequestOutput]:
-        t0 = time.perf_counter()
-        sched = self.scheduler.schedule()
-        sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
-        updates = self.scheduler.update_from_output(sched, sampled)
+        nvtx_ranges = self.nvtx
+        start_ns = time.perf_counter_ns()
+        with nvtx_ranges.range("step", self.steps.num_steps):
+            with nvtx_ranges.range("schedule"):
+                sched = self.scheduler.schedule()
+            forward_start_ns = time.perf_counter_ns()
+            with nvtx_ranges.range("execute", sched.total_num_tokens):
+                sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
+            forward_ns = time.perf_counter_ns() - forward_start_ns
+            if self.config.step_delay_ms and not sched.is_empty:
+                time.sleep(self.config.step_delay_ms / 1000)
+            with nvtx_ranges.range("update"):
+                updates = self.scheduler.update_from_output(sched, sampled)
         outputs = [
             RequestOutput(
                 req.request_id,
@@ -196,9 +223,39 @@ class LLMEngine:
             num_decode_tokens=sched.num_decode_tokens,
             num_generated_tokens=len(sampled),
             num_preemptions_total=self.scheduler.num_preemptions_total,
-            step_s=time.perf_counter() - t0,
+            step_s=(time.perf_counter_ns() - start_ns) / 1e9,
         )
+        if not sched.is_empty:
+            self._record_step(sched, start_ns, forward_ns)
         return outputs
+
+    def _record_step(self, sched: SchedulerOutput, start_ns: int, forward_ns: int) -> None:
+        context_tokens = attn_pairs = num_decode_seqs = 0
+        for s in sched.scheduled:
+            ctx = s.request.num_computed_tokens  # already advanced by update_from_output
+            n = s.num_new_tokens
+            context_tokens += ctx
+            # Positions ctx-n .. ctx-1 attend to themselves and everything before them.
+            attn_pairs += n * ctx - n * (n - 1) // 2
+            num_decode_seqs += n == 1
+        pool = self.block_pool
+        self.steps.record(
+            start_ns=start_ns,
+            end_ns=time.perf_counter_ns(),
+            forward_ns=forward_ns,
+            num_seqs=len(sched.scheduled),
+            num_prefill_seqs=len(sched.scheduled) - num_decode_seqs,
+            num_decode_seqs=num_decode_seqs,
+            num_prefill_tokens=sched.num_prefill_tokens,
+            num_decode_tokens=sched.num_decode_tokens,
+            context_tokens=context_tokens,
+            attn_pairs=attn_pairs,
+            kv_blocks_used=pool.num_used_blocks,
+            kv_blocks_total=pool.num_blocks,
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            num_preemptions=len(sched.preempted),
+        )
 
     def generate(
         self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]

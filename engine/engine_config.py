@@ -31,6 +31,9 @@ class EngineConfig:
     max_num_batched_tokens: int = 1024
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
+    # Sleep this long in every step: a deliberately slower engine, to test that regression
+    # gates catch a real slowdown. Never set it for a measurement.
+    step_delay_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -44,6 +47,8 @@ class EngineConfig:
             raise ValueError(
                 f"kv_cache_memory_bytes must be positive, got {self.kv_cache_memory_bytes}"
             )
+        if self.step_delay_ms < 0:
+            raise ValueError(f"step_delay_ms must be >= 0, got {self.step_delay_ms}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
 

@@ -275,6 +275,19 @@ def build_app(engine: LLMEngine) -> FastAPI:
             return JSONResponse(error_body("engine step loop failed", 503), status_code=503)
         return Response(status_code=200)
 
+    @app.get("/debug/engine")
+    async def engine_info() -> dict[str, Any]:
+        """What this engine runs: its settings, the model's shape, dtypes and KV capacity."""
+        return engine.describe()
+
+    @app.get("/debug/steps")
+    async def steps(since: int = 0) -> dict[str, Any]:
+        """Per-step records (engine.telemetry.STEP_COLUMNS) from step number ``since`` on.
+
+        Times are time.perf_counter_ns of the engine's host (CLOCK_MONOTONIC on Linux).
+        """
+        return {"clock": "perf_counter_ns", "columns": engine.steps.since(since)}
+
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -95,6 +95,14 @@ def test_every_request_recorded_and_summary_recomputes(tmp_path: Path, base_url:
     recomputed = compute_summary(data.requests, data.tokens, 0.0, 0.0, {})
     assert recomputed == json.loads((folder / "summary.json").read_text()) == summary
     assert data.run_json["engine"]["model"] == "tiny"
+    # The engine's own steps, on the run's clock, account for every token.
+    steps = data.steps
+    assert steps is not None and data.run_json["recorded"]["steps"]
+    assert steps["num_prefill_tokens"].sum() == req["prompt_tokens"].sum()
+    assert steps["num_decode_tokens"].sum() == (req["output_tokens"] - 1).sum()
+    assert steps["start_s"].min() >= 0 and steps["end_s"].max() <= req["done_s"].max()
+    assert (steps["forward_s"] <= steps["end_s"] - steps["start_s"]).all()
+    assert data.run_json["engine"]["description"]["model_config"]["num_key_value_heads"] == 2
     assert data.run_json["hardware"]["cpu_count_logical"] >= 1
 
 
