@@ -22,6 +22,7 @@ from engine.model_runner import ModelRunner, num_kv_blocks_for
 from engine.presets import PRESETS, get_preset
 from engine.request import Request, SamplingParams
 from engine.scheduler import Scheduler, SchedulerOutput
+from engine.spec_decode import DraftModelProposer, NgramProposer, Proposer, SpecStats
 from engine.telemetry import NvtxRanges, StepRecorder
 from engine.tokenizer import Tokenizer
 from engine.weights import load_hf_directory, load_model
@@ -116,20 +117,59 @@ class LLMEngine:
                 config.seed,
             )
         self.executor = executor
-        self.block_pool = BlockPool(executor.num_kv_blocks, config.block_size)
-        self.kv_cache_manager = KVCacheManager(self.block_pool)
+        self.proposer = self._make_proposer(executor)
+        self.block_pool = BlockPool(
+            executor.num_kv_blocks, config.block_size, enable_caching=config.prefix_caching
+        )
+        self.kv_cache_manager = KVCacheManager(
+            self.block_pool, config.kv_layout, self.max_model_len
+        )
         self.scheduler = Scheduler(
             self.kv_cache_manager,
             config.max_num_seqs,
             config.max_num_batched_tokens,
             self.max_model_len,
             config.enable_chunked_prefill,
+            config.batching,  # type: ignore[arg-type]
+            num_lookahead_tokens=config.num_speculative_tokens
+            if isinstance(self.proposer, DraftModelProposer)
+            else 0,
         )
         eos = self.model_config.eos_token_ids or self.tokenizer.eos_token_ids
         self.eos_token_ids = tuple(eos)
         self.last_stats: StepStats | None = None
         self.steps = StepRecorder()
         self.nvtx = NvtxRanges()
+
+    def _make_proposer(self, executor: Executor) -> Proposer | None:
+        c = self.config
+        if c.speculative == "off":
+            return None
+        if not isinstance(executor, ModelRunner):
+            raise ValueError("speculative decoding needs the torch executor")
+        if c.speculative == "ngram":
+            proposer: Proposer = NgramProposer(
+                c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max
+            )
+        else:
+            draft = None
+            if c.draft_model is not None:
+                draft_config, draft_dir = load_model_spec(c.draft_model)
+                draft = load_model(draft_config, draft_dir, self.dtype, self.device, c.seed + 1)
+            proposer = DraftModelProposer(
+                executor.model,
+                c.num_speculative_tokens,
+                c.block_size,
+                executor.kv_caches,
+                draft=draft,
+                num_layers=c.draft_num_layers,
+            )
+        executor.proposer = proposer
+        return proposer
+
+    @property
+    def spec_stats(self) -> SpecStats | None:
+        return self.executor.spec_stats if isinstance(self.executor, ModelRunner) else None
 
     @property
     def served_model_name(self) -> str:
@@ -204,6 +244,9 @@ class LLMEngine:
                 time.sleep(self.config.step_delay_ms / 1000)
             with nvtx_ranges.range("update"):
                 updates = self.scheduler.update_from_output(sched, sampled)
+            if self.proposer is not None:
+                with nvtx_ranges.range("propose"):
+                    self._propose()
         outputs = [
             RequestOutput(
                 req.request_id,
@@ -221,13 +264,27 @@ class LLMEngine:
             kv_cache_usage=self.block_pool.usage,
             num_prefill_tokens=sched.num_prefill_tokens,
             num_decode_tokens=sched.num_decode_tokens,
-            num_generated_tokens=len(sampled),
+            num_generated_tokens=sum(len(t) for _, t in updates),
             num_preemptions_total=self.scheduler.num_preemptions_total,
             step_s=(time.perf_counter_ns() - start_ns) / 1e9,
         )
         if not sched.is_empty:
             self._record_step(sched, start_ns, forward_ns)
         return outputs
+
+    def _propose(self) -> None:
+        """Drafts for every running request now in decode, for the next step to verify."""
+        assert self.proposer is not None
+        k = self.config.num_speculative_tokens
+        ready = [
+            r
+            for r in self.scheduler.running
+            if r.num_output_tokens
+            and r.num_computed_tokens == r.num_tokens - 1
+            and r.num_tokens + k <= self.max_model_len
+            and r.num_output_tokens + 1 < r.sampling_params.max_tokens
+        ]
+        self.proposer.propose(ready, self.kv_cache_manager.block_tables)
 
     def _record_step(self, sched: SchedulerOutput, start_ns: int, forward_ns: int) -> None:
         context_tokens = attn_pairs = num_decode_seqs = 0

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+BATCHING = ("continuous", "static")
+KV_LAYOUTS = ("paged", "contiguous")
+SPECULATIVE = ("off", "ngram", "draft")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,17 @@ class EngineConfig:
     max_num_batched_tokens: int = 1024
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
+    # Optimizations, each a switch so that ablations compare like with like (issue: engine
+    # switches). None for enable_prefix_caching means on for the paged layout, off otherwise.
+    batching: str = "continuous"
+    kv_layout: str = "paged"
+    enable_prefix_caching: bool | None = None
+    speculative: str = "off"
+    num_speculative_tokens: int = 3
+    prompt_lookup_min: int = 2
+    prompt_lookup_max: int = 4
+    draft_model: str | None = None
+    draft_num_layers: int | None = None
     # Sleep this long in every step: a deliberately slower engine, to test that regression
     # gates catch a real slowdown. Never set it for a measurement.
     step_delay_ms: float = 0.0
@@ -47,10 +61,41 @@ class EngineConfig:
             raise ValueError(
                 f"kv_cache_memory_bytes must be positive, got {self.kv_cache_memory_bytes}"
             )
+        _choice("batching", self.batching, BATCHING)
+        _choice("kv_layout", self.kv_layout, KV_LAYOUTS)
+        _choice("speculative", self.speculative, SPECULATIVE)
+        if self.kv_layout == "contiguous" and self.enable_prefix_caching:
+            raise ValueError(
+                "enable_prefix_caching needs kv_layout='paged': a contiguous reservation "
+                "cannot share blocks"
+            )
+        if self.speculative == "draft" and (self.draft_model is None) == (
+            self.draft_num_layers is None
+        ):
+            raise ValueError(
+                "speculative='draft' needs exactly one of draft_model (a preset or HF directory)"
+                " or draft_num_layers (the target's first L layers as a self-speculative draft)"
+            )
+        if self.num_speculative_tokens < 1:
+            raise ValueError(
+                f"num_speculative_tokens must be at least 1, got {self.num_speculative_tokens}"
+            )
         if self.step_delay_ms < 0:
             raise ValueError(f"step_delay_ms must be >= 0, got {self.step_delay_ms}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
 
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether prefix caching is on, with the default resolved."""
+        if self.enable_prefix_caching is None:
+            return self.kv_layout == "paged"
+        return self.enable_prefix_caching
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")

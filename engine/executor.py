@@ -15,8 +15,9 @@ from engine.scheduler import SchedulerOutput
 class Executor(Protocol):
     def execute_model(
         self, scheduler_output: SchedulerOutput, block_tables: dict[str, list[int]]
-    ) -> dict[str, int]:
-        """Run the batch; map each request whose step samples to its new token id.
+    ) -> dict[str, list[int]]:
+        """Run the batch; map each request whose step samples to its new token ids (one, or
+        under speculative decoding the accepted draft tokens plus one).
 
         ``block_tables`` maps request id to the ids of its KV blocks, in token order.
         """

@@ -12,8 +12,10 @@ import torch
 from engine.attention import AttentionMetadata
 from engine.config import ModelConfig
 from engine.model import LlamaForCausalLM
-from engine.sampler import Sampler
+from engine.rejection_sampler import greedy_verify, rejection_sample
+from engine.sampler import Sampler, processed_probs
 from engine.scheduler import ScheduledRequest, SchedulerOutput
+from engine.spec_decode import Proposer, SpecStats
 
 _CPU_KV_DEFAULT_BYTES = 512 * 1024**2
 _GPU_KV_FRACTION = 0.9
@@ -73,6 +75,9 @@ class ModelRunner:
             torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)
         ]
         self.sampler = Sampler(seed)
+        # Set by the engine when speculative decoding is on.
+        self.proposer: Proposer | None = None
+        self.spec_stats = SpecStats()
 
     @property
     def num_kv_blocks(self) -> int:
@@ -81,22 +86,58 @@ class ModelRunner:
     @torch.inference_mode()
     def execute_model(
         self, scheduler_output: SchedulerOutput, block_tables: dict[str, list[int]]
-    ) -> dict[str, int]:
+    ) -> dict[str, list[int]]:
         if scheduler_output.is_empty:
             return {}
         seqs = _decodes_first(scheduler_output.scheduled)
         input_ids, positions, meta = self._prepare(seqs, block_tables)
         hidden = self.model(input_ids, positions, self.kv_caches, meta)
+        if self.proposer is not None:
+            self.proposer.observe(input_ids, positions, meta)
         sampling = [i for i, s in enumerate(seqs) if s.samples]
         if not sampling:
             return {}
-        last = torch.tensor([meta.query_start_loc[i + 1] - 1 for i in sampling], device=self.device)
-        logits = self.model.compute_logits(hidden[last]).float().cpu()
-        reqs = [seqs[i].request for i in sampling]
-        tokens = self.sampler.sample(
-            logits, [r.sampling_params for r in reqs], [r.generator for r in reqs]
-        )
-        return {r.request_id: t for r, t in zip(reqs, tokens, strict=True)}
+        # Logit rows: the last position of each sampling sequence, every position of one that
+        # verifies drafts (the target's choice after the last token and after each draft).
+        qsl = meta.query_start_loc
+        rows: list[int] = []
+        for i in sampling:
+            first = qsl[i + 1] - 1 - len(seqs[i].spec_token_ids)
+            rows.extend(range(first, qsl[i + 1]))
+        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
+        logits = logits.float().cpu()
+        plain = [i for i in sampling if not seqs[i].spec_token_ids]
+        out: dict[str, list[int]] = {}
+        offset, plain_rows = 0, []
+        for i in sampling:
+            n = 1 + len(seqs[i].spec_token_ids)
+            if seqs[i].spec_token_ids:
+                out[seqs[i].request.request_id] = self._verify(seqs[i], logits[offset : offset + n])
+            else:
+                plain_rows.append(offset)
+            offset += n
+        if plain:
+            reqs = [seqs[i].request for i in plain]
+            tokens = self.sampler.sample(
+                logits[plain_rows], [r.sampling_params for r in reqs], [r.generator for r in reqs]
+            )
+            for r, t in zip(reqs, tokens, strict=True):
+                out[r.request_id] = [t]
+        return out
+
+    def _verify(self, s: ScheduledRequest, logits: torch.Tensor) -> list[int]:
+        """Accepted draft tokens plus one: greedy by exact match, else rejection sampling."""
+        req, draft = s.request, s.spec_token_ids
+        params = req.sampling_params
+        if params.greedy:
+            tokens = greedy_verify(logits.argmax(dim=-1).tolist(), draft)
+        else:
+            q = req.spec_draft_probs
+            q = None if q is None else q[: len(draft)]
+            p = processed_probs(logits, [params] * logits.shape[0])
+            tokens = rejection_sample(p, draft, q, req.generator or self.sampler.generator)
+        self.spec_stats.record(len(draft), len(tokens) - 1)
+        return tokens
 
     def _prepare(
         self, seqs: list[ScheduledRequest], block_tables: dict[str, list[int]]
@@ -116,6 +157,9 @@ class ModelRunner:
             if s.num_new_tokens == 1:
                 num_decode += 1
                 token_ids.append(s.request.all_token_ids[start])
+            elif s.spec_token_ids:
+                token_ids.append(s.request.all_token_ids[start])
+                token_ids.extend(s.spec_token_ids)
             else:
                 token_ids.extend(s.request.all_token_ids[start:end])
             starts[i] = start

@@ -91,6 +91,14 @@ class Request:
     first_scheduled_s: float | None = None
     all_token_ids: list[int] = field(init=False)
     generator: torch.Generator | None = field(init=False, default=None)
+    # Prefix cache: keys of the request's full blocks (computed lazily), and how many of its
+    # blocks are already offered to the cache.
+    block_keys: list = field(init=False, default_factory=list)
+    num_cached_blocks: int = field(init=False, default=0)
+    # Draft tokens proposed for the next step (speculative decoding); verified, then cleared.
+    spec_token_ids: list[int] = field(init=False, default_factory=list)
+    # The distributions a model draft drew them from [k, vocab] (sampled requests only).
+    spec_draft_probs: torch.Tensor | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if not self.prompt_token_ids:

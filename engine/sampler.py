@@ -15,8 +15,9 @@ from engine.request import SamplingParams
 
 class Sampler:
     def __init__(self, seed: int = 0) -> None:
-        self._generator = torch.Generator()
-        self._generator.manual_seed(seed)
+        # Draws for requests without a seed of their own.
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed)
 
     def sample(
         self,
@@ -29,21 +30,26 @@ class Sampler:
             return logits.argmax(dim=-1).tolist()
         out = logits.argmax(dim=-1)
         rows = [i for i, p in enumerate(params) if not p.greedy]
-        sub = logits[rows]
-        temps = torch.tensor([params[i].temperature for i in rows], dtype=sub.dtype)
-        sub = sub / temps.unsqueeze(1)
-        top_ks = [params[i].top_k for i in rows]
-        top_ps = [params[i].top_p for i in rows]
-        if any(k > 0 for k in top_ks):
-            sub = _apply_top_k(sub, top_ks)
-        if any(p < 1.0 for p in top_ps):
-            sub = _apply_top_p(sub, top_ps)
-        probs = torch.softmax(sub, dim=-1)
+        probs = processed_probs(logits[rows], [params[i] for i in rows])
         noise = torch.empty_like(probs)
         for j, i in enumerate(rows):
-            noise[j].exponential_(generator=generators[i] or self._generator)
+            noise[j].exponential_(generator=generators[i] or self.generator)
         out[rows] = (probs / noise).argmax(dim=-1)
         return out.tolist()
+
+
+def processed_probs(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+    """The distributions sampled from: softmax of logits [N, V] / temperature, after top-k and
+    top-p, row i with params[i] (all rows must be sampled ones, temperature > 0)."""
+    temps = torch.tensor([p.temperature for p in params], dtype=logits.dtype)
+    logits = logits / temps.unsqueeze(1)
+    top_ks = [p.top_k for p in params]
+    top_ps = [p.top_p for p in params]
+    if any(k > 0 for k in top_ks):
+        logits = _apply_top_k(logits, top_ks)
+    if any(p < 1.0 for p in top_ps):
+        logits = _apply_top_p(logits, top_ps)
+    return torch.softmax(logits, dim=-1)
 
 
 def _apply_top_k(logits: torch.Tensor, top_ks: list[int]) -> torch.Tensor:

@@ -46,7 +46,7 @@ class NvtxRanges:
         self.domain = nvtx.get_domain(NVTX_DOMAIN)
         self._attrs = {
             name: self.domain.get_event_attributes(message=name)
-            for name in ("step", "schedule", "execute", "update", "prefill", "decode")
+            for name in ("step", "schedule", "execute", "update", "propose", "prefill", "decode")
         }
 
     @contextmanager

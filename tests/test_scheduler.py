@@ -27,7 +27,7 @@ def req(rid: str, prompt_len: int, max_tokens: int = 4) -> Request:
 
 def step(s: Scheduler, token: int = 7) -> list[tuple[str, int, bool]]:
     out = s.schedule()
-    sampled = {x.request.request_id: token for x in out.scheduled if x.samples}
+    sampled = {x.request.request_id: [token] for x in out.scheduled if x.samples}
     s.update_from_output(out, sampled)
     return [(x.request.request_id, x.num_new_tokens, x.samples) for x in out.scheduled]
 
