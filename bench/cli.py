@@ -47,6 +47,29 @@ def serve(
     step_delay_ms: Annotated[
         float, typer.Option(help="Sleep per step: a deliberately slower engine for gate tests.")
     ] = 0.0,
+    batching: Annotated[
+        str,
+        typer.Option(help="continuous: admit requests every step; static: one batch at a time."),
+    ] = "continuous",
+    kv_layout: Annotated[
+        str, typer.Option(help="paged: blocks on demand; contiguous: reserve max_model_len.")
+    ] = "paged",
+    enable_prefix_caching: Annotated[
+        bool | None,
+        typer.Option(help="Reuse KV blocks of shared prefixes (default: on when paged)."),
+    ] = None,
+    speculative: Annotated[
+        str, typer.Option(help="off | ngram (prompt lookup) | draft (a draft model).")
+    ] = "off",
+    num_speculative_tokens: Annotated[int, typer.Option(help="Draft tokens per step (k).")] = 3,
+    prompt_lookup_min: Annotated[int, typer.Option(help="ngram: shortest n-gram matched.")] = 2,
+    prompt_lookup_max: Annotated[int, typer.Option(help="ngram: longest n-gram matched.")] = 4,
+    draft_model: Annotated[
+        str | None, typer.Option(help="draft: a preset or HF directory with the same vocab.")
+    ] = None,
+    draft_num_layers: Annotated[
+        int | None, typer.Option(help="draft: use the target's first L layers (self-speculative).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
     """Start the reference engine's OpenAI-compatible server."""
@@ -69,6 +92,15 @@ def serve(
             enable_chunked_prefill=enable_chunked_prefill,
             num_threads=num_threads,
             step_delay_ms=step_delay_ms,
+            batching=batching,
+            kv_layout=kv_layout,
+            enable_prefix_caching=enable_prefix_caching,
+            speculative=speculative,
+            num_speculative_tokens=num_speculative_tokens,
+            prompt_lookup_min=prompt_lookup_min,
+            prompt_lookup_max=prompt_lookup_max,
+            draft_model=draft_model,
+            draft_num_layers=draft_num_layers,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
@@ -113,6 +145,38 @@ def run(
         raise typer.Exit(1) from e
     render_summary(summary, console)
     console.print(f"run folder: [bold]{folder}[/bold]")
+
+
+@app.command()
+def ablate(
+    switch: Annotated[
+        list[str],
+        typer.Option(
+            help="NAME=V1,V2: an engine setting and its values (repeat for more; all "
+            "combinations run, the first is the baseline). E.g. batching=continuous,static."
+        ),
+    ],
+    scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
+    runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
+    live: Annotated[bool, typer.Option(help="Show a live display while each load runs.")] = True,
+) -> None:
+    """Run a scenario once per engine setting, each on a fresh reference engine."""
+    from bench.ablate import AblationError, parse_switch, render_ablation, run_ablation
+    from bench.orchestrate import RunError
+    from bench.scenario import ScenarioError, load_scenario
+
+    try:
+        spec = load_scenario(scenario)
+        switches = [parse_switch(s) for s in switch]
+    except (ScenarioError, AblationError) as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(2) from e
+    try:
+        path = run_ablation(spec, switches, runs_dir, console, live)
+    except (AblationError, RunError) as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(1) from e
+    render_ablation(path, console)
 
 
 @app.command()

@@ -25,6 +25,7 @@ STEP_COUNT_COLUMNS = (
     "context_tokens",
     "attn_pairs",
     "kv_blocks_used",
+    "kv_slots_used",
     "kv_blocks_total",
     "num_running",
     "num_waiting",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,8 @@ class RunOptions:
     tokenizer: str | None
     runs_dir: Path
     live: bool = True
+    # Reference-engine settings (EngineConfig fields) over the scenario's [engine] table.
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
 
 
 def reference_settings(scenario: Scenario) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, A
     scenario = opts.scenario
     adapter = get_adapter("reference" if opts.url is None else opts.engine)
     launched: LaunchedEngine | None = None
-    settings = reference_settings(scenario) if opts.url is None else {}
+    settings = {**reference_settings(scenario), **opts.engine_overrides} if opts.url is None else {}
     tokenizer_spec = opts.tokenizer or (settings.get("model") if opts.url is None else None)
     if tokenizer_spec is None:
         raise RunError(
@@ -150,6 +152,7 @@ def _run_against(
     # Engine steps share the run's clock only when the engine runs on this host.
     local = urlsplit(base_url).hostname in _LOCAL_HOSTS
     steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
+    engine_end = fetch_json(base_url, "/debug/engine")
     folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
     requests_df = folder.write_requests(records)
     tokens_df = folder.write_tokens(records)
@@ -163,7 +166,14 @@ def _run_against(
         {
             "run_id": folder.run_id,
             "scenario": scenario.to_dict(),
-            "engine": {**engine_info, "model": model, "description": engine_description},
+            "engine": {
+                **engine_info,
+                "model": model,
+                "description": engine_description,
+                # Cumulative engine counters after the load; minus description["stats"] they
+                # are this run's (prefix cache hits, speculative acceptance, preemptions).
+                "stats_end": engine_end.get("stats") if isinstance(engine_end, dict) else None,
+            },
             "recorded": {"steps": steps is not None},
             "tokenizer": getattr(tokenizer, "name", None),
             "hardware": hardware(),

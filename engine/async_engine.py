@@ -106,14 +106,7 @@ class AsyncLLM:
                 outputs = engine.step()
                 stats = engine.last_stats
                 if self.metrics is not None and stats is not None:
-                    self.metrics.record_step(
-                        stats.num_running,
-                        stats.num_waiting,
-                        stats.kv_cache_usage,
-                        stats.num_prefill_tokens,
-                        stats.num_generated_tokens,
-                        stats.num_preemptions_total,
-                    )
+                    self.metrics.record_step(stats)
                 if outputs:
                     self._post(outputs)
         except BaseException as e:  # the loop must report any failure, then stop

@@ -52,6 +52,13 @@ class StepStats:
     num_generated_tokens: int
     num_preemptions_total: int
     step_s: float
+    # Cumulative counters (tokens for the prefix cache, as vLLM's).
+    prefix_cache_queries_total: int = 0
+    prefix_cache_hits_total: int = 0
+    spec_num_drafts_total: int = 0
+    spec_num_draft_tokens_total: int = 0
+    spec_num_accepted_tokens_total: int = 0
+    spec_accepted_per_position_total: tuple[int, ...] = ()
 
 
 def resolve_device(name: str) -> torch.device:
@@ -117,6 +124,8 @@ class LLMEngine:
                 config.seed,
             )
         self.executor = executor
+        self.kv_cache_dtype = getattr(executor, "kv_cache_dtype", self.dtype)
+        self.weight_bytes = getattr(executor, "weight_bytes", None)
         self.proposer = self._make_proposer(executor)
         self.block_pool = BlockPool(
             executor.num_kv_blocks, config.block_size, enable_caching=config.prefix_caching
@@ -192,6 +201,13 @@ class LLMEngine:
             "block_size": self.block_pool.block_size,
             "num_kv_blocks": self.block_pool.num_blocks,
             "kv_capacity_tokens": self.max_tokens_capacity,
+            "kv_bytes_per_token": self.model_config.kv_bytes_per_token(
+                torch.empty((), dtype=self.kv_cache_dtype).element_size()
+            ),
+            "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
+            "prefix_caching": self.config.prefix_caching,
+            "weight_bytes": self.weight_bytes,
+            "stats": self.stats(),
         }
 
     def check_request(self, num_prompt_tokens: int, params: SamplingParams) -> None:
@@ -267,10 +283,41 @@ class LLMEngine:
             num_generated_tokens=sum(len(t) for _, t in updates),
             num_preemptions_total=self.scheduler.num_preemptions_total,
             step_s=(time.perf_counter_ns() - start_ns) / 1e9,
+            prefix_cache_queries_total=self.kv_cache_manager.prefix_cache_queries,
+            prefix_cache_hits_total=self.kv_cache_manager.prefix_cache_hits,
+            **self._spec_counters(),
         )
         if not sched.is_empty:
             self._record_step(sched, start_ns, forward_ns)
         return outputs
+
+    def _spec_counters(self) -> dict[str, Any]:
+        spec = self.spec_stats
+        if spec is None:
+            return {}
+        return {
+            "spec_num_drafts_total": spec.num_drafts,
+            "spec_num_draft_tokens_total": spec.num_draft_tokens,
+            "spec_num_accepted_tokens_total": spec.num_accepted_tokens,
+            "spec_accepted_per_position_total": tuple(spec.accepted_per_position),
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Cumulative counters since the engine started (JSON-safe): preemptions, prefix cache
+        queries and hits (tokens), speculative drafts, draft and accepted tokens."""
+        kv = self.kv_cache_manager
+        spec = self.spec_stats
+        return {
+            "num_preemptions": self.scheduler.num_preemptions_total,
+            "num_steps": self.steps.num_steps,
+            "prefix_cache_queries": kv.prefix_cache_queries,
+            "prefix_cache_hits": kv.prefix_cache_hits,
+            "prefix_cache_evictions": self.block_pool.num_evictions,
+            "spec_num_drafts": spec.num_drafts if spec else 0,
+            "spec_num_draft_tokens": spec.num_draft_tokens if spec else 0,
+            "spec_num_accepted_tokens": spec.num_accepted_tokens if spec else 0,
+            "spec_accepted_per_position": list(spec.accepted_per_position) if spec else [],
+        }
 
     def _propose(self) -> None:
         """Drafts for every running request now in decode, for the next step to verify."""
@@ -308,6 +355,7 @@ class LLMEngine:
             context_tokens=context_tokens,
             attn_pairs=attn_pairs,
             kv_blocks_used=pool.num_used_blocks,
+            kv_slots_used=sum(r.num_computed_tokens for r in self.scheduler.running),
             kv_blocks_total=pool.num_blocks,
             num_running=len(self.scheduler.running),
             num_waiting=len(self.scheduler.waiting),

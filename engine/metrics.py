@@ -8,6 +8,8 @@ TTFT, inter-token and end-to-end latency histograms (seconds). Labels as vLLM's:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -16,6 +18,9 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+
+if TYPE_CHECKING:
+    from engine.engine import StepStats
 
 # vLLM's bucket edges (seconds), so that histograms from both engines can be compared bucket by
 # bucket.
@@ -88,28 +93,59 @@ class EngineMetrics:
             "Histogram of e2e request latency in seconds.",
             E2E_BUCKETS_S,
         )
-        self._preemptions_seen = 0
+        self.prefix_cache_queries = counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+        )
+        self.prefix_cache_hits = counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."
+        )
+        self.spec_decode_num_drafts = counter(
+            "vllm:spec_decode_num_drafts", "Number of spec decoding drafts."
+        )
+        self.spec_decode_num_draft_tokens = counter(
+            "vllm:spec_decode_num_draft_tokens", "Number of draft tokens."
+        )
+        self.spec_decode_num_accepted_tokens = counter(
+            "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."
+        )
+        self._accepted_per_pos = Counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            [*labels, "position"],
+            registry=r,
+        )
+        self._seen: dict[str, int] = {}
 
-    def record_step(
-        self,
-        num_running: int,
-        num_waiting: int,
-        kv_cache_usage: float,
-        num_prefill_tokens: int,
-        num_generated_tokens: int,
-        num_preemptions_total: int,
-    ) -> None:
+    def record_step(self, stats: StepStats) -> None:
         """Update gauges and counters from one engine step (thread-safe, a few microseconds)."""
-        self.num_requests_running.set(num_running)
-        self.num_requests_waiting.set(num_waiting)
-        self.kv_cache_usage.set(kv_cache_usage)
-        if num_prefill_tokens:
-            self.prompt_tokens.inc(num_prefill_tokens)
-        if num_generated_tokens:
-            self.generation_tokens.inc(num_generated_tokens)
-        if num_preemptions_total > self._preemptions_seen:
-            self.num_preemptions.inc(num_preemptions_total - self._preemptions_seen)
-            self._preemptions_seen = num_preemptions_total
+        self.num_requests_running.set(stats.num_running)
+        self.num_requests_waiting.set(stats.num_waiting)
+        self.kv_cache_usage.set(stats.kv_cache_usage)
+        if stats.num_prefill_tokens:
+            self.prompt_tokens.inc(stats.num_prefill_tokens)
+        if stats.num_generated_tokens:
+            self.generation_tokens.inc(stats.num_generated_tokens)
+        # Counters mirror the engine's cumulative ones: add what grew since the last step.
+        seen = self._seen
+        for name, value in (
+            ("num_preemptions", stats.num_preemptions_total),
+            ("prefix_cache_queries", stats.prefix_cache_queries_total),
+            ("prefix_cache_hits", stats.prefix_cache_hits_total),
+            ("spec_decode_num_drafts", stats.spec_num_drafts_total),
+            ("spec_decode_num_draft_tokens", stats.spec_num_draft_tokens_total),
+            ("spec_decode_num_accepted_tokens", stats.spec_num_accepted_tokens_total),
+        ):
+            if value > seen.get(name, 0):
+                getattr(self, name).inc(value - seen.get(name, 0))
+                seen[name] = value
+        for position, value in enumerate(stats.spec_accepted_per_position_total):
+            key = f"pos{position}"
+            if value > seen.get(key, 0):
+                self._accepted_per_pos.labels(*self._label_values, str(position)).inc(
+                    value - seen.get(key, 0)
+                )
+                seen[key] = value
 
     def record_idle(self, kv_cache_usage: float) -> None:
         """No request left in the engine: nothing running or waiting."""

@@ -75,6 +75,8 @@ class ModelRunner:
             torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)
         ]
         self.sampler = Sampler(seed)
+        self.kv_cache_dtype = dtype
+        self.weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         # Set by the engine when speculative decoding is on.
         self.proposer: Proposer | None = None
         self.spec_stats = SpecStats()

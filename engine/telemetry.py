@@ -32,6 +32,7 @@ STEP_COLUMNS: dict[str, str] = {
     "context_tokens": "q",  # sum of the scheduled sequences' context lengths after the step
     "attn_pairs": "q",  # (query, key) pairs attended: sum over new tokens of position + 1
     "kv_blocks_used": "q",
+    "kv_slots_used": "q",  # token slots of running requests that hold K/V (reserved: blocks)
     "kv_blocks_total": "q",
     "num_running": "q",
     "num_waiting": "q",
