@@ -146,6 +146,7 @@ def _run_against(
         api=scenario.api,
         ignore_eos=scenario.ignore_eos,
         temperature=scenario.temperature,
+        shared_prefix=scenario.shared_prefix.to_shared_prefix() if scenario.shared_prefix else None,
     )
     engine_description = fetch_json(base_url, "/debug/engine")
     records, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, requests))

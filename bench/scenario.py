@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from bench._toml_table import ScenarioError, Table, suggest
 
 if TYPE_CHECKING:
-    from loadgen.workload import LengthDist
+    from loadgen.workload import LengthDist, SharedPrefix
 
 __all__ = [
     "SLO",
@@ -99,6 +99,25 @@ class SLO:
 
 
 @dataclass(frozen=True)
+class SharedPrefixSpec:
+    """``[shared_prefix]``: ``num_prefixes`` system prompts of ``tokens`` tokens; each request
+    starts with one of them with probability ``share_ratio`` (input_len is then the length of
+    the request's own part)."""
+
+    tokens: int
+    num_prefixes: int = 1
+    share_ratio: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_shared_prefix(self) -> SharedPrefix:
+        from loadgen.workload import SharedPrefix
+
+        return SharedPrefix(**self.to_dict())
+
+
+@dataclass(frozen=True)
 class EngineSection:
     """Settings for the reference engine; None means "the engine's default".
 
@@ -154,6 +173,7 @@ class Scenario:
     cooldown_s: float = 0.0
     slo: SLO = field(default_factory=SLO)
     engine: EngineSection = field(default_factory=EngineSection)
+    shared_prefix: SharedPrefixSpec | None = None
     source: str = field(default="<dict>", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +184,7 @@ class Scenario:
         data = asdict(self)
         data["input_len"] = self.input_len.to_dict()
         data["output_len"] = self.output_len.to_dict()
+        data["shared_prefix"] = self.shared_prefix.to_dict() if self.shared_prefix else None
         return {key: data[key] for key in _DICT_ORDER}
 
 
@@ -181,6 +202,7 @@ _DICT_ORDER = (
     "temperature",
     "input_len",
     "output_len",
+    "shared_prefix",
     "warmup_s",
     "cooldown_s",
     "slo",
@@ -234,6 +256,20 @@ def _read_length(table: Table, name: str) -> LengthSpec:
     except ValueError as exc:
         raise table.error(name, str(exc)) from exc
     return spec
+
+
+def _read_shared_prefix(table: Table) -> SharedPrefixSpec | None:
+    sub = table.table("shared_prefix")
+    if sub is None:
+        return None
+    tokens = sub.get("tokens", int)
+    num_prefixes = sub.get("num_prefixes", int, 1)
+    share_ratio = sub.get("share_ratio", float, 1.0)
+    sub.finish()
+    sub.check("tokens", tokens >= 1, "must be >= 1", tokens)
+    sub.check("num_prefixes", num_prefixes >= 1, "must be >= 1", num_prefixes)
+    sub.check("share_ratio", 0.0 <= share_ratio <= 1.0, "must be in 0..1", share_ratio)
+    return SharedPrefixSpec(tokens, num_prefixes, share_ratio)
 
 
 def _read_slo(table: Table) -> SLO:
@@ -324,6 +360,7 @@ def scenario_from_dict(
     output_len = _read_length(top, "output_len")
     slo = _read_slo(top)
     engine = _read_engine(top)
+    shared_prefix = _read_shared_prefix(top)
     top.finish()
 
     top.check("name", bool(name.strip()), "must not be empty", name)
@@ -349,6 +386,7 @@ def scenario_from_dict(
         duration_s=duration_s,
         slo=slo,
         engine=engine,
+        shared_prefix=shared_prefix,
         source=source,
         **scalars,
     )

@@ -19,7 +19,13 @@ import numpy as np
 from loadgen.protocols import TokenizerLike
 from loadgen.records import API_KINDS, Api, RequestSpec
 
-__all__ = ["LengthDist", "WorkloadError", "exact_length_prompt", "synthetic_requests"]
+__all__ = [
+    "LengthDist",
+    "SharedPrefix",
+    "WorkloadError",
+    "exact_length_prompt",
+    "synthetic_requests",
+]
 
 DistKind = Literal["fixed", "uniform", "normal", "pareto"]
 _KINDS: tuple[str, ...] = get_args(DistKind)
@@ -186,6 +192,48 @@ def exact_length_prompt(
     )
 
 
+@dataclass(frozen=True)
+class SharedPrefix:
+    """A system prompt shared by some requests: ``num_prefixes`` distinct prefixes of ``tokens``
+    tokens each; a request starts with one of them (uniformly) with probability ``share_ratio``.
+    """
+
+    tokens: int
+    num_prefixes: int = 1
+    share_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.tokens < 1:
+            raise WorkloadError(f"shared_prefix.tokens: expected >= 1, got {self.tokens}")
+        if self.num_prefixes < 1:
+            raise WorkloadError(
+                f"shared_prefix.num_prefixes: expected >= 1, got {self.num_prefixes}"
+            )
+        if not 0.0 <= self.share_ratio <= 1.0:
+            raise WorkloadError(f"shared_prefix.share_ratio: expected 0..1, got {self.share_ratio}")
+
+
+def _with_prefix(
+    tokenizer: TokenizerLike,
+    prefix: str,
+    prefix_tokens: int,
+    n_tokens: int,
+    rng: np.random.Generator,
+    pool: np.ndarray,
+) -> tuple[str, int]:
+    """prefix + a tail of ``n_tokens``; returns the text and its exact token count.
+
+    A merge across the boundary can change the count by one; a few fresh tails usually avoid
+    it, and otherwise the true count is returned (a prompt is never mislabelled).
+    """
+    for _ in range(8):
+        text = prefix + exact_length_prompt(tokenizer, n_tokens, rng, pool)
+        count = len(tokenizer.encode(text, add_special_tokens=False))
+        if count == prefix_tokens + n_tokens:
+            break
+    return text, count
+
+
 def synthetic_requests(
     tokenizer: TokenizerLike,
     n: int,
@@ -197,13 +245,15 @@ def synthetic_requests(
     temperature: float = 0.0,
     *,
     id_prefix: str = "req",
+    shared_prefix: SharedPrefix | None = None,
 ) -> list[RequestSpec]:
     """``n`` requests with sampled prompt and output lengths, deterministic in ``seed``.
 
     Contract: request ``i`` has id ``f"{id_prefix}-{i:06d}"``; its prompt re-encodes to exactly
     ``prompt_tokens`` ids (no special tokens); ``max_tokens`` is the sampled output length. The
     same arguments give the same list, independent streams drive lengths and prompt ids, so
-    changing ``output_len`` does not change the prompts.
+    changing ``output_len`` does not change the prompts. With ``shared_prefix``, ``input_len``
+    is the length of each prompt's own part, after the shared prefix it may start with.
     """
     if n < 0:
         raise WorkloadError(f"synthetic_requests n: expected >= 0, got {n}")
@@ -217,15 +267,37 @@ def synthetic_requests(
     prompt_lens = input_len.sample(in_rng, n).tolist()
     output_lens = output_len.sample(out_rng, n).tolist()
     pool = _clean_token_pool(tokenizer, text_rng) if n else np.zeros(0, dtype=np.int64)
-    return [
-        RequestSpec(
-            request_id=f"{id_prefix}-{i:06d}",
-            prompt=exact_length_prompt(tokenizer, prompt_lens[i], text_rng, pool),
-            prompt_tokens=prompt_lens[i],
-            max_tokens=output_lens[i],
-            api=api,
-            ignore_eos=ignore_eos,
-            temperature=temperature,
+    prefixes: list[str] = []
+    choice: list[int] = [-1] * n
+    if shared_prefix is not None and n:
+        prefix_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
+        prefixes = [
+            exact_length_prompt(tokenizer, shared_prefix.tokens, prefix_rng, pool)
+            for _ in range(shared_prefix.num_prefixes)
+        ]
+        shares = prefix_rng.random(n) < shared_prefix.share_ratio
+        picks = prefix_rng.integers(0, shared_prefix.num_prefixes, size=n)
+        choice = np.where(shares, picks, -1).tolist()
+    specs = []
+    for i in range(n):
+        if choice[i] >= 0:
+            assert shared_prefix is not None
+            prompt, count = _with_prefix(
+                tokenizer, prefixes[choice[i]], shared_prefix.tokens, prompt_lens[i], text_rng,
+                pool,
+            )  # fmt: skip
+        else:
+            prompt = exact_length_prompt(tokenizer, prompt_lens[i], text_rng, pool)
+            count = prompt_lens[i]
+        specs.append(
+            RequestSpec(
+                request_id=f"{id_prefix}-{i:06d}",
+                prompt=prompt,
+                prompt_tokens=count,
+                max_tokens=output_lens[i],
+                api=api,
+                ignore_eos=ignore_eos,
+                temperature=temperature,
+            )
         )
-        for i in range(n)
-    ]
+    return specs
