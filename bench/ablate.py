@@ -141,6 +141,8 @@ def _fmt(value: Any, unit: str) -> str:
         return f"{value / 2**20:,.1f} MiB"
     if unit == "fraction":
         return f"{value * 100:.1f}%"
+    if unit == "requests":
+        return f"{value:,d}"
     return f"{value:,.1f}"
 
 

@@ -21,6 +21,7 @@ ABLATION_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("kv_reserved_peak_bytes", "KV reserved (peak)", "bytes"),
     ("kv_used_peak_bytes", "KV used (peak)", "bytes"),
     ("kv_waste", "KV waste", "fraction"),
+    ("max_running", "most running at once", "requests"),
     ("prefix_hit_rate", "prefix hit rate", "fraction"),
     ("acceptance_rate", "spec acceptance", "fraction"),
     ("weight_bytes", "weight bytes", "bytes"),
@@ -56,6 +57,7 @@ def ablation_row(run: RunData) -> dict[str, Any]:
         "kv_reserved_peak_bytes": None,
         "kv_used_peak_bytes": None,
         "kv_waste": None,
+        "max_running": None,
         "prefix_hit_rate": _delta_rate(start, end, "prefix_cache_hits", "prefix_cache_queries"),
         "acceptance_rate": _delta_rate(
             start, end, "spec_num_accepted_tokens", "spec_num_draft_tokens"
@@ -72,4 +74,5 @@ def ablation_row(run: RunData) -> dict[str, Any]:
         row["kv_used_peak_bytes"] = int(used.max() * per_token)
         total_reserved = float(reserved.sum())
         row["kv_waste"] = 1.0 - float(used.sum()) / total_reserved if total_reserved else None
+        row["max_running"] = int(steps["num_running"].max())
     return row
