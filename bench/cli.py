@@ -70,6 +70,13 @@ def serve(
     draft_num_layers: Annotated[
         int | None, typer.Option(help="draft: use the target's first L layers (self-speculative).")
     ] = None,
+    quantization: Annotated[
+        str, typer.Option(help="Weight-only: none | int8 (per channel) | int4 (grouped).")
+    ] = "none",
+    quant_group_size: Annotated[int, typer.Option(help="int4 group size (inputs).")] = 32,
+    kv_cache_dtype: Annotated[
+        str, typer.Option(help="auto (the model's dtype) | fp8 (e4m3 with a scale).")
+    ] = "auto",
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
     """Start the reference engine's OpenAI-compatible server."""
@@ -101,6 +108,9 @@ def serve(
             prompt_lookup_max=prompt_lookup_max,
             draft_model=draft_model,
             draft_num_layers=draft_num_layers,
+            quantization=quantization,
+            quant_group_size=quant_group_size,
+            kv_cache_dtype=kv_cache_dtype,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e

@@ -6,7 +6,8 @@ Cache layout, per layer: `kv_cache[2, num_blocks, block_size, num_kv_heads, head
 
 A batch holds `num_decode_seqs` one-token decodes first, then prefill chunks (which may start in
 the middle of a prompt: chunked prefill). Per layer this module does:
-  * one `index_copy_` that writes every new token's K and V into its slot;
+  * one `index_copy_` that writes every new token's K and V into its slot (an fp8 cache,
+    engine/kv_dtype.py, stores them scaled and saturated, through a uint8 view);
   * one `index_select` that gathers the K/V of all decode sequences, padded to the longest
     context and already head-major, then one grouped-query matmul / masked softmax / matmul for
     all of them (K/V are never repeated per query head);
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from engine.kv_dtype import decode_kv, encode_kv, is_fp8
 
 
 @dataclass
@@ -215,48 +218,84 @@ def paged_attention(
     kv_cache: torch.Tensor,
     meta: AttentionMetadata,
     scale: float,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> torch.Tensor:
     """Write this step's K/V into `kv_cache`, then attend every query to its sequence's context.
 
     q [T, Hq, D], k and v [T, Hkv, D] (RoPE already applied to q and k); kv_cache
     [2, num_blocks, block_size, Hkv, D], contiguous, updated in place. Returns [T, Hq, D] in
-    q's dtype.
+    q's dtype. The cache may be in a narrower dtype than q (fp8: see engine/kv_dtype.py): it
+    stores K / k_scale and V / v_scale, and every read is converted back to q's dtype. The
+    scales are folded into the math rather than multiplied into the gathered K/V: k_scale
+    into the softmax scale, v_scale into the attention output (both exact rewrites). A first
+    prefill chunk attends to its own fresh K/V, so it never sees the cache's rounding.
     """
-    num_tokens, num_heads, head_dim = q.shape
+    num_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = k.shape[1]
-    num_slots = kv_cache.shape[1] * kv_cache.shape[2]
-    new_kv = torch.stack((k, v)).view(2, num_tokens, -1).to(kv_cache.dtype)
-    kv_cache.view(2, num_slots, -1).index_copy_(1, meta.slot_mapping, new_kv)
+    write_kv_cache(kv_cache, meta.slot_mapping, k, v, k_scale, v_scale)
 
     cache_rows = kv_cache.view(-1, head_dim)
-    plan = meta.plan(num_slots, num_kv_heads)
+    plan = meta.plan(kv_cache.shape[1] * kv_cache.shape[2], num_kv_heads)
     out = torch.empty_like(q)
     if plan.decode is not None:
-        out[: plan.decode.num_seqs] = _decode_attention(q, cache_rows, plan.decode, scale)
+        out[: plan.decode.num_seqs] = _decode_attention(
+            q, cache_rows, plan.decode, scale * k_scale, v_scale
+        )
     for chunk in plan.prefills:
         rows = slice(chunk.token_start, chunk.token_end)
+        chunk_scale, out_scale = scale, 1.0
         if chunk.kv_rows is None:  # a first chunk: its own K/V are the whole context
             keys, values = k[rows].transpose(0, 1)[None], v[rows].transpose(0, 1)[None]
         else:
-            kv = cache_rows.index_select(0, chunk.kv_rows).view(2, 1, num_kv_heads, -1, head_dim)
-            keys, values = kv[0].to(q.dtype), kv[1].to(q.dtype)
+            kv = decode_kv(cache_rows.index_select(0, chunk.kv_rows), q.dtype)
+            keys, values = kv.view(2, 1, num_kv_heads, -1, head_dim).unbind(0)
+            chunk_scale, out_scale = scale * k_scale, v_scale
         attended = F.scaled_dot_product_attention(
             q[rows].transpose(0, 1)[None],
             keys,
             values,
             attn_mask=chunk.allowed,
             is_causal=chunk.kv_rows is None,
-            scale=scale,
+            scale=chunk_scale,
             enable_gqa=num_heads != num_kv_heads,
         )
+        if out_scale != 1.0:
+            attended = attended * out_scale
         out[rows] = attended[0].transpose(0, 1)
     return out
 
 
+def write_kv_cache(
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+) -> None:
+    """Store k and v [T, Hkv, D] at flat slots `slot_mapping` [T] of `kv_cache`, in its dtype.
+
+    An fp8 cache stores K / k_scale and V / v_scale saturated to the format's range
+    (`encode_kv`), written through a uint8 view: CPU torch has no fp8 `index_copy_`.
+    """
+    num_tokens = k.shape[0]
+    num_slots = kv_cache.shape[1] * kv_cache.shape[2]
+    new_kv = torch.stack((k, v))
+    if is_fp8(kv_cache.dtype):
+        new_kv = encode_kv(new_kv, kv_cache.dtype, k_scale, v_scale).view(torch.uint8)
+        kv_cache = kv_cache.view(torch.uint8)
+    else:
+        new_kv = new_kv.to(kv_cache.dtype)
+    kv_cache.view(2, num_slots, -1).index_copy_(1, slot_mapping, new_kv.view(2, num_tokens, -1))
+
+
 def _decode_attention(
-    q: torch.Tensor, cache_rows: torch.Tensor, batch: DecodeBatch, scale: float
+    q: torch.Tensor, cache_rows: torch.Tensor, batch: DecodeBatch, scale: float, v_scale: float
 ) -> torch.Tensor:
     """All decode queries in one batched op: [nd, Hq, D] from the gathered, padded context.
+    `scale` is the softmax scale times the cache's K scale; the output is multiplied by the
+    cache's V scale.
 
     A grouped matmul (the query heads of one KV head side by side) rather than sdpa: it never
     repeats K/V for GQA, and on CPU it measured as fast as sdpa in fp32 and ~4x faster in bf16
@@ -264,11 +303,14 @@ def _decode_attention(
     """
     nd, max_ctx = batch.num_seqs, batch.max_ctx
     num_heads, head_dim = q.shape[1], q.shape[2]
-    kv = cache_rows.index_select(0, batch.kv_rows).view(2, nd, -1, max_ctx, head_dim)
-    keys, values = kv[0].to(q.dtype), kv[1].to(q.dtype)  # [nd, Hkv, ctx, D]
+    kv = decode_kv(cache_rows.index_select(0, batch.kv_rows), q.dtype)
+    keys, values = kv.view(2, nd, -1, max_ctx, head_dim).unbind(0)  # [nd, Hkv, ctx, D]
     grouped_q = q[:nd].view(nd, keys.shape[1], -1, head_dim)  # [nd, Hkv, group, D]
     # Softmax in fp32 like HF's eager attention, so bf16 runs stay close to the reference.
     scores = torch.matmul(grouped_q, keys.transpose(-1, -2)).float().mul_(scale)
     scores.masked_fill_(batch.pad_mask, float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(q.dtype)
-    return torch.matmul(probs, values).view(nd, num_heads, head_dim)
+    out = torch.matmul(probs, values)
+    if v_scale != 1.0:
+        out.mul_(v_scale)
+    return out.view(nd, num_heads, head_dim)

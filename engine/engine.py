@@ -18,8 +18,10 @@ from engine.config import ModelConfig
 from engine.engine_config import EngineConfig
 from engine.executor import Executor
 from engine.kv_cache_manager import KVCacheManager
+from engine.kv_dtype import resolve_kv_cache_dtype
 from engine.model_runner import ModelRunner, num_kv_blocks_for
 from engine.presets import PRESETS, get_preset
+from engine.quant import QuantReport, quantize_model
 from engine.request import Request, SamplingParams
 from engine.scheduler import Scheduler, SchedulerOutput
 from engine.spec_decode import DraftModelProposer, NgramProposer, Proposer, SpecStats
@@ -105,12 +107,17 @@ class LLMEngine:
             config.max_model_len or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
         )
+        self.quant_report: QuantReport | None = None
         if executor is None:
             model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)
+            self.quant_report = quantize_model(model, config.quantization, config.quant_group_size)
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
+            kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, self.dtype)
             num_blocks = num_kv_blocks_for(
                 self.model_config,
                 config.block_size,
-                self.dtype,
+                kv_dtype,
                 self.device,
                 config.kv_cache_memory_bytes,
             )
@@ -122,6 +129,7 @@ class LLMEngine:
                 self.dtype,
                 self.device,
                 config.seed,
+                kv_cache_dtype=kv_dtype,
             )
         self.executor = executor
         self.kv_cache_dtype = getattr(executor, "kv_cache_dtype", self.dtype)
@@ -207,6 +215,7 @@ class LLMEngine:
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
             "prefix_caching": self.config.prefix_caching,
             "weight_bytes": self.weight_bytes,
+            "quantization": self.quant_report.to_dict() if self.quant_report else None,
             "stats": self.stats(),
         }
 

@@ -9,6 +9,8 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 BATCHING = ("continuous", "static")
 KV_LAYOUTS = ("paged", "contiguous")
 SPECULATIVE = ("off", "ngram", "draft")
+QUANTIZATION = ("none", "int8", "int4")
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class EngineConfig:
     prompt_lookup_max: int = 4
     draft_model: str | None = None
     draft_num_layers: int | None = None
+    # Weight-only quantization of the decoder's linear layers; int4 groups along the input.
+    quantization: str = "none"
+    quant_group_size: int = 32
+    # The KV cache's storage: the model's dtype ("auto") or fp8 e4m3 with per-layer scales.
+    kv_cache_dtype: str = "auto"
     # Sleep this long in every step: a deliberately slower engine, to test that regression
     # gates catch a real slowdown. Never set it for a measurement.
     step_delay_ms: float = 0.0
@@ -64,6 +71,10 @@ class EngineConfig:
         _choice("batching", self.batching, BATCHING)
         _choice("kv_layout", self.kv_layout, KV_LAYOUTS)
         _choice("speculative", self.speculative, SPECULATIVE)
+        _choice("quantization", self.quantization, QUANTIZATION)
+        _choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        if self.quant_group_size < 1:
+            raise ValueError(f"quant_group_size must be at least 1, got {self.quant_group_size}")
         if self.kv_layout == "contiguous" and self.enable_prefix_caching:
             raise ValueError(
                 "enable_prefix_caching needs kv_layout='paged': a contiguous reservation "

@@ -99,6 +99,10 @@ class LlamaAttention(nn.Module):
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.scale = config.head_dim**-0.5
+        # Fixed fp8 KV cache scales (cache holds K / k_scale, V / v_scale): engine/kv_dtype.py.
+        # Plain floats, not buffers: no weight bytes, and never cast by model.to().
+        self.k_scale = 1.0
+        self.v_scale = 1.0
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
         self.qkv_proj = nn.Linear(config.hidden_size, qkv_rows, bias=False)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
@@ -116,7 +120,9 @@ class LlamaAttention(nn.Module):
         qk_heads = self.num_heads + self.num_kv_heads
         qk = apply_rotary(qkv[:, :qk_heads], cos, sin)  # q and k rotated in one pass
         q, k, v = qk[:, : self.num_heads], qk[:, self.num_heads :], qkv[:, qk_heads:]
-        attended = paged_attention(q, k, v, kv_cache, meta, self.scale)
+        attended = paged_attention(
+            q, k, v, kv_cache, meta, self.scale, k_scale=self.k_scale, v_scale=self.v_scale
+        )
         return self.o_proj(attended.reshape(num_tokens, -1))
 
 

@@ -11,7 +11,9 @@ import torch
 
 from engine.attention import AttentionMetadata
 from engine.config import ModelConfig
+from engine.kv_dtype import allocate_kv_caches
 from engine.model import LlamaForCausalLM
+from engine.quant import weight_bytes
 from engine.rejection_sampler import greedy_verify, rejection_sample
 from engine.sampler import Sampler, processed_probs
 from engine.scheduler import ScheduledRequest, SchedulerOutput
@@ -63,6 +65,7 @@ class ModelRunner:
         dtype: torch.dtype,
         device: torch.device,
         seed: int = 0,
+        kv_cache_dtype: torch.dtype | None = None,
     ) -> None:
         self.model = model
         self.config = config
@@ -70,13 +73,18 @@ class ModelRunner:
         self.device = device
         self.dtype = dtype
         self._num_blocks = num_blocks
-        shape = (2, num_blocks, block_size, config.num_key_value_heads, config.head_dim)
-        self.kv_caches = [
-            torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)
-        ]
+        self.kv_cache_dtype = kv_cache_dtype or dtype
+        self.kv_caches = allocate_kv_caches(
+            config.num_hidden_layers,
+            num_blocks,
+            block_size,
+            config.num_key_value_heads,
+            config.head_dim,
+            self.kv_cache_dtype,
+            device,
+        )
         self.sampler = Sampler(seed)
-        self.kv_cache_dtype = dtype
-        self.weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        self.weight_bytes = weight_bytes(model)
         # Set by the engine when speculative decoding is on.
         self.proposer: Proposer | None = None
         self.spec_stats = SpecStats()

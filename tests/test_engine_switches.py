@@ -147,3 +147,30 @@ def test_bad_switch_values_are_refused() -> None:
         EngineConfig(kv_layout="contiguous", enable_prefix_caching=True)
     with pytest.raises(ValueError, match="exactly one of draft_model"):
         EngineConfig(speculative="draft")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"quantization": "int8"},
+        {"quantization": "int4", "quant_group_size": 32},
+        {"kv_cache_dtype": "fp8"},
+        {"quantization": "int8", "speculative": "draft", "draft_num_layers": 2},
+    ],
+    ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()),
+)
+def test_lossy_switches_run_the_whole_engine(settings: dict) -> None:
+    # Lossy on purpose: outputs may differ (their error is bounded in test_quant/test_kv_fp8);
+    # here the engine must serve every request to its length with them on.
+    work = ragged_workload(6, seed=4)
+    engine = make_engine(**settings)
+    outputs = run_checked(engine, work)
+    assert [len(o) for o in outputs] == [p.max_tokens for _, p in work]
+    described = engine.describe()
+    plain = make_engine().describe()
+    if "quantization" in settings:
+        assert described["quantization"]["method"] == settings["quantization"]
+        assert described["weight_bytes"] < plain["weight_bytes"]
+    if "kv_cache_dtype" in settings:
+        assert described["kv_bytes_per_token"] * 4 == plain["kv_bytes_per_token"]
+        assert described["kv_capacity_tokens"] == 4 * plain["kv_capacity_tokens"]

@@ -276,5 +276,5 @@ def test_presets_have_published_sizes() -> None:
     assert get_preset("llama-3-8b").kv_bytes_per_token(2) == 131_072
     tiny = get_preset("tiny")
     assert (tiny.hidden_size, tiny.num_hidden_layers, tiny.vocab_size) == (256, 4, 4096)
-    with pytest.raises(KeyError, match="known presets: llama-3-70b, llama-3-8b, tiny"):
+    with pytest.raises(KeyError, match=r"known presets: .*llama-3-8b.*tiny"):
         get_preset("llama-2")
