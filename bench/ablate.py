@@ -59,15 +59,19 @@ def _convert(name: str, text: str) -> Any:
 
 
 def parse_switch(spec: str) -> Switch:
-    """``NAME=V1,V2,...`` with NAME an engine setting (`bench serve --help` lists them)."""
+    """``NAME=V1,V2,...`` with NAME an engine setting (`bench serve --help` lists them).
+
+    ``model`` switches presets (e.g. model=tiny,tiny-mha,tiny-mqa to see what GQA buys); the
+    models must share a tokenizer, since every setting sends the same prompts.
+    """
     name, sep, values = spec.partition("=")
     name = name.strip().replace("-", "_")
     if not sep or not values.strip():
         raise AblationError(
             f"--switch {spec!r}: expected NAME=V1,V2 (e.g. batching=continuous,static)"
         )
-    if name not in _FIELDS or name in ("model", "served_model_name"):
-        known = ", ".join(sorted(n for n in _FIELDS if n not in ("model", "served_model_name")))
+    if name not in _FIELDS or name == "served_model_name":
+        known = ", ".join(sorted(n for n in _FIELDS if n != "served_model_name"))
         raise AblationError(
             f"--switch {spec!r}: {name!r} is not an engine setting; one of: {known}"
         )

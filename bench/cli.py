@@ -136,8 +136,19 @@ def run(
     ] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
     live: Annotated[bool, typer.Option(help="Show a live display while the load runs.")] = True,
+    nsys: Annotated[
+        bool,
+        typer.Option(
+            help="Run the launched engine under `nsys profile -t cuda,nvtx`; the report goes to "
+            "the run folder as engine.nsys-rep (says so when nsys is not on PATH)."
+        ),
+    ] = False,
+    probes: Annotated[
+        bool, typer.Option(help="Sample NVML/GPM, CPU and the engine's /metrics during the run.")
+    ] = True,
 ) -> None:
-    """Run a scenario against an engine and write a run folder."""
+    """Run a scenario against an engine and write a run folder and its dashboard."""
+    from bench.cli_dashboards import report_after_run
     from bench.orchestrate import RunError, RunOptions, run_benchmark
     from bench.report import render_summary
     from bench.scenario import ScenarioError, load_scenario
@@ -147,7 +158,7 @@ def run(
     except ScenarioError as e:
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(2) from e
-    opts = RunOptions(spec, url, engine, model, tokenizer, runs_dir, live)
+    opts = RunOptions(spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes)
     try:
         folder, summary = run_benchmark(opts, console)
     except RunError as e:
@@ -155,6 +166,7 @@ def run(
         raise typer.Exit(1) from e
     render_summary(summary, console)
     console.print(f"run folder: [bold]{folder}[/bold]")
+    report_after_run(folder, console)
 
 
 @app.command()
@@ -187,11 +199,18 @@ def ablate(
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(1) from e
     render_ablation(path, console)
+    from dashboards.ablation import ablation_input_from_json, write_ablation_report
+
+    page = write_ablation_report(ablation_input_from_json(path), path.with_name("ablation.html"))
+    console.print(f"dashboard: [bold]{page}[/bold]")
 
 
 @app.command()
 def report(
     run_folder: Annotated[Path, typer.Argument(help="A run folder written by `bench run`.")],
+    html: Annotated[
+        bool, typer.Option("--html", help="Also write report.html, the dashboard.")
+    ] = False,
 ) -> None:
     """Print a run's summary again, from its folder."""
     from bench.report import render_summary
@@ -205,16 +224,21 @@ def report(
     summary = loaded.summary
     if summary is None:
         # A run that stopped before writing summary.json: its tables still hold every request.
-        from bench.summary import compute_summary
+        from bench.run_summary import summarize_run
 
-        scenario = loaded.run_json.get("scenario", {})
-        summary = compute_summary(
-            loaded.requests,
-            loaded.tokens,
-            scenario.get("warmup_s") or 0.0,
-            scenario.get("cooldown_s") or 0.0,
-            scenario.get("slo"),
-        )
+        summary = summarize_run(loaded)
         console.print("summary.json is missing: recomputed from the tables")
     render_summary(summary, console)
     console.print(f"run folder: [bold]{run_folder}[/bold]")
+    if html:
+        from bench.cli_dashboards import write_report_html
+
+        write_report_html(run_folder, console)
+
+
+# Command groups defined beside their features.
+from bench.cli_dashboards import register as register_dashboards  # noqa: E402
+from bench.cli_probes import register as register_probes  # noqa: E402
+
+register_dashboards(app)
+register_probes(app)

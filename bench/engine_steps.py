@@ -23,6 +23,7 @@ STEP_COUNT_COLUMNS = (
     "num_prefill_tokens",
     "num_decode_tokens",
     "context_tokens",
+    "decode_context_tokens",
     "attn_pairs",
     "kv_blocks_used",
     "kv_slots_used",

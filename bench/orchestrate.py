@@ -1,8 +1,9 @@
-"""`bench run`: resolve the engine, run the load, write the run folder.
+"""`bench run`: resolve the engine, start the probes, run the load, stop them, write the folder.
 
-Data flows one way: scenario -> engine (launched or given) -> load generator -> records -> run
-folder -> summary. The summary is computed from the written tables, never from in-memory state,
-so `bench report` on the folder gives the same figures.
+Data flows one way: scenario -> engine (launched or given) -> probes started -> load generator ->
+probes stopped -> records and readings -> run folder -> summary. The summary is computed from the
+written folder (bench.run_summary), never from in-memory state, so recomputing it from the folder
+gives the same figures.
 """
 
 from __future__ import annotations
@@ -19,19 +20,28 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from bench.engine_steps import fetch_json, fetch_steps
-from bench.environment import git_commit, hardware, package_versions
+from bench.environment import cpu_name, git_commit, hardware, package_versions
 from bench.live import LiveDisplay
-from bench.run_folder import RunFolder
+from bench.probing import (
+    analytic_section,
+    collect_nsys_report,
+    launch_reference,
+    samples_frame,
+    start_probes,
+)
+from bench.run_folder import RunFolder, load_run
+from bench.run_summary import summarize_run
 from bench.scenario import Scenario
-from bench.summary import compute_summary
+from engine_adapters.base import EngineAdapter
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
-from engine_adapters.reference import launch_reference
 from engine_adapters.registry import get_adapter
 from loadgen.client import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
 from loadgen.closed_loop import run_closed_loop
 from loadgen.records import RequestRecord
 from loadgen.workload import synthetic_requests
+from probes import nsys
+from probes.session import ProbeResult
 
 _REACHABLE_TIMEOUT_S = 5.0
 _DURATION_REQUESTS_CAP = 5000
@@ -53,6 +63,10 @@ class RunOptions:
     live: bool = True
     # Reference-engine settings (EngineConfig fields) over the scenario's [engine] table.
     engine_overrides: dict[str, Any] = field(default_factory=dict)
+    # Wrap a launched engine in `nsys profile -t cuda,nvtx` (probes.nsys) when nsys is on PATH.
+    nsys: bool = False
+    # Start the probes (NVML/GPM, CPU, engine /metrics) around the load.
+    probes: bool = True
 
 
 def reference_settings(scenario: Scenario) -> dict[str, Any]:
@@ -102,38 +116,48 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, A
 
     started_wall = datetime.now(UTC)
     t_launch = time.monotonic()
+    nsys_output: Path | None = None
     if opts.url is None:
         console.print(f"starting the reference engine ({settings['model']}) ...")
         try:
-            launched = launch_reference(settings)
+            launched, nsys_output = launch_reference(settings, opts.nsys, opts.runs_dir, console)
         except EngineStartError as e:
             raise RunError(str(e)) from e
         base_url = launched.base_url
         console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
     else:
         base_url = opts.url
+        if opts.nsys:
+            console.print(
+                "[yellow]--nsys wraps an engine that bench starts; run the engine at --url under "
+                "`nsys profile -t cuda,nvtx` yourself[/yellow]"
+            )
     try:
-        return _run_against(opts, console, adapter.name, base_url, tokenizer, started_wall, {
+        folder, summary = _run_against(opts, console, adapter, base_url, tokenizer, started_wall, {
             "adapter": adapter.name,
             "url": base_url,
             "launched": launched is not None,
             "launch_command": launched.command if launched else None,
             "settings": settings or None,
             "startup_s": time.monotonic() - t_launch if launched else None,
-        })  # fmt: skip
+        }, launched.process.pid if launched else None)  # fmt: skip
     finally:
         if launched is not None:
-            launched.stop()
+            launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
+    if nsys_output is not None:
+        collect_nsys_report(folder, nsys_output, console)
+    return folder, summary
 
 
 def _run_against(
     opts: RunOptions,
     console: Console,
-    engine_name: str,
+    adapter: EngineAdapter,
     base_url: str,
     tokenizer: Any,
     started_wall: datetime,
     engine_info: dict[str, Any],
+    engine_pid: int | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     scenario = opts.scenario
     num_requests = scenario.num_requests or _requests_for_duration(scenario)
@@ -149,20 +173,33 @@ def _run_against(
         shared_prefix=scenario.shared_prefix.to_shared_prefix() if scenario.shared_prefix else None,
     )
     engine_description = fetch_json(base_url, "/debug/engine")
-    records, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, requests))
-    # Engine steps share the run's clock only when the engine runs on this host.
+    # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
+    # when the engine runs on this host.
     local = urlsplit(base_url).hostname in _LOCAL_HOSTS
+    probes, probe_messages = (
+        start_probes(console, adapter, base_url, engine_pid, local)
+        if opts.probes
+        else (None, ["probes disabled"])
+    )
+    probe_result: ProbeResult | None = None
+    try:
+        records, clock_info, model = asyncio.run(
+            _drive(opts, console, base_url, tokenizer, requests)
+        )
+    finally:
+        if probes is not None:
+            probe_result = probes.stop()
     steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
     engine_end = fetch_json(base_url, "/debug/engine")
-    folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
-    requests_df = folder.write_requests(records)
-    tokens_df = folder.write_tokens(records)
+    folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
+    folder.write_requests(records)
+    folder.write_tokens(records)
     if steps is not None:
         folder.write_steps(steps)
-    summary = compute_summary(
-        requests_df, tokens_df, scenario.warmup_s, scenario.cooldown_s, scenario.slo.to_dict()
-    )
-    folder.write_summary(summary)
+    wrote_samples = probe_result is not None and probe_result.num_samples > 0
+    if probe_result is not None and wrote_samples:
+        folder.write_samples(samples_frame(probe_result, clock_info["t0_ns"]))
+    machine = hardware()
     folder.write_run_json(
         {
             "run_id": folder.run_id,
@@ -175,9 +212,20 @@ def _run_against(
                 # are this run's (prefix cache hits, speculative acceptance, preemptions).
                 "stats_end": engine_end.get("stats") if isinstance(engine_end, dict) else None,
             },
-            "recorded": {"steps": steps is not None},
+            "recorded": {"steps": steps is not None, "samples": wrote_samples},
             "tokenizer": getattr(tokenizer, "name", None),
-            "hardware": hardware(),
+            "hardware": machine,
+            "analytic": analytic_section(
+                engine_description,
+                opts.tokenizer or (engine_info.get("settings") or {}).get("model"),
+                local,
+                machine["gpus"],
+                cpu_name(),
+            ),
+            "probes": {
+                **(probe_result.to_json() if probe_result else {}),
+                "messages": probe_messages + (probe_result.messages() if probe_result else []),
+            },
             "versions": package_versions(),
             "git_commit": git_commit(),
             "started_utc": started_wall.isoformat(),
@@ -185,6 +233,9 @@ def _run_against(
             "client": clock_info,
         }
     )
+    # The summary reads the folder back: the same function recomputes it from the files alone.
+    summary = summarize_run(load_run(folder.path))
+    folder.write_summary(summary)
     return folder.path, summary
 
 

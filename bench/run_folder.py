@@ -29,6 +29,7 @@ from bench.summary import json_safe
 
 __all__ = [
     "REQUESTS_SCHEMA",
+    "SAMPLES_SCHEMA",
     "TOKENS_SCHEMA",
     "RunData",
     "RunFolder",
@@ -43,6 +44,7 @@ REQUESTS_PARQUET = "requests.parquet"
 TOKENS_PARQUET = "tokens.parquet"
 SUMMARY_JSON = "summary.json"
 STEPS_PARQUET = "steps.parquet"
+SAMPLES_PARQUET = "samples.parquet"
 
 # Times are seconds from the run's start on its monotonic clock; None (null) where an event never
 # happened (no first token, no HTTP status). output_tokens_source is "usage", "tokenizer" or
@@ -70,6 +72,19 @@ TOKENS_SCHEMA = pa.schema(
         pa.field("index", pa.int64(), nullable=False),
         pa.field("t_s", pa.float64(), nullable=False),
         pa.field("n_tokens", pa.int64(), nullable=False),
+    ]
+)
+
+# The probes' time series, long format (probes/: nvml, gpm, cpu, engine). t_s is on the run's
+# clock and may be negative: the probes start before the load. labels is a JSON object as text
+# ('' when none), e.g. {"gpu":"0"} or {"metric":"vllm:kv_cache_usage_perc",...}.
+SAMPLES_SCHEMA = pa.schema(
+    [
+        pa.field("t_s", pa.float64(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("labels", pa.string(), nullable=False),
     ]
 )
 
@@ -172,6 +187,7 @@ class RunData:
     tokens: pd.DataFrame
     summary: dict[str, Any] | None
     steps: pd.DataFrame | None = None
+    samples: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +249,15 @@ class RunFolder:
         _write_parquet(path, table)
         return path
 
+    def write_samples(self, samples: pd.DataFrame) -> pd.DataFrame:
+        """Write samples.parquet (SAMPLES_SCHEMA's columns); returns the frame as read back."""
+        try:
+            table = pa.Table.from_pandas(samples, schema=SAMPLES_SCHEMA, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
+            raise TypeError(f"samples do not fit the run folder schema: {exc}") from exc
+        _write_parquet(self.path / SAMPLES_PARQUET, table)
+        return _to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
+
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """Write summary.json (indent 2)."""
         path = self.path / SUMMARY_JSON
@@ -280,6 +305,7 @@ def load_run(path: Path | str) -> RunData:
         )
     summary_path = path / SUMMARY_JSON
     steps_path = path / STEPS_PARQUET
+    samples_path = path / SAMPLES_PARQUET
     return RunData(
         path=path,
         run_json=_read_json(path / RUN_JSON),
@@ -287,4 +313,5 @@ def load_run(path: Path | str) -> RunData:
         tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
         summary=_read_json(summary_path) if summary_path.is_file() else None,
         steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
+        samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
     )

@@ -74,6 +74,20 @@ def studies() -> dict[str, tuple[Scenario, list[Switch]]]:
             _scenario("switch-ngram-greedy", users=8, num_requests=48),
             [Switch("speculative", ("off", "ngram"))],
         ),
+        # Weight-only quantization: weight memory and speed, at one user and at 100.
+        "quantization_1_user": (
+            _scenario("switch-quant-1", users=1, num_requests=8),
+            [Switch("quantization", ("none", "int8", "int4"))],
+        ),
+        "quantization_100_users": (
+            _scenario("switch-quant-100"),
+            [Switch("quantization", ("none", "int8", "int4"))],
+        ),
+        # Grouped-query attention: 8 query heads over 8 (MHA), 2 (GQA) or 1 (MQA) KV heads.
+        "gqa": (
+            _scenario("switch-gqa"),
+            [Switch("model", ("tiny-mha", "tiny", "tiny-mqa"))],
+        ),
         # Sampled at temperature 1, the same model does not repeat.
         "ngram_sampled": (
             _scenario("switch-ngram-sampled", users=8, num_requests=48, temperature=1.0),

@@ -267,6 +267,7 @@ class LLMEngine:
             forward_ns = time.perf_counter_ns() - forward_start_ns
             if self.config.step_delay_ms and not sched.is_empty:
                 time.sleep(self.config.step_delay_ms / 1000)
+            composition = self._composition(sched)
             with nvtx_ranges.range("update"):
                 updates = self.scheduler.update_from_output(sched, sampled)
             if self.proposer is not None:
@@ -297,7 +298,7 @@ class LLMEngine:
             **self._spec_counters(),
         )
         if not sched.is_empty:
-            self._record_step(sched, start_ns, forward_ns)
+            self._record_step(sched, composition, start_ns, forward_ns)
         return outputs
 
     def _spec_counters(self) -> dict[str, Any]:
@@ -342,33 +343,46 @@ class LLMEngine:
         ]
         self.proposer.propose(ready, self.kv_cache_manager.block_tables)
 
-    def _record_step(self, sched: SchedulerOutput, start_ns: int, forward_ns: int) -> None:
-        context_tokens = attn_pairs = num_decode_seqs = 0
+    @staticmethod
+    def _composition(sched: SchedulerOutput) -> dict[str, int]:
+        """The step's batch as the roofline model needs it, taken before the update moves the
+        requests on: context lengths include the step's tokens, drafts included."""
+        context = attn_pairs = decode_seqs = decode_context = 0
         for s in sched.scheduled:
-            ctx = s.request.num_computed_tokens  # already advanced by update_from_output
             n = s.num_new_tokens
-            context_tokens += ctx
+            ctx = s.request.num_computed_tokens + n
+            context += ctx
             # Positions ctx-n .. ctx-1 attend to themselves and everything before them.
             attn_pairs += n * ctx - n * (n - 1) // 2
-            num_decode_seqs += n == 1
+            if s.is_decode:
+                decode_seqs += 1
+                decode_context += ctx
+        return {
+            "num_seqs": len(sched.scheduled),
+            "num_prefill_seqs": len(sched.scheduled) - decode_seqs,
+            "num_decode_seqs": decode_seqs,
+            "context_tokens": context,
+            "decode_context_tokens": decode_context,
+            "attn_pairs": attn_pairs,
+        }
+
+    def _record_step(
+        self, sched: SchedulerOutput, composition: dict[str, int], start_ns: int, forward_ns: int
+    ) -> None:
         pool = self.block_pool
         self.steps.record(
             start_ns=start_ns,
             end_ns=time.perf_counter_ns(),
             forward_ns=forward_ns,
-            num_seqs=len(sched.scheduled),
-            num_prefill_seqs=len(sched.scheduled) - num_decode_seqs,
-            num_decode_seqs=num_decode_seqs,
             num_prefill_tokens=sched.num_prefill_tokens,
             num_decode_tokens=sched.num_decode_tokens,
-            context_tokens=context_tokens,
-            attn_pairs=attn_pairs,
             kv_blocks_used=pool.num_used_blocks,
             kv_slots_used=sum(r.num_computed_tokens for r in self.scheduler.running),
             kv_blocks_total=pool.num_blocks,
             num_running=len(self.scheduler.running),
             num_waiting=len(self.scheduler.waiting),
             num_preemptions=len(sched.preempted),
+            **composition,
         )
 
     def generate(

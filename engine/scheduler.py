@@ -35,6 +35,8 @@ class ScheduledRequest:
     # Draft tokens to verify this step (speculative decoding); they follow the request's last
     # token in the step's input and are counted in num_new_tokens.
     spec_token_ids: list[int] = field(default_factory=list)
+    # Decode: the request computes the one token it sampled last (plus drafts), not its prompt.
+    is_decode: bool = False
 
 
 @dataclass
@@ -182,10 +184,11 @@ class Scheduler:
     def _record(self, out: SchedulerOutput, req: Request, n: int, spec: list[int]) -> None:
         remaining = req.num_tokens - req.num_computed_tokens
         samples = n - len(spec) == remaining
-        out.scheduled.append(ScheduledRequest(req, n, samples, spec))
         # A decode computes the one token sampled last step (plus drafts); recomputing a
         # preempted request's outputs is prefill work.
-        if remaining == 1 and req.num_output_tokens:
+        is_decode = remaining == 1 and req.num_output_tokens > 0
+        out.scheduled.append(ScheduledRequest(req, n, samples, spec, is_decode))
+        if is_decode:
             out.num_decode_tokens += n
         else:
             out.num_prefill_tokens += n

@@ -30,6 +30,7 @@ STEP_COLUMNS: dict[str, str] = {
     "num_prefill_tokens": "q",
     "num_decode_tokens": "q",
     "context_tokens": "q",  # sum of the scheduled sequences' context lengths after the step
+    "decode_context_tokens": "q",  # the same over the decode sequences alone
     "attn_pairs": "q",  # (query, key) pairs attended: sum over new tokens of position + 1
     "kv_blocks_used": "q",
     "kv_slots_used": "q",  # token slots of running requests that hold K/V (reserved: blocks)

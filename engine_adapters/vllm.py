@@ -4,16 +4,37 @@ from __future__ import annotations
 
 from engine_adapters.base import EngineAdapter
 
-# Newest name first: vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc in its v1 engine.
+# Our name -> vLLM's names, newest first (probes.engine_metrics reads the first one present).
+# Counters are named by their sample (`_total`), histograms by their family.
 VLLM_METRICS: dict[str, tuple[str, ...]] = {
+    # The v1 engine renamed gpu_cache_usage_perc to kv_cache_usage_perc (both 0..1).
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     "num_requests_running": ("vllm:num_requests_running",),
     "num_requests_waiting": ("vllm:num_requests_waiting",),
     "prompt_tokens_total": ("vllm:prompt_tokens_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total",),
     "num_preemptions_total": ("vllm:num_preemptions_total",),
-    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total",),
-    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total",),
+    # Early v1 releases prefixed the prefix-cache counters with gpu_.
+    "prefix_cache_queries_total": (
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+    ),
+    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    # The v0 engine exported a hit-rate gauge (0..1) instead of counters.
+    "prefix_cache_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
+    "spec_decode_num_drafts_total": ("vllm:spec_decode_num_drafts_total",),
+    "spec_decode_num_draft_tokens_total": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_decode_num_accepted_tokens_total": ("vllm:spec_decode_num_accepted_tokens_total",),
+    # v0's gauge (0..1).
+    "spec_decode_acceptance_rate": ("vllm:spec_decode_draft_acceptance_rate",),
+    # With --enable-mfu-metrics: the engine's own estimate of work done, per GPU.
+    "estimated_flops_per_gpu_total": ("vllm:estimated_flops_per_gpu_total",),
+    "estimated_read_bytes_per_gpu_total": ("vllm:estimated_read_bytes_per_gpu_total",),
+    "estimated_write_bytes_per_gpu_total": ("vllm:estimated_write_bytes_per_gpu_total",),
+    # Per-request phase times (histograms, seconds).
+    "request_prefill_time_seconds": ("vllm:request_prefill_time_seconds",),
+    "request_decode_time_seconds": ("vllm:request_decode_time_seconds",),
+    "request_queue_time_seconds": ("vllm:request_queue_time_seconds",),
 }
 
 VLLM = EngineAdapter(name="vllm", metric_names=VLLM_METRICS)

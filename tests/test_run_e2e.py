@@ -17,6 +17,7 @@ from rich.console import Console
 
 from bench.orchestrate import RunError, RunOptions, run_benchmark
 from bench.run_folder import load_run
+from bench.run_summary import summarize_run
 from bench.scenario import load_scenario
 from bench.summary import compute_summary
 from engine.engine_config import EngineConfig
@@ -92,8 +93,10 @@ def test_every_request_recorded_and_summary_recomputes(tmp_path: Path, base_url:
     assert (tokens_per_request.loc[req["request_id"]].to_numpy() == req["output_tokens"]).all()
     assert (req["first_token_s"] - req["sent_s"] <= req["done_s"] - req["sent_s"]).all()
     assert (req["sent_s"] >= req["scheduled_s"]).all()
-    recomputed = compute_summary(data.requests, data.tokens, 0.0, 0.0, {})
+    recomputed = summarize_run(data)
     assert recomputed == json.loads((folder / "summary.json").read_text()) == summary
+    # Its request figures are compute_summary's, from requests.parquet and tokens.parquet alone.
+    assert compute_summary(data.requests, data.tokens, 0.0, 0.0, {}).items() <= summary.items()
     assert data.run_json["engine"]["model"] == "tiny"
     # The engine's own steps, on the run's clock, account for every token.
     steps = data.steps

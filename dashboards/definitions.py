@@ -1,0 +1,121 @@
+"""The definitions shown on hover, worded as README.md's "Metric definitions".
+
+One place for the text, so that a headline tile, a CDF panel and a comparison table all say the
+same thing about a figure. Keys are summary.json's keys where the figure comes from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFINITIONS", "MetricDefinition", "definition"]
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    """What a figure is called, its unit, and how it is computed (plain text, no markup)."""
+
+    label: str
+    unit: str
+    text: str
+
+
+DEFINITIONS: dict[str, MetricDefinition] = {
+    "ttft_ms": MetricDefinition(
+        "TTFT", "ms", "Time to first token: first content chunk − sent, per ok request."
+    ),
+    "itl_ms": MetricDefinition(
+        "ITL",
+        "ms",
+        "Inter-token latency: the gaps between a request's content chunks; a chunk holding "
+        "n > 1 tokens contributes its gap divided by n, n times.",
+    ),
+    "tpot_ms": MetricDefinition(
+        "TPOT",
+        "ms",
+        "Time per output token: (done − first token) / (output tokens − 1), for requests "
+        "with more than one token.",
+    ),
+    "e2el_ms": MetricDefinition(
+        "E2EL", "ms", "End-to-end latency: done − sent (the whole request as the user sees it)."
+    ),
+    "e2el_from_scheduled_ms": MetricDefinition(
+        "E2EL from scheduled", "ms", "done − scheduled: E2EL plus any queueing in the client."
+    ),
+    "queueing_delay_ms": MetricDefinition(
+        "Queueing delay",
+        "ms",
+        "sent − scheduled: how late the client sent a request it meant to send.",
+    ),
+    "per_user_tps": MetricDefinition(
+        "Per-user TPS",
+        "tok/s",
+        "1 / TPOT of each request: the speed one user sees; its distribution across requests "
+        "is reported, not just a mean.",
+    ),
+    "output_tok_s": MetricDefinition(
+        "Output throughput",
+        "tok/s",
+        "Output tokens of ok requests in the measured window (warm-up and cool-down cut), "
+        "divided by the window's duration.",
+    ),
+    "total_tok_s": MetricDefinition(
+        "Total throughput",
+        "tok/s",
+        "Prompt plus output tokens of ok requests in the measured window, per second.",
+    ),
+    "requests_per_s": MetricDefinition(
+        "Request throughput",
+        "req/s",
+        "Ok requests in the measured window, divided by the window's duration.",
+    ),
+    "goodput": MetricDefinition(
+        "Goodput",
+        "req/s",
+        "Requests per second that meet every SLO given (TTFT, TPOT, E2EL).",
+    ),
+    "error_rate": MetricDefinition(
+        "Error rate",
+        "%",
+        "Failed requests / all requests in the measured window. A failed request is counted, "
+        "never dropped.",
+    ),
+    "output_tokens": MetricDefinition(
+        "Output tokens",
+        "tokens",
+        "From the server's usage when it sends one, else from the tokenizer; the source is "
+        "shown beside the count.",
+    ),
+    "mfu": MetricDefinition(
+        "MFU",
+        "%",
+        "Model FLOPs utilization: achieved FLOP/s (analytic FLOPs / step time) over the "
+        "hardware's peak FLOP/s.",
+    ),
+    "mbu": MetricDefinition(
+        "MBU",
+        "%",
+        "Model bandwidth utilization: achieved bytes/s (weights, KV read and write, "
+        "activations / step time) over the hardware's peak memory bandwidth.",
+    ),
+    "joules_per_output_token": MetricDefinition(
+        "Energy per output token",
+        "J/token",
+        "The GPUs' energy counters' increase over the measured window, divided by the output "
+        "tokens received in the same span (NVML).",
+    ),
+    "arithmetic_intensity": MetricDefinition(
+        "Arithmetic intensity",
+        "FLOP/byte",
+        "FLOPs / bytes moved. Below the ridge point (peak FLOP/s / peak bytes/s) a step is "
+        "memory-bound, above it compute-bound.",
+    ),
+}
+
+
+def definition(key: str) -> MetricDefinition:
+    """The definition of ``key``; a plain label for a key without one (never raises)."""
+    found = DEFINITIONS.get(key)
+    if found is not None:
+        return found
+    return MetricDefinition(key.replace("_", " "), "", "")

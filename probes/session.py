@@ -1,0 +1,127 @@
+"""Start every sampler of a run before the load and stop them after it.
+
+:class:`ProbeSession` runs the samplers as threads of the calling process. :class:`ProbeProcess`
+runs a ProbeSession in a child process (spawned, so it shares no lock or thread with the
+parent): the load generator's event loop then never waits on the interpreter lock while a
+sampler parses a large /metrics page, and the probes' whole cost is one process's CPU, which is
+measured. Both return a :class:`ProbeResult`: the readings (columns t_ns, source, name, value,
+labels, as probes.sampler) and one report per sampler (status, reason, ticks, missed ticks,
+errors, cost per tick).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.sampler import SAMPLE_COLUMNS, Sampler, SamplerThread
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """Which samplers a run wants (picklable, so a child process can build them).
+
+    processes: role -> pid for the CPU sampler ("client", "engine").
+    engine_url / engine_metric_names: the engine's base URL and its adapter's map; no URL or an
+    empty map means no engine scraping.
+    """
+
+    nvml: bool = True
+    nvml_interval_s: float = 0.2
+    gpm: bool = True
+    cpu: bool = True
+    cpu_interval_s: float = 0.5
+    processes: Mapping[str, int] = field(default_factory=dict)
+    engine_url: str | None = None
+    engine_metric_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    engine_interval_s: float = 0.5
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "processes": dict(self.processes),
+            "engine_metric_names": {k: list(v) for k, v in self.engine_metric_names.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProbeSpec:
+        names = {k: tuple(v) for k, v in data.get("engine_metric_names", {}).items()}
+        return cls(**{**data, "engine_metric_names": names})
+
+    def build(self) -> list[Sampler]:
+        # Imported here so that a spec can be pickled without loading every sampler's module.
+        from probes.cpu import CpuSampler
+        from probes.engine_metrics import EngineMetricsSampler
+        from probes.nvml import NvmlSampler
+
+        samplers: list[Sampler] = []
+        if self.nvml:
+            samplers.append(NvmlSampler(self.nvml_interval_s, gpm=self.gpm))
+        if self.cpu:
+            samplers.append(CpuSampler(self.processes, self.cpu_interval_s))
+        if self.engine_url:
+            samplers.append(
+                EngineMetricsSampler(
+                    self.engine_url, self.engine_metric_names, self.engine_interval_s
+                )
+            )
+        return samplers
+
+
+@dataclass
+class ProbeResult:
+    """What the probes recorded: columnar readings and a report per sampler."""
+
+    columns: dict[str, list[Any]]
+    reports: list[dict[str, Any]]
+    process: dict[str, Any] | None = None  # the probe process's own cost, when there was one
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.columns["t_ns"])
+
+    def messages(self) -> list[str]:
+        """One line per sampler that failed while running (unavailable ones were said at
+        start), saying why."""
+        lines = []
+        for r in self.reports:
+            if r["status"] in ("failed", "hung"):
+                lines.append(f"probe {r['source']}: {r['status']}: {r['reason']}")
+            elif r["errors"]:
+                lines.append(f"probe {r['source']}: {r['errors']} failed ticks: {r['first_error']}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """run.json's "probes" section."""
+        return {
+            "samplers": {r["source"]: r for r in self.reports},
+            "process": self.process,
+            "samples": self.num_samples,
+        }
+
+
+class ProbeSession:
+    """Samplers as threads of this process: ``start()``, then ``stop()`` for the result."""
+
+    def __init__(self, samplers: Sequence[Sampler]) -> None:
+        self.threads = [SamplerThread(s) for s in samplers]
+
+    def start(self) -> list[str]:
+        """Open and start every sampler; returns why each unavailable one cannot run."""
+        reasons = []
+        for thread in self.threads:
+            reason = thread.start()
+            if reason is not None:
+                reasons.append(f"probe {thread.sampler.source}: {reason}")
+        return reasons
+
+    def stop(self) -> ProbeResult:
+        for thread in self.threads:
+            thread.stop()
+        columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_COLUMNS}
+        for thread in self.threads:
+            for name, values in thread.buffer.columns().items():
+                columns[name].extend(values)
+        return ProbeResult(columns, [t.report() for t in self.threads])
