@@ -41,6 +41,7 @@ def steps_frame() -> pd.DataFrame:
             num_seqs=len(chunks), num_prefill_seqs=len(prefills), num_decode_seqs=len(decodes),
             num_prefill_tokens=sum(q for q, _ in prefills),
             num_decode_tokens=len(decodes), context_tokens=sum(c for _, c in chunks),
+            decode_context_tokens=sum(c for _, c in decodes),
             attn_pairs=Batch.from_chunks(chunks).attn_pairs,
         )  # fmt: skip
         rows.append(row)
