@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -146,6 +146,14 @@ def run(
     probes: Annotated[
         bool, typer.Option(help="Sample NVML/GPM, CPU and the engine's /metrics during the run.")
     ] = True,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Run the scenario N times (a fresh engine each), one run folder each, grouped "
+            "in one folder with group.json: what `bench baseline save` and `bench gate` take.",
+        ),
+    ] = 1,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli_dashboards import report_after_run
@@ -159,6 +167,21 @@ def run(
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(2) from e
     opts = RunOptions(spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes)
+    if repeat > 1:
+        from bench.repeat import run_repeated
+
+        def show(index: int, folder: Path, summary: dict[str, Any]) -> None:
+            render_summary(summary, console)
+            console.print(f"run folder: [bold]{folder}[/bold]")
+            report_after_run(folder, console)
+
+        try:
+            group, _ = run_repeated(opts, repeat, console, on_run=show)
+        except RunError as e:
+            console.print(f"[red]{e}[/red]")
+            raise typer.Exit(1) from e
+        console.print(f"group folder: [bold]{group}[/bold]")
+        return
     try:
         folder, summary = run_benchmark(opts, console)
     except RunError as e:
@@ -238,7 +261,9 @@ def report(
 
 # Command groups defined beside their features.
 from bench.cli_dashboards import register as register_dashboards  # noqa: E402
+from bench.cli_gate import register as register_gate  # noqa: E402
 from bench.cli_probes import register as register_probes  # noqa: E402
 
 register_dashboards(app)
 register_probes(app)
+register_gate(app)
