@@ -149,3 +149,7 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     errors = _errors(summary)
     if errors is not None:
         console.print(errors)
+    # Imported here: bench.report_attribution imports this module's format_number.
+    from bench.report_attribution import render_attribution
+
+    render_attribution(summary, console)
