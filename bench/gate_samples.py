@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bench.run_folder import RunData
-from bench.summary import compute_summary
+from bench.run_summary import request_summary
 
 __all__ = [
     "PER_REQUEST_FIELDS",
@@ -190,16 +190,7 @@ def samples_from_run(run: RunData) -> RunSamples:
     The window comes from summary.json (recomputed from the tables when the run has none), so
     the selection is the summary's: status ok, sent_s >= start_s and end <= end_s.
     """
-    summary = run.summary
-    if summary is None:
-        scenario = run.run_json.get("scenario") or {}
-        summary = compute_summary(
-            run.requests,
-            run.tokens,
-            scenario.get("warmup_s") or 0.0,
-            scenario.get("cooldown_s") or 0.0,
-            scenario.get("slo"),
-        )
+    summary = run.summary if run.summary is not None else request_summary(run)
     window = summary.get("window") or {}
     start, stop = window.get("start_s"), window.get("end_s")
     req = run.requests.sort_values("request_id", kind="mergesort").reset_index(drop=True)

@@ -20,16 +20,22 @@ from bench.samples_summary import engine_flops_increase, samples_summary
 from bench.summary import compute_summary, json_safe
 
 
-def summarize_run(run: RunData) -> dict[str, Any]:
-    """The summary.json dict of ``run`` (module docstring); deterministic for the same files."""
+def request_summary(run: RunData) -> dict[str, Any]:
+    """compute_summary of the run's requests and tokens, with the window and SLOs its scenario
+    (run.json) set: the request figures of summary.json alone. Raises ValueError as it does."""
     scenario = run.run_json.get("scenario") or {}
-    summary = compute_summary(
+    return compute_summary(
         run.requests,
         run.tokens,
         scenario.get("warmup_s") or 0.0,
         scenario.get("cooldown_s") or 0.0,
         scenario.get("slo"),
     )
+
+
+def summarize_run(run: RunData) -> dict[str, Any]:
+    """The summary.json dict of ``run`` (module docstring); deterministic for the same files."""
+    summary = request_summary(run)
     window = summary["window"]
     analytic = run.run_json.get("analytic")
     summary["per_user_tps_by_phase"] = per_user_tps_by_phase(run.requests, window)

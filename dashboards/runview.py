@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bench.run_folder import RunData, RunFolderError, load_run
-from bench.summary import compute_summary
+from bench.run_summary import request_summary
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
@@ -219,15 +219,8 @@ def load_run_view(path: Path | str, label: str | None = None) -> RunView:
     notes: list[Note] = []
     summary = data.summary
     if summary is None:
-        scenario = data.run_json.get("scenario") or {}
         try:
-            summary = compute_summary(
-                data.requests,
-                data.tokens,
-                scenario.get("warmup_s") or 0.0,
-                scenario.get("cooldown_s") or 0.0,
-                scenario.get("slo"),
-            )
+            summary = request_summary(data)
         except ValueError as exc:
             raise RunFolderError(
                 f"{path}: no summary.json and it cannot be recomputed: {exc}"
