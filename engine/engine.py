@@ -366,6 +366,19 @@ class LLMEngine:
             "attn_pairs": attn_pairs,
         }
 
+    def _kv_slots_used(self) -> int:
+        """Physical KV slots holding tokens: the blocks in use less each request's unfilled
+        slots (its partly filled tail, lookahead, or a contiguous reservation). Only full blocks
+        are shared, so a block shared by several requests counts once."""
+        bs = self.block_pool.block_size
+        tables = self.kv_cache_manager.block_tables
+        unfilled = sum(
+            len(tables[r.request_id]) * bs - r.num_computed_tokens
+            for r in self.scheduler.running
+            if r.request_id in tables
+        )
+        return self.block_pool.num_used_blocks * bs - unfilled
+
     def _record_step(
         self, sched: SchedulerOutput, composition: dict[str, int], start_ns: int, forward_ns: int
     ) -> None:
@@ -377,7 +390,7 @@ class LLMEngine:
             num_prefill_tokens=sched.num_prefill_tokens,
             num_decode_tokens=sched.num_decode_tokens,
             kv_blocks_used=pool.num_used_blocks,
-            kv_slots_used=sum(r.num_computed_tokens for r in self.scheduler.running),
+            kv_slots_used=self._kv_slots_used(),
             kv_blocks_total=pool.num_blocks,
             num_running=len(self.scheduler.running),
             num_waiting=len(self.scheduler.waiting),
