@@ -1,3 +1,4 @@
 from bench.cli import app
 
-app(prog_name="bench")
+if __name__ == "__main__":
+    app(prog_name="bench")

@@ -126,7 +126,10 @@ def run(
         str | None,
         typer.Option(help="Base URL of a running engine; without it the reference engine starts."),
     ] = None,
-    engine: Annotated[str, typer.Option(help="Adapter: reference, vllm, openai.")] = "reference",
+    engine: Annotated[
+        str,
+        typer.Option(help="Adapter: reference, openai, vllm, sglang, tgi, llamacpp, trtllm."),
+    ] = "reference",
     model: Annotated[
         str | None, typer.Option(help="Model name to send (default: the server's first model).")
     ] = None,
@@ -154,6 +157,26 @@ def run(
             "in one folder with group.json: what `bench baseline save` and `bench gate` take.",
         ),
     ] = 1,
+    driver: Annotated[
+        str, typer.Option(help="asyncio (this process, or --workers processes) or locust.")
+    ] = "asyncio",
+    workers: Annotated[
+        int, typer.Option(min=1, help="Client processes sharing the users (Locust: workers).")
+    ] = 1,
+    launch: Annotated[
+        str | None,
+        typer.Option(
+            help="Start the --engine with this command line ({port}, {model}, {host}, {exe} "
+            "filled in), wait for it, and stop it after the run."
+        ),
+    ] = None,
+    launch_model: Annotated[
+        str | None,
+        typer.Option(
+            help="Start the --engine's usual command line for this model (a HF dir; a .gguf "
+            "for llamacpp); also the default --tokenizer."
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli_dashboards import report_after_run
@@ -166,7 +189,10 @@ def run(
     except ScenarioError as e:
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(2) from e
-    opts = RunOptions(spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes)
+    opts = RunOptions(
+        spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
+        driver=driver, workers=workers, launch=launch, launch_model=launch_model,
+    )  # fmt: skip
     if repeat > 1:
         from bench.repeat import run_repeated
 
@@ -188,6 +214,10 @@ def run(
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(1) from e
     render_summary(summary, console)
+    from bench.client_check import client_warning
+
+    if warning := client_warning(summary):
+        console.print(f"[yellow]{warning}[/yellow]")
     console.print(f"run folder: [bold]{folder}[/bold]")
     report_after_run(folder, console)
 
@@ -263,7 +293,9 @@ def report(
 from bench.cli_dashboards import register as register_dashboards  # noqa: E402
 from bench.cli_gate import register as register_gate  # noqa: E402
 from bench.cli_probes import register as register_probes  # noqa: E402
+from bench.cli_sweep import register as register_sweep  # noqa: E402
 
 register_dashboards(app)
 register_probes(app)
 register_gate(app)
+register_sweep(app)

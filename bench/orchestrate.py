@@ -22,6 +22,7 @@ from rich.console import Console
 from bench.engine_steps import fetch_json, fetch_steps
 from bench.environment import cpu_name, git_commit, hardware, package_versions
 from bench.live import LiveDisplay
+from bench.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.probing import (
     analytic_section,
     collect_nsys_report,
@@ -33,18 +34,16 @@ from bench.run_folder import RunFolder, load_run
 from bench.run_summary import summarize_run
 from bench.scenario import Scenario
 from engine_adapters.base import EngineAdapter
+from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
 from engine_adapters.registry import get_adapter
 from loadgen.client import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
-from loadgen.closed_loop import run_closed_loop
-from loadgen.records import RequestRecord
-from loadgen.workload import synthetic_requests
+from loadgen.driver import LoadPlan, LoadResult
 from probes import nsys
 from probes.session import ProbeResult
 
 _REACHABLE_TIMEOUT_S = 5.0
-_DURATION_REQUESTS_CAP = 5000
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -67,6 +66,14 @@ class RunOptions:
     nsys: bool = False
     # Start the probes (NVML/GPM, CPU, engine /metrics) around the load.
     probes: bool = True
+    # Load driver: "asyncio" (this process, or `workers` processes sharing the users) or
+    # "locust" (a local Locust master and `workers` workers).
+    driver: str = "asyncio"
+    workers: int = 1
+    # Start an external engine through its adapter (engine_adapters.launch_command): a command
+    # line ({port}, {model}, {host}, {exe} filled in), or the model for the adapter's usual one.
+    launch: str | None = None
+    launch_model: str | None = None
 
 
 def reference_settings(scenario: Scenario) -> dict[str, Any]:
@@ -103,10 +110,12 @@ def _load_tokenizer(spec: str) -> Any:
 def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, Any]]:
     """Run ``opts.scenario`` end to end; returns the run folder and its summary."""
     scenario = opts.scenario
-    adapter = get_adapter("reference" if opts.url is None else opts.engine)
+    external = opts.launch is not None or opts.launch_model is not None
+    reference = opts.url is None and not external
+    adapter = get_adapter("reference" if reference else opts.engine)
     launched: LaunchedEngine | None = None
-    settings = {**reference_settings(scenario), **opts.engine_overrides} if opts.url is None else {}
-    tokenizer_spec = opts.tokenizer or (settings.get("model") if opts.url is None else None)
+    settings = {**reference_settings(scenario), **opts.engine_overrides} if reference else {}
+    tokenizer_spec = opts.tokenizer or (settings.get("model") if reference else opts.launch_model)
     if tokenizer_spec is None:
         raise RunError(
             f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
@@ -117,7 +126,16 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, A
     started_wall = datetime.now(UTC)
     t_launch = time.monotonic()
     nsys_output: Path | None = None
-    if opts.url is None:
+    if external:
+        try:
+            plan = launch_plan(adapter, opts.launch, opts.launch_model)
+            console.print(f"starting {adapter.name}: {' '.join(plan.command)}")
+            launched = start_engine(adapter, plan)
+        except (LaunchError, EngineStartError) as e:
+            raise RunError(str(e)) from e
+        base_url = launched.base_url
+        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+    elif opts.url is None:
         console.print(f"starting the reference engine ({settings['model']}) ...")
         try:
             launched, nsys_output = launch_reference(settings, opts.nsys, opts.runs_dir, console)
@@ -160,18 +178,7 @@ def _run_against(
     engine_pid: int | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     scenario = opts.scenario
-    num_requests = scenario.num_requests or _requests_for_duration(scenario)
-    requests = synthetic_requests(
-        tokenizer,
-        num_requests,
-        scenario.input_len.to_length_dist(),
-        scenario.output_len.to_length_dist(),
-        seed=scenario.seed,
-        api=scenario.api,
-        ignore_eos=scenario.ignore_eos,
-        temperature=scenario.temperature,
-        shared_prefix=scenario.shared_prefix.to_shared_prefix() if scenario.shared_prefix else None,
-    )
+    plan = prepare_load(scenario, tokenizer, adapter, console)
     engine_description = fetch_json(base_url, "/debug/engine")
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
@@ -183,17 +190,16 @@ def _run_against(
     )
     probe_result: ProbeResult | None = None
     try:
-        records, clock_info, model = asyncio.run(
-            _drive(opts, console, base_url, tokenizer, requests)
-        )
+        result, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, plan))
     finally:
         if probes is not None:
             probe_result = probes.stop()
     steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
     engine_end = fetch_json(base_url, "/debug/engine")
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
-    folder.write_requests(records)
-    folder.write_tokens(records)
+    folder.write_requests(result.records)
+    folder.write_tokens(result.records)
+    load_info = record_load(folder.path, result, plan, opts.driver, opts.workers)
     if steps is not None:
         folder.write_steps(steps)
     wrote_samples = probe_result is not None and probe_result.num_samples > 0
@@ -212,7 +218,8 @@ def _run_against(
                 # are this run's (prefix cache hits, speculative acceptance, preemptions).
                 "stats_end": engine_end.get("stats") if isinstance(engine_end, dict) else None,
             },
-            "recorded": {"steps": steps is not None, "samples": wrote_samples},
+            "recorded": {"steps": steps is not None, "samples": wrote_samples, "client": True},
+            "load": load_info,
             "tokenizer": getattr(tokenizer, "name", None),
             "hardware": machine,
             "analytic": analytic_section(
@@ -239,24 +246,13 @@ def _run_against(
     return folder.path, summary
 
 
-def _requests_for_duration(scenario: Scenario) -> int:
-    """Requests to prepare for a duration-bound run without num_requests.
-
-    The driver stops at the deadline, so the list only has to outlast it; building prompts of
-    exact lengths costs about a millisecond each, hence the cap. Set num_requests to go beyond.
-    """
-    assert scenario.duration_s is not None
-    per_user = max(20, int(scenario.duration_s))
-    return min(_DURATION_REQUESTS_CAP, scenario.users * per_user)
-
-
 async def _drive(
     opts: RunOptions,
     console: Console,
     base_url: str,
     tokenizer: Any,
-    requests: list,
-) -> tuple[list[RequestRecord], dict[str, Any], str]:
+    plan: LoadPlan,
+) -> tuple[LoadResult, dict[str, Any], str]:
     scenario = opts.scenario
     probe = StreamingClient(base_url, opts.model or "", max_connections=1)
     try:
@@ -274,21 +270,15 @@ async def _drive(
     gc.collect()
     gc.freeze()
     clock = RunClock()
-    display = LiveDisplay(console, total=len(requests) if scenario.num_requests else None,
-                          duration_s=scenario.duration_s, enabled=opts.live)  # fmt: skip
-    async with StreamingClient(
-        base_url, model, max_connections=scenario.users, tokenizer=tokenizer
-    ) as client:
-        with display:
-            records = await run_closed_loop(
-                client,
-                requests,
-                num_users=scenario.users,
-                clock=clock,
-                duration_s=scenario.duration_s,
-                think_time_s=scenario.think_time_s,
-                on_record=display.on_record,
-                counters=display.counters,
-            )
+    total = len(plan.requests) if scenario.num_requests or scenario.open_loop else None
+    display = LiveDisplay(console, total=total, duration_s=scenario.duration_s, enabled=opts.live)
+    with display:
+        try:
+            result = await drive_load(
+                plan, base_url, model, tokenizer, clock, driver=opts.driver,
+                workers=opts.workers, on_record=display.on_record, counters=display.counters,
+            )  # fmt: skip
+        except LoadError as e:
+            raise RunError(str(e)) from e
     info = {"clock": "time.perf_counter_ns", "t0_ns": clock.t0_ns}
-    return records, info, model
+    return result, info, model

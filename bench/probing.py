@@ -48,6 +48,7 @@ def probe_spec(
         processes=processes,
         engine_url=base_url if adapter.metric_names else None,
         engine_metric_names=adapter.metric_names,
+        engine_metrics_path=adapter.metrics_path,
     )
 
 

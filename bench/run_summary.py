@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
+from bench.client_check import client_health, read_client_table
 from bench.run_folder import RunData
 from bench.samples_summary import engine_flops_increase, samples_summary
 from bench.summary import compute_summary, json_safe
@@ -43,5 +44,9 @@ def summarize_run(run: RunData) -> dict[str, Any]:
     summary["probes"] = samples_summary(run.samples, run.tokens, window)
     summary["engine_estimates"] = engine_estimate_check(
         run.requests, analytic, engine_flops_increase(run.samples)
+    )
+    # The load generator's self-check (client.parquet): lags, CPU, and the client-bound verdict.
+    summary["client"] = client_health(
+        read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
     )
     return json_safe(summary)

@@ -19,16 +19,26 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 from bench._toml_table import ScenarioError, Table, suggest
+from bench.scenario_load import (
+    ArrivalSpec,
+    WorkloadSpec,
+    check_combination,
+    read_arrival,
+    read_workload,
+)
 
 if TYPE_CHECKING:
     from loadgen.workload import LengthDist, SharedPrefix
 
 __all__ = [
+    "OPEN_LOOP_USERS",
     "SLO",
+    "ArrivalSpec",
     "EngineSection",
     "LengthSpec",
     "Scenario",
     "ScenarioError",
+    "WorkloadSpec",
     "list_scenarios",
     "load_scenario",
     "scenario_from_dict",
@@ -47,6 +57,8 @@ _LENGTH_PARAMS: dict[str, dict[str, type]] = {
     "pareto": {"shape": float, "scale": float},
 }
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
+# Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
+OPEN_LOOP_USERS = 512
 
 
 @dataclass(frozen=True)
@@ -150,17 +162,22 @@ class EngineSection:
 class Scenario:
     """One benchmark run's definition. Times in seconds unless the name says otherwise.
 
-    The load is closed-loop: ``users`` concurrent users each send a request, read the whole
-    answer, wait ``think_time_s`` and send the next. The run stops after ``num_requests`` requests
-    or ``duration_s`` seconds, whichever comes first (at least one is set). ``warmup_s`` and
-    ``cooldown_s`` are cut from the start and the end of the run for the summary's figures.
-    ``source`` says where the scenario was read from and is not part of :meth:`to_dict`.
+    Closed loop (no ``arrival``): ``users`` concurrent users each send a request, read the whole
+    answer, wait ``think_time_s`` and send the next. Open loop (``arrival`` set, or a trace
+    workload): requests go out at planned times, and ``users`` is the most in flight at once
+    (the connection pool). ``ramp_up_s`` spreads the users' starts (closed) or ramps the
+    arrival rate up from 0 (open). The run stops after ``num_requests`` requests or
+    ``duration_s`` seconds, whichever comes first (at least one is set, except for a trace,
+    which ends with its last line). ``warmup_s`` and ``cooldown_s`` are cut from the start and
+    the end of the run for the summary's figures. ``input_len``/``output_len`` are None for
+    workloads that take lengths from a file. ``source`` says where the scenario was read from
+    and is not part of :meth:`to_dict`.
     """
 
     name: str
     users: int
-    input_len: LengthSpec
-    output_len: LengthSpec
+    input_len: LengthSpec | None
+    output_len: LengthSpec | None
     num_requests: int | None = None
     duration_s: float | None = None
     description: str = ""
@@ -174,7 +191,15 @@ class Scenario:
     slo: SLO = field(default_factory=SLO)
     engine: EngineSection = field(default_factory=EngineSection)
     shared_prefix: SharedPrefixSpec | None = None
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    arrival: ArrivalSpec | None = None
+    ramp_up_s: float = 0.0
     source: str = field(default="<dict>", compare=False)
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests at planned times ([arrival], or a trace) rather than closed-loop users."""
+        return self.arrival is not None or self.workload.open_loop
 
     def to_dict(self) -> dict[str, Any]:
         """The fully resolved scenario (defaults filled in) for run.json.
@@ -182,9 +207,11 @@ class Scenario:
         Unset optional values are None. ``scenario_from_dict(s.to_dict())`` gives back ``s``.
         """
         data = asdict(self)
-        data["input_len"] = self.input_len.to_dict()
-        data["output_len"] = self.output_len.to_dict()
+        data["input_len"] = self.input_len.to_dict() if self.input_len else None
+        data["output_len"] = self.output_len.to_dict() if self.output_len else None
         data["shared_prefix"] = self.shared_prefix.to_dict() if self.shared_prefix else None
+        data["workload"] = self.workload.to_dict()
+        data["arrival"] = self.arrival.to_dict() if self.arrival else None
         return {key: data[key] for key in _DICT_ORDER}
 
 
@@ -197,9 +224,12 @@ _DICT_ORDER = (
     "num_requests",
     "duration_s",
     "think_time_s",
+    "ramp_up_s",
+    "arrival",
     "api",
     "ignore_eos",
     "temperature",
+    "workload",
     "input_len",
     "output_len",
     "shared_prefix",
@@ -210,10 +240,11 @@ _DICT_ORDER = (
 )
 
 
-def _read_length(table: Table, name: str) -> LengthSpec:
+def _read_length(table: Table, name: str) -> LengthSpec | None:
     """A ``[input_len]``/``[output_len]`` table, validated (also by the sampler itself)."""
-    sub = table.table(name, required=True)
-    assert sub is not None  # required=True raises instead
+    sub = table.table(name)
+    if sub is None:
+        return None
     kind = sub.choice("kind", tuple(_LENGTH_PARAMS))
     params: dict[str, Any] = {key: sub.get(key, typ) for key, typ in _LENGTH_PARAMS[kind].items()}
     params["min"] = sub.get("min", int, None)
@@ -343,7 +374,7 @@ def scenario_from_dict(
     name = top.get("name", str, default_name)
     if name is None:
         raise top.error("name", "missing; expected a string")
-    users = top.get("users", int)
+    users = top.get("users", int, None)
     num_requests = top.get("num_requests", int, None)
     duration_s = top.get("duration_s", float, None)
     scalars = {
@@ -355,13 +386,25 @@ def scenario_from_dict(
         "temperature": top.get("temperature", float, 0.0),
         "warmup_s": top.get("warmup_s", float, 0.0),
         "cooldown_s": top.get("cooldown_s", float, 0.0),
+        "ramp_up_s": top.get("ramp_up_s", float, 0.0),
     }
     input_len = _read_length(top, "input_len")
     output_len = _read_length(top, "output_len")
     slo = _read_slo(top)
     engine = _read_engine(top)
     shared_prefix = _read_shared_prefix(top)
+    workload = read_workload(top, source)
+    arrival = read_arrival(top)
     top.finish()
+    check_combination(
+        top, workload, arrival, input_len is not None, output_len is not None,
+        shared_prefix is not None,
+    )  # fmt: skip
+    open_loop = arrival is not None or workload.open_loop
+    if users is None:
+        if not open_loop:
+            raise top.error("users", "missing; expected an integer (closed-loop users)")
+        users = OPEN_LOOP_USERS
 
     top.check("name", bool(name.strip()), "must not be empty", name)
     top.check("users", users >= 1, "must be >= 1", users)
@@ -369,10 +412,10 @@ def scenario_from_dict(
         top.check("num_requests", num_requests >= 1, "must be >= 1", num_requests)
     if duration_s is not None:
         top.check("duration_s", duration_s > 0, "must be > 0 seconds", duration_s)
-    if num_requests is None and duration_s is None:
+    if num_requests is None and duration_s is None and workload.kind != "trace":
         raise ScenarioError(f"{source}: set 'num_requests', 'duration_s' or both to end the run")
     top.check("seed", scalars["seed"] >= 0, "must be >= 0", scalars["seed"])
-    for key in ("think_time_s", "temperature", "warmup_s", "cooldown_s"):
+    for key in ("think_time_s", "temperature", "warmup_s", "cooldown_s", "ramp_up_s"):
         top.check(key, scalars[key] >= 0, "must be >= 0", scalars[key])
     if duration_s is not None:
         cut = scalars["warmup_s"] + scalars["cooldown_s"]
@@ -387,6 +430,8 @@ def scenario_from_dict(
         slo=slo,
         engine=engine,
         shared_prefix=shared_prefix,
+        workload=workload,
+        arrival=arrival,
         source=source,
         **scalars,
     )

@@ -2,7 +2,8 @@
 
 Definitions follow DESIGN.md and vLLM's ``bench serve`` where it defines the figure:
 
-- TTFT = first_token_s - sent_s. E2EL = done_s - sent_s; also done_s - scheduled_s.
+- TTFT = first_token_s - sent_s; also first_token_s - scheduled_s. E2EL = done_s - sent_s;
+  also done_s - scheduled_s.
   Queueing delay = sent_s - scheduled_s.
 - TPOT = (done_s - first_token_s) / (output_tokens - 1), for requests with > 1 output token.
 - ITL: gaps between a request's consecutive content chunks. A gap before a chunk of k tokens is
@@ -301,6 +302,10 @@ def compute_summary(
         "e2el_ms": distribution(e2el_ms[ok], LATENCY_PERCENTILES),
         "e2el_from_scheduled_ms": distribution(
             ((done - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES
+        ),
+        # Open loop: from the planned send time, so queueing before the send is not hidden.
+        "ttft_from_scheduled_ms": distribution(
+            ((first - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES
         ),
         "queueing_delay_ms": distribution(((sent - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES),
         "per_user_tps": distribution(tps, TPS_PERCENTILES),

@@ -3,6 +3,13 @@
 An adapter is small on purpose: the API flavour, an optional launch command, and the map from
 the engine's Prometheus names to ours (kv_cache_usage 0..1, num_requests_running,
 num_requests_waiting, prefix cache hits and queries, spec decode counters, ...).
+
+Normalized names (the keys of ``metric_names``), where an engine has them:
+    kv_cache_usage (0..1), num_requests_running, num_requests_waiting, prompt_tokens_total,
+    generation_tokens_total, prefix_cache_hits_total / prefix_cache_queries_total or
+    prefix_cache_hit_rate (0..1), spec_decode_* counters or spec_decode_acceptance_rate,
+    prefill and decode time (``request_prefill_time_seconds`` / ``..._decode_...`` histograms, or
+    ``prefill_seconds_total`` / ``decode_seconds_total`` counters).
 """
 
 from __future__ import annotations
@@ -19,6 +26,11 @@ class EngineAdapter:
 
     metric_names maps each of our normalized names to the engine's Prometheus names, newest
     first (older releases of an engine renamed some; the first one present wins).
+
+    Launching (``bench run --engine NAME --launch ...``): ``launch_template`` is the engine's
+    usual command line, with ``{exe}`` (the engine's executable: ``executable`` found on PATH or
+    in the engine cache, or the one given), ``{model}``, ``{host}`` and ``{port}`` filled in;
+    ``launch_env`` are environment defaults for it (the caller's environment wins).
     """
 
     name: str
@@ -27,3 +39,10 @@ class EngineAdapter:
     metric_names: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Whether the engine accepts vLLM's `ignore_eos` extension; others reject unknown fields.
     accepts_ignore_eos: bool = True
+    metrics_path: str = "/metrics"
+    description: str = ""
+    executable: str | None = None
+    launch_template: tuple[str, ...] | None = None
+    launch_env: dict[str, str] = field(default_factory=dict)
+    # Seconds a launched engine may take to become healthy (model load, warm-up, compiling).
+    launch_timeout_s: float = 300.0

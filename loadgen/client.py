@@ -8,6 +8,10 @@ stream ends. Connections are HTTP/1.1 keep-alive, one slot per concurrent user
 connection setup inside TTFT; streams are read to their very end (past ``[DONE]``) so that each
 connection stays open for the next request instead of being dropped.
 
+Plain ``http://`` servers are read through :mod:`loadgen.raw_http` (one asyncio Protocol per
+connection: a few microseconds of CPU per chunk instead of httpx's tens); ``https://``, proxies
+(``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way.
+
 Failures are data: every outcome of :meth:`StreamingClient.send` is a
 :class:`~loadgen.records.RequestRecord` (status ok, error or cancelled); it never raises.
 """
@@ -25,6 +29,7 @@ from loadgen.clock import RunClock
 from loadgen.connection_slots import ConnectionSlots
 from loadgen.openai_stream import StreamAccumulator, StreamError, error_message_from_body
 from loadgen.protocols import TokenizerLike
+from loadgen.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTimeout
 from loadgen.records import RequestRecord, RequestSpec, Status
 from loadgen.sse import SSEParser
 
@@ -54,6 +59,7 @@ class StreamingClient:
         trust_env: honour HTTP(S)_PROXY and similar variables; off by default because a proxy on
             the path distorts every latency measured.
         extra_body: extra JSON fields merged into every request body (engine-specific options).
+        raw: read plain-http streams with loadgen.raw_http (default); False forces httpx.
 
     Use as ``async with StreamingClient(...) as client:`` or call :meth:`aclose` at the end.
     """
@@ -70,6 +76,7 @@ class StreamingClient:
         connect_timeout_s: float | None = None,
         trust_env: bool = False,
         extra_body: dict[str, Any] | None = None,
+        raw: bool = True,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -110,12 +117,44 @@ class StreamingClient:
         }
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._slots = ConnectionSlots(
-            max_connections,
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
-            trust_env=trust_env,
-        )
+        self._headers = headers
+        self._trust_env = trust_env
+        self._slots_pool: ConnectionSlots | None = None
+        self._raw: RawPool | None = None
+        url = httpx.URL(root)
+        if raw and url.scheme == "http" and not trust_env:
+            port = url.port or 80
+            self._raw = RawPool(url.host, port, max_connections, self.connect_timeout_s)
+            host_header = f"{url.host}:{port}"
+            prefix = url.raw_path.decode().rstrip("/")
+            self._raw_heads = {
+                api: (
+                    f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
+                    f"Host: {host_header}\r\n"
+                    + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                    + "Content-Length: "
+                ).encode()
+                for api, tail in (("completions", "/completions"), ("chat", "/chat/completions"))
+            }
+
+    @property
+    def _slots(self) -> ConnectionSlots:
+        """httpx's connections, built on first use (the raw path may never need them)."""
+        if self._slots_pool is None:
+            self._slots_pool = ConnectionSlots(
+                self.max_connections if self._raw is None else 1,
+                headers=self._headers,
+                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+                trust_env=self._trust_env,
+            )
+        return self._slots_pool
+
+    async def warm_up(self) -> None:
+        """Open the pool's connections before the load, so that no request of the first wave
+        pays TCP set-up in its TTFT (plain-http path; a no-op for httpx, which opens lazily).
+        Connections that fail to open are left closed: their requests will say why."""
+        if self._raw is not None:
+            await self._raw.warm_up()
 
     async def __aenter__(self) -> StreamingClient:
         return self
@@ -125,7 +164,10 @@ class StreamingClient:
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
-        await self._slots.aclose()
+        if self._raw is not None:
+            self._raw.close()
+        if self._slots_pool is not None:
+            await self._slots_pool.aclose()
 
     def request_body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
@@ -137,7 +179,10 @@ class StreamingClient:
             "stream_options": {"include_usage": True},
         }
         if spec.api == "chat":
-            body["messages"] = [{"role": "user", "content": spec.prompt}]
+            if spec.messages:
+                body["messages"] = [{"role": r, "content": c} for r, c in spec.messages]
+            else:
+                body["messages"] = [{"role": "user", "content": spec.prompt}]
         else:
             body["prompt"] = spec.prompt
         if spec.ignore_eos:
@@ -165,6 +210,8 @@ class StreamingClient:
         status: Status = "ok"
         error: str | None = None
         sent_ns = perf_counter_ns()
+        if self._raw is not None:
+            return await self._send_raw(spec, user_id, scheduled_s, clock, url, body, acc)
         try:
             http = await self._acquire_slot()
             try:
@@ -181,6 +228,93 @@ class StreamingClient:
             error = self._describe(exc, url)
         except Exception as exc:  # a failed request is recorded, never dropped
             error = f"client error: {type(exc).__name__}: {exc}"
+        return self._record(
+            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
+        )
+
+    async def _send_raw(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
+        body: bytes, acc: StreamAccumulator,
+    ) -> RequestRecord:  # fmt: skip
+        """:meth:`send` over loadgen.raw_http (same outcomes, same record)."""
+        assert self._raw is not None
+        parser = SSEParser()
+        failures: list[str] = []
+        http_status: int | None = None
+        status: Status = "ok"
+        error: str | None = None
+
+        def on_body(raw: bytes, t_ns: int) -> None:
+            if parser.done or failures:
+                return
+            try:
+                for data in parser.feed(raw):
+                    if data:
+                        acc.add_event(data, t_ns)
+            except (StreamError, UnicodeDecodeError) as exc:
+                failures.append(self._describe(exc, url))
+                return
+            if parser.done:
+                acc.done_ns = t_ns
+
+        request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
+        sent_ns = perf_counter_ns()
+        try:
+            conn = await self._acquire_raw()
+            try:
+                sent_ns = perf_counter_ns()
+                _, error_body = await self._raw.request(conn, request, on_body, self.timeout_s)
+            finally:
+                http_status = conn.status  # also when the stream broke after its head
+                self._raw.release(conn)
+            if http_status is not None and http_status >= 400:
+                error = f"HTTP {http_status}: {error_message_from_body(error_body)}"
+            elif conn.answered_json:
+                error = (
+                    "expected an SSE stream (text/event-stream), got application/json: "
+                    f"{error_message_from_body(error_body)}; does the server support stream=true?"
+                )
+            elif failures:
+                error = failures[0]
+            elif not parser.done and acc.finish_reason is None:
+                partial = "; an incomplete event was buffered" if parser.has_partial_event else ""
+                error = (
+                    f"stream ended before [DONE] after {len(acc.texts)} content chunks and no "
+                    f"finish_reason (the server closed it early{partial})"
+                )
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        except PoolTimeout as exc:
+            error = f"PoolTimeout: {exc}"
+        except ReadTimeout:
+            error = (
+                f"ReadTimeout: {url} was silent for {self.timeout_s} s; raise timeout_s if the "
+                "server is only slow"
+            )
+        except RawHttpError as exc:
+            error = f"{type(exc).__name__}: {exc} (POST {url})"
+        except Exception as exc:  # a failed request is recorded, never dropped
+            error = f"client error: {type(exc).__name__}: {exc}"
+        return self._record(
+            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
+        )
+
+    async def _acquire_raw(self) -> Any:
+        assert self._raw is not None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._raw.acquire()
+        except TimeoutError:
+            raise PoolTimeout(
+                f"no free connection within {self.timeout_s} s; raise max_connections (now "
+                f"{self.max_connections}) to at least the number of concurrent requests"
+            ) from None
+
+    def _record(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
+        acc: StreamAccumulator, sent_ns: int, http_status: int | None, status: Status,
+        error: str | None,
+    ) -> RequestRecord:  # fmt: skip
         end_ns = perf_counter_ns()
         if error is not None:
             if acc.done_ns is not None:

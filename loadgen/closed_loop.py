@@ -6,6 +6,9 @@ order (asyncio is single-threaded, so taking the next index needs no lock), whic
 workload identical between runs whatever the timing. The run ends at the end of the list or at
 ``duration_s``, whichever comes first; requests in flight at the cut are cancelled and recorded
 with status "cancelled", so every request that started has exactly one record.
+
+Multi-turn chats run as sessions: a user takes the next session and sends its turns in order,
+each after the previous answer (and the think time), so a session's history grows on one user.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Protocol
 from loadgen.clock import RunClock
 from loadgen.records import RequestRecord, RequestSpec
 
-__all__ = ["LiveCounters", "RequestSender", "run_closed_loop"]
+__all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "run_closed_loop"]
 
 
 class RequestSender(Protocol):
@@ -86,21 +89,42 @@ def _cancelled_record(spec: RequestSpec, user_id: int, scheduled_s: float) -> Re
     )
 
 
+ScheduleHook = Callable[[float, float], None]
+
+
+def _as_sessions(
+    requests: Sequence[RequestSpec] | None, sessions: Sequence[Sequence[RequestSpec]] | None
+) -> Sequence[Sequence[RequestSpec]]:
+    if (requests is None) == (sessions is None):
+        raise ValueError("run_closed_loop: pass exactly one of requests and sessions")
+    if sessions is not None:
+        return sessions
+    assert requests is not None
+    return [(spec,) for spec in requests]
+
+
 async def run_closed_loop(
     client: RequestSender,
-    requests: Sequence[RequestSpec],
+    requests: Sequence[RequestSpec] | None,
     num_users: int,
     clock: RunClock,
     duration_s: float | None = None,
     think_time_s: float = 0.0,
     on_record: Callable[[RequestRecord], None] | None = None,
     counters: LiveCounters | None = None,
+    *,
+    sessions: Sequence[Sequence[RequestSpec]] | None = None,
+    ramp_up_s: float = 0.0,
+    on_started: ScheduleHook | None = None,
+    take_next: Callable[[], int] | None = None,
+    user_ids: Sequence[int] | None = None,
 ) -> list[RequestRecord]:
     """Drive ``requests`` with ``num_users`` closed-loop users; return one record per started one.
 
     Args:
         client: sends one request and returns its record (see :class:`RequestSender`).
-        requests: taken in order; the run ends when they are all done.
+        requests: taken in order; the run ends when they are all done. Pass None with
+            ``sessions``.
         num_users: concurrent users, >= 1 (size the client's pool to at least this).
         clock: the run clock; ``scheduled_s`` is when a user was ready to send.
         duration_s: seconds from this call after which the run is cut (None: no limit).
@@ -108,10 +132,21 @@ async def run_closed_loop(
         on_record: called with each record as it completes (exceptions in it stop the run and
             propagate, after the in-flight requests are cancelled and recorded).
         counters: live totals updated in place; pass one to watch progress from another task.
+        sessions: instead of ``requests``: conversations, each a list of turns that one user
+            sends in order (think time between turns too) before it takes the next session.
+        ramp_up_s: start the users evenly spread over this many seconds (user u at
+            ``u * ramp_up_s / num_users``), >= 0.
+        on_started: called with (due_s, started_s) for each request: when its user should have
+            been ready (the previous answer's end plus think time, or its ramp start) and when
+            it got to send. Their difference is the client's own lag (see loadgen.selfcheck).
+        take_next: returns the index of the next session to run (a counter shared between
+            worker processes); by default an in-process counter. An index past the end stops
+            the user.
+        user_ids: the ids recorded for users 0..num_users-1 (default: 0..num_users-1).
 
     Returns:
-        The records of all started requests, in the order of ``requests``; requests never
-        started (the run was cut first) have none.
+        The records of all started requests, in the order of ``requests`` (sessions: their
+        turns, session by session); requests never started (the run was cut first) have none.
     """
     if not isinstance(num_users, int) or num_users < 1:
         raise ValueError(f"run_closed_loop num_users: expected an int >= 1, got {num_users!r}")
@@ -123,41 +158,60 @@ async def run_closed_loop(
         raise ValueError(
             f"run_closed_loop think_time_s: expected seconds >= 0, got {think_time_s!r}"
         )
+    if not ramp_up_s >= 0:
+        raise ValueError(f"run_closed_loop ramp_up_s: expected seconds >= 0, got {ramp_up_s!r}")
+    if user_ids is not None and len(user_ids) != num_users:
+        raise ValueError(f"run_closed_loop user_ids: expected {num_users} ids, got {len(user_ids)}")
+    work = _as_sessions(requests, sessions)
     live = counters if counters is not None else LiveCounters()
-    records: list[RequestRecord | None] = [None] * len(requests)
-    next_index = 0
+    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
+    counter = 0
     stopping = False
+    start_s = clock.now_s()
 
-    def finish(i: int, record: RequestRecord) -> None:
-        records[i] = record
+    def take() -> int:
+        nonlocal counter
+        counter += 1
+        return counter - 1
+
+    next_session = take_next or take
+
+    def finish(i: int, turn: int, record: RequestRecord) -> None:
+        records[i][turn] = record
         live.request_finished(record)
         if on_record is not None:
             on_record(record)
 
-    async def user(user_id: int) -> None:
-        nonlocal next_index
+    async def user(u: int) -> None:
         task = asyncio.current_task()
-        first = True
-        while not stopping and next_index < len(requests):
-            if not first and think_time_s > 0:
-                await asyncio.sleep(think_time_s)
-                if stopping or next_index >= len(requests):
-                    return
-            first = False
-            i = next_index
-            next_index += 1
-            spec = requests[i]
-            live.request_started()
-            scheduled_s = clock.now_s()
-            try:
-                record = await client.send(spec, user_id, scheduled_s, clock)
-            except asyncio.CancelledError:
-                finish(i, _cancelled_record(spec, user_id, scheduled_s))
-                raise
-            finish(i, record)
-            # StreamingClient returns a cancelled record instead of raising: stop here too.
-            if task is not None and task.cancelling():
+        user_id = user_ids[u] if user_ids is not None else u
+        due_s = start_s + ramp_up_s * u / num_users
+        if due_s > start_s:
+            await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
+        while not stopping:
+            i = next_session()
+            if i >= len(work):
                 return
+            for turn, spec in enumerate(work[i]):
+                if stopping:
+                    return
+                live.request_started()
+                scheduled_s = clock.now_s()
+                if on_started is not None:
+                    on_started(due_s, scheduled_s)
+                try:
+                    record = await client.send(spec, user_id, scheduled_s, clock)
+                except asyncio.CancelledError:
+                    finish(i, turn, _cancelled_record(spec, user_id, scheduled_s))
+                    raise
+                finish(i, turn, record)
+                # StreamingClient returns a cancelled record instead of raising: stop here too.
+                if task is not None and task.cancelling():
+                    return
+                end_s = record.done_s if record.done_s is not None else clock.now_s()
+                due_s = end_s + think_time_s
+                if think_time_s > 0:
+                    await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
 
     tasks = [asyncio.create_task(user(u), name=f"closed-loop-user-{u}") for u in range(num_users)]
     try:
@@ -171,4 +225,4 @@ async def run_closed_loop(
     for outcome in outcomes:
         if isinstance(outcome, Exception):
             raise outcome
-    return [record for record in records if record is not None]
+    return [record for turns in records for record in turns if record is not None]

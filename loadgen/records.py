@@ -62,6 +62,9 @@ class RequestSpec:
             sent only when true, so strict OpenAI servers are not sent an unknown field).
         temperature: sampling temperature, >= 0.
         seed: per-request sampling seed, or None to let the server choose.
+        messages: for ``api="chat"``, the whole conversation to send as (role, content) pairs
+            (multi-turn chats, system prompts); ``prompt`` is then its transcript, and
+            ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
     """
 
     request_id: str
@@ -72,6 +75,7 @@ class RequestSpec:
     ignore_eos: bool = False
     temperature: float = 0.0
     seed: int | None = None
+    messages: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.request_id:

@@ -24,8 +24,8 @@ class ProbeSpec:
     """Which samplers a run wants (picklable, so a child process can build them).
 
     processes: role -> pid for the CPU sampler ("client", "engine").
-    engine_url / engine_metric_names: the engine's base URL and its adapter's map; no URL or an
-    empty map means no engine scraping.
+    engine_url / engine_metric_names / engine_metrics_path: the engine's base URL, its adapter's
+    map and where it serves Prometheus text; no URL or an empty map means no engine scraping.
     """
 
     nvml: bool = True
@@ -37,6 +37,7 @@ class ProbeSpec:
     engine_url: str | None = None
     engine_metric_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
     engine_interval_s: float = 0.5
+    engine_metrics_path: str = "/metrics"  # TensorRT-LLM serves them at /prometheus/metrics
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,7 +65,10 @@ class ProbeSpec:
         if self.engine_url:
             samplers.append(
                 EngineMetricsSampler(
-                    self.engine_url, self.engine_metric_names, self.engine_interval_s
+                    self.engine_url,
+                    self.engine_metric_names,
+                    self.engine_interval_s,
+                    path=self.engine_metrics_path,
                 )
             )
         return samplers

@@ -71,7 +71,7 @@ def test_a_run_records_probes_and_attributes_its_time(
 ) -> None:
     folder, printed = run(tmp_path, base_url, users=8, requests=32)
     data = load_run(folder)
-    assert data.run_json["recorded"] == {"steps": True, "samples": True}
+    assert data.run_json["recorded"] == {"steps": True, "samples": True, "client": True}
     samples = data.samples
     assert samples is not None and {"cpu", "engine"} <= set(samples["source"])
     names = set(samples.loc[samples["source"] == "engine", "name"])

@@ -1,0 +1,235 @@
+"""How right and how cheap is a load generator? Ours, AIPerf and `vllm bench serve`, one run.
+
+    python benchmarks/client_timing.py --streams 100 --requests 500 --tokens 100 \
+        [--aiperf PATH/aiperf] [--vllm-python PATH/python] [--tokenizer HF_DIR] [--out FILE]
+
+For each client, a fresh benchmarks/truth_server.py (pinned to CPU 0 with taskset) streams
+``--tokens`` one-token chunks per request, the first 50 ms after arrival and then one every
+10 ms, and records when it truly sent each chunk. The client (pinned to CPU 1) runs
+``--requests`` requests at ``--streams`` concurrency. Reported: the client's own TTFT and ITL
+p50/p99 beside the truth's (the difference is the client's timing error) and the client's CPU
+seconds per 1,000 tokens (its whole process tree, start-up included, from rusage; for ours also
+the CPU of the load alone). Clients that are not installed are skipped. Prints a table; with
+``--out`` writes the figures as JSON.
+
+`ours` runs this project's client in a subprocess: `python benchmarks/client_timing.py --ours
+URL STREAMS REQUESTS TOKENS OUT` (closed loop, no tokenizer: tokens from the server's usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import pickle
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SERVER_CPU, CLIENT_CPU = "0", "1"
+
+
+def _cpu_children_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> None:
+    """This project's client: closed loop, ``streams`` users; pickles its records to ``out``.
+
+    Only loadgen is imported here (no pandas), so the CPU measured is the client's own.
+    """
+    sys.path.insert(0, str(ROOT))
+    from loadgen.clock import RunClock
+    from loadgen.driver import ClientConfig, LoadPlan, run_plan
+    from loadgen.records import RequestSpec
+
+    specs = [
+        RequestSpec(f"r{i:06d}", "hello " * 100, 100, tokens, ignore_eos=True)
+        for i in range(requests)
+    ]
+    plan = LoadPlan("closed", [[s] for s in specs], users=streams)
+    gc.collect()
+    gc.freeze()
+    clock = RunClock()
+    cpu0 = time.process_time()
+    result = asyncio.run(run_plan(plan, ClientConfig(url, "truth"), clock))
+    load_cpu_s = time.process_time() - cpu0
+    out.write_bytes(pickle.dumps({"records": result.records, "load_cpu_s": load_cpu_s}))
+
+
+def _summarize_ours(path: Path) -> dict[str, Any]:
+    from bench.run_folder import requests_frame, tokens_frame
+    from bench.summary import compute_summary
+
+    data = pickle.loads(path.read_bytes())
+    records = data["records"]
+    summary = compute_summary(requests_frame(records), tokens_frame(records))
+    return {
+        "ttft_ms": [summary["ttft_ms"]["p50"], summary["ttft_ms"]["p99"]],
+        "itl_ms": [summary["itl_ms"]["p50"], summary["itl_ms"]["p99"]],
+        "ok": summary["counts"]["all"]["ok"],
+        "load_cpu_s": data["load_cpu_s"],
+    }
+
+
+def _aiperf(exe: str, url: str, args: argparse.Namespace, work: Path) -> tuple[list[str], Any]:
+    cmd = [
+        exe, "profile", "--model", "truth", "--url", url, "--endpoint-type", "completions",
+        "--streaming", "--tokenizer", args.tokenizer, "--concurrency", str(args.streams),
+        "--request-count", str(args.requests), "--synthetic-input-tokens-mean", "100",
+        "--output-tokens-mean", str(args.tokens), "--extra-inputs", "ignore_eos:true",
+        "--artifact-dir", str(work / "aiperf"), "--ui-type", "none",
+    ]  # fmt: skip
+
+    def parse() -> dict[str, Any]:
+        found = sorted((work / "aiperf").rglob("profile_export_aiperf.json"))
+        data = json.loads(found[-1].read_text())
+        pick = lambda key: [data[key]["p50"], data[key]["p99"]]  # noqa: E731
+        return {"ttft_ms": pick("time_to_first_token"), "itl_ms": pick("inter_token_latency")}
+
+    return cmd, parse
+
+
+def _vllm(python: str, url: str, args: argparse.Namespace, work: Path) -> tuple[list[str], Any]:
+    cmd = [
+        python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
+        "--base-url", url, "--endpoint", "/v1/completions", "--model", "truth",
+        "--tokenizer", args.tokenizer, "--dataset-name", "random", "--random-input-len", "100",
+        "--random-output-len", str(args.tokens), "--num-prompts", str(args.requests),
+        "--max-concurrency", str(args.streams), "--ignore-eos", "--save-result",
+        "--result-dir", str(work), "--result-filename", "vllm.json", "--percentile-metrics",
+        "ttft,itl", "--metric-percentiles", "50,99",
+    ]  # fmt: skip
+
+    def parse() -> dict[str, Any]:
+        data = json.loads((work / "vllm.json").read_text())
+        return {"ttft_ms": [data["p50_ttft_ms"], data["p99_ttft_ms"]],
+                "itl_ms": [data["p50_itl_ms"], data["p99_itl_ms"]]}  # fmt: skip
+
+    return cmd, parse
+
+
+def _ours(url: str, args: argparse.Namespace, work: Path) -> tuple[list[str], Any]:
+    out = work / "ours.pkl"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--ours", url, str(args.streams),
+           str(args.requests), str(args.tokens), str(out)]  # fmt: skip
+    return cmd, lambda: _summarize_ours(out)
+
+
+def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[str, Any]:
+    """One client against a fresh truth server; its figures beside the truth's."""
+    work = Path(tempfile.mkdtemp(prefix=f"timing-{name}-"))
+    url = f"http://127.0.0.1:{port}"
+    truth_path = work / "truth.json"
+    server = subprocess.Popen(
+        ["taskset", "-c", SERVER_CPU, sys.executable, str(ROOT / "benchmarks" / "truth_server.py"),
+         "--port", str(port), "--out", str(truth_path), "--ttft-ms", str(args.ttft_ms),
+         "--itl-ms", str(args.itl_ms)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        cmd, parse = build(url, args, work)
+        cpu0, t0 = _cpu_children_s(), time.monotonic()
+        done = subprocess.run(["taskset", "-c", CLIENT_CPU, *cmd], capture_output=True,
+                              text=True, timeout=1800)  # fmt: skip
+        cpu_s, wall_s = _cpu_children_s() - cpu0, time.monotonic() - t0
+        if done.returncode != 0:
+            return {"client": name, "error": (done.stderr or done.stdout)[-1500:]}
+        figures = parse()
+    finally:
+        try:
+            httpx.post(url + "/shutdown", timeout=5)
+        except httpx.HTTPError:
+            server.terminate()
+        server.wait(timeout=60)
+    truth = json.loads(truth_path.read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    tokens = truth["tokens"]
+    return {
+        "client": name, "streams": args.streams, "requests": truth["requests"], "tokens": tokens,
+        "reported": figures, "wall_s": wall_s, "cpu_s": cpu_s,
+        "cpu_s_per_1k_tokens": cpu_s / tokens * 1000 if tokens else None,
+        "truth": {k: truth[k] for k in ("ttft_ms", "itl_ms", "lateness_ms")},
+    }  # fmt: skip
+
+
+def _row(r: dict[str, Any]) -> str:
+    if "error" in r:
+        return f"{r['client']:>10}  failed: {r['error'][-300:]!r}"
+    rep, tru = r["reported"], r["truth"]
+    err = [
+        rep[key][i] - tru[key][stat]
+        for key in ("ttft_ms", "itl_ms")
+        for i, stat in enumerate(("p50", "p99"))
+    ]
+    load = (
+        f" (load {r['reported']['load_cpu_s'] / r['tokens'] * 1000:.3f})"
+        if "load_cpu_s" in rep
+        else ""
+    )
+    ttft, itl = rep["ttft_ms"], rep["itl_ms"]
+    truth = f"truth {tru['ttft_ms']['p50']:.1f}/{tru['ttft_ms']['p99']:.1f}"
+    return (
+        f"{r['client']:>10} {r['streams']:>5}  TTFT p50/p99 {ttft[0]:7.1f}/{ttft[1]:7.1f} "
+        f"({truth}, error {err[0]:+.1f}/{err[1]:+.1f})  ITL p50/p99 {itl[0]:5.2f}/{itl[1]:6.2f} "
+        f"(error {err[2]:+.2f}/{err[3]:+.2f})  CPU s/1k tok {r['cpu_s_per_1k_tokens']:.3f}{load}"
+        f"  server late p99 {tru['lateness_ms']['p99']:.2f} ms"
+    )
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--ours":
+        url, streams, requests, tokens, out = sys.argv[2:7]
+        run_ours(url, int(streams), int(requests), int(tokens), Path(out))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--tokens", type=int, default=100)
+    parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
+    parser.add_argument("--itl-ms", type=float, default=10.0, help="the server's ITL")
+    parser.add_argument("--aiperf", default=None, help="the aiperf executable (its own venv)")
+    parser.add_argument("--vllm-python", default=None, help="a python with vllm installed")
+    parser.add_argument(
+        "--tokenizer", default=None, help="a local HF tokenizer dir (peers need one)"
+    )
+    parser.add_argument("--port", type=int, default=8191)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--only", default="ours,vllm,aiperf")
+    args = parser.parse_args()
+    clients: list[tuple[str, Any]] = [("ours", _ours)]
+    if args.vllm_python and args.tokenizer:
+        clients.append(("vllm", lambda u, a, w: _vllm(args.vllm_python, u, a, w)))
+    if args.aiperf and args.tokenizer and os.path.exists(args.aiperf):
+        clients.append(("aiperf", lambda u, a, w: _aiperf(args.aiperf, u, a, w)))
+    results = []
+    for name, build in clients:
+        if name not in args.only.split(","):
+            continue
+        result = measure(name, build, args, args.port)
+        results.append(result)
+        print(_row(result), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
