@@ -31,7 +31,9 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     served_model_name: Annotated[str | None, typer.Option(help="Name clients send.")] = None,
     dtype: Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16.")] = "auto",
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N.")] = "auto",
+    device: Annotated[
+        str, typer.Option(help="auto | cpu | cuda | cuda:N | sim (a simulated --gpu, no weights).")
+    ] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of random weights and unseeded sampling.")] = 0,
     block_size: Annotated[int, typer.Option(help="KV block size in tokens.")] = 16,
     kv_cache_memory_bytes: Annotated[
@@ -77,6 +79,23 @@ def serve(
     kv_cache_dtype: Annotated[
         str, typer.Option(help="auto (the model's dtype) | fp8 (e4m3 with a scale).")
     ] = "auto",
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="--device sim: a100-80gb, h100-sxm, h200, ... or cpu (calibrated)."),
+    ] = None,
+    tp: Annotated[int, typer.Option(help="--device sim: tensor-parallel GPUs.")] = 1,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option(help="--device sim: share of each GPU's memory (weights + KV).")
+    ] = 0.9,
+    sim_speedup: Annotated[
+        float, typer.Option(help="--device sim: 1 real time, s > 1 s times faster, 0 virtual.")
+    ] = 1.0,
+    sim_acceptance_rate: Annotated[
+        float | None, typer.Option(help="--device sim: chance each draft token is accepted.")
+    ] = None,
+    sim_step_overhead_ms: Annotated[
+        float | None, typer.Option(help="--device sim: host time per step (default: none).")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
     """Start the reference engine's OpenAI-compatible server."""
@@ -111,6 +130,12 @@ def serve(
             quantization=quantization,
             quant_group_size=quant_group_size,
             kv_cache_dtype=kv_cache_dtype,
+            gpu=gpu,
+            tp=tp,
+            gpu_memory_utilization=gpu_memory_utilization,
+            sim_speedup=sim_speedup,
+            sim_acceptance_rate=sim_acceptance_rate,
+            sim_step_overhead_ms=sim_step_overhead_ms,
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
@@ -293,9 +318,11 @@ def report(
 from bench.cli_dashboards import register as register_dashboards  # noqa: E402
 from bench.cli_gate import register as register_gate  # noqa: E402
 from bench.cli_probes import register as register_probes  # noqa: E402
+from bench.cli_simulate import register as register_simulate  # noqa: E402
 from bench.cli_sweep import register as register_sweep  # noqa: E402
 
 register_dashboards(app)
 register_probes(app)
 register_gate(app)
 register_sweep(app)
+register_simulate(app)

@@ -135,6 +135,11 @@ def analytic_section(
 ) -> dict[str, Any]:
     """run.json's "analytic" (module docstring); ``model_spec`` names the model for engines
     that do not describe themselves (a preset or HF directory, e.g. the --tokenizer)."""
+    from bench.sim_analytic import simulated_analytic
+
+    simulated = simulated_analytic(description)
+    if simulated is not None:
+        return simulated
     notes: list[str] = []
     config_dict = (description or {}).get("model_config")
     if config_dict is None and model_spec:

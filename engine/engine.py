@@ -7,6 +7,7 @@ background thread for the server, and tests drive it directly.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,12 @@ from engine.presets import PRESETS, get_preset
 from engine.quant import QuantReport, quantize_model
 from engine.request import Request, SamplingParams
 from engine.scheduler import Scheduler, SchedulerOutput
+from engine.sim_tokenizer import LARGE_VOCAB, constructed_tokenizer
 from engine.spec_decode import DraftModelProposer, NgramProposer, Proposer, SpecStats
 from engine.telemetry import NvtxRanges, StepRecorder
 from engine.tokenizer import Tokenizer
 from engine.weights import load_hf_directory, load_model
+from probes.models import resolve_model
 
 
 @dataclass(frozen=True)
@@ -75,22 +78,33 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def load_model_spec(model: str) -> tuple[ModelConfig, Path | None]:
-    """A preset name or a local HF directory -> (config, weights directory or None)."""
+def load_model_spec(model: str, shape_only: bool = False) -> tuple[ModelConfig, Path | None]:
+    """A preset name or a local HF directory -> (config, weights directory or None).
+
+    ``shape_only`` (the simulated device, which loads no weights) also takes every name and
+    alias of probes.models and a bare config.json, and returns no weights directory.
+    """
     if model in PRESETS:
         return get_preset(model), None
     path = Path(model)
-    if path.is_dir():
+    if path.is_dir() and not shape_only:
         return load_hf_directory(path)
+    if shape_only:
+        return resolve_model(model), None
     raise ValueError(
         f"model {model!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a directory"
     )
 
 
 def load_tokenizer(model: str, config: ModelConfig) -> Tokenizer:
+    """The directory's tokenizer.json, else a synthetic tokenizer of the model's vocabulary:
+    trained (Tokenizer.for_preset) up to LARGE_VOCAB ids, constructed above (training one of
+    Llama-3's 128,256 ids takes about 30 s; engine.sim_tokenizer builds one in under a second)."""
     path = Path(model)
     if model not in PRESETS and (path / "tokenizer.json").is_file():
         return Tokenizer.from_dir(path)
+    if config.vocab_size > LARGE_VOCAB:
+        return constructed_tokenizer(config.vocab_size)
     return Tokenizer.for_preset(config.vocab_size)
 
 
@@ -99,16 +113,24 @@ class LLMEngine:
         self.config = config
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
-        self.model_config, weights_dir = load_model_spec(config.model)
+        self.simulated = config.device == "sim"
+        self.model_config, weights_dir = load_model_spec(config.model, self.simulated)
         self.tokenizer = load_tokenizer(config.model, self.model_config)
-        self.device = resolve_device(config.device)
-        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.device = torch.device("cpu") if self.simulated else resolve_device(config.device)
+        if self.simulated and config.dtype == "auto":
+            self.dtype = getattr(torch, self.model_config.dtype)  # the checkpoint's dtype
+        else:
+            self.dtype = resolve_dtype(config.dtype, self.device)
         self.max_model_len = min(
             config.max_model_len or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
         )
         self.quant_report: QuantReport | None = None
-        if executor is None:
+        if executor is None and self.simulated:
+            from engine.sim_setup import build_sim_executor
+
+            executor = build_sim_executor(config, self.model_config, self.dtype)
+        elif executor is None:
             model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)
             self.quant_report = quantize_model(model, config.quantization, config.quant_group_size)
             if self.device.type == "cuda":
@@ -132,6 +154,8 @@ class LLMEngine:
                 kv_cache_dtype=kv_dtype,
             )
         self.executor = executor
+        # The simulated device keeps virtual time; every other executor runs in real time.
+        self.clock_ns: Callable[[], int] = getattr(executor, "clock_ns", time.perf_counter_ns)
         self.kv_cache_dtype = getattr(executor, "kv_cache_dtype", self.dtype)
         self.weight_bytes = getattr(executor, "weight_bytes", None)
         self.proposer = self._make_proposer(executor)
@@ -150,6 +174,7 @@ class LLMEngine:
             config.batching,  # type: ignore[arg-type]
             num_lookahead_tokens=config.num_speculative_tokens
             if isinstance(self.proposer, DraftModelProposer)
+            or getattr(self.proposer, "writes_lookahead", False)
             else 0,
         )
         eos = self.model_config.eos_token_ids or self.tokenizer.eos_token_ids
@@ -162,6 +187,9 @@ class LLMEngine:
         c = self.config
         if c.speculative == "off":
             return None
+        make_proposer = getattr(executor, "make_proposer", None)
+        if make_proposer is not None:  # the simulated device drafts at a stated acceptance rate
+            return make_proposer(c.num_speculative_tokens, c.speculative == "draft")
         if not isinstance(executor, ModelRunner):
             raise ValueError("speculative decoding needs the torch executor")
         if c.speculative == "ngram":
@@ -186,7 +214,7 @@ class LLMEngine:
 
     @property
     def spec_stats(self) -> SpecStats | None:
-        return self.executor.spec_stats if isinstance(self.executor, ModelRunner) else None
+        return getattr(self.executor, "spec_stats", None)
 
     @property
     def served_model_name(self) -> str:
@@ -204,7 +232,7 @@ class LLMEngine:
             "model_config": self.model_config.to_dict(),
             "served_model_name": self.served_model_name,
             "dtype": str(self.dtype).removeprefix("torch."),
-            "device": str(self.device),
+            "device": "sim" if self.simulated else str(self.device),
             "max_model_len": self.max_model_len,
             "block_size": self.block_pool.block_size,
             "num_kv_blocks": self.block_pool.num_blocks,
@@ -216,6 +244,7 @@ class LLMEngine:
             "prefix_caching": self.config.prefix_caching,
             "weight_bytes": self.weight_bytes,
             "quantization": self.quant_report.to_dict() if self.quant_report else None,
+            "simulated": self.executor.describe() if self.simulated else None,  # type: ignore[attr-defined]
             "stats": self.stats(),
         }
 
@@ -245,7 +274,7 @@ class LLMEngine:
         """Queue a request. Raises ValueError when it cannot fit the context or the KV cache."""
         self.check_request(len(prompt_token_ids), params)
         request = Request(
-            request_id, list(prompt_token_ids), params, self.eos_token_ids, time.perf_counter()
+            request_id, list(prompt_token_ids), params, self.eos_token_ids, self.clock_ns() / 1e9
         )
         self.scheduler.add_request(request)
 
@@ -257,14 +286,15 @@ class LLMEngine:
 
     def step(self) -> list[RequestOutput]:
         nvtx_ranges = self.nvtx
-        start_ns = time.perf_counter_ns()
+        clock_ns = self.clock_ns
+        start_ns = clock_ns()
         with nvtx_ranges.range("step", self.steps.num_steps):
             with nvtx_ranges.range("schedule"):
                 sched = self.scheduler.schedule()
-            forward_start_ns = time.perf_counter_ns()
+            forward_start_ns = clock_ns()
             with nvtx_ranges.range("execute", sched.total_num_tokens):
                 sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
-            forward_ns = time.perf_counter_ns() - forward_start_ns
+            forward_ns = clock_ns() - forward_start_ns
             if self.config.step_delay_ms and not sched.is_empty:
                 time.sleep(self.config.step_delay_ms / 1000)
             composition = self._composition(sched)
@@ -292,7 +322,7 @@ class LLMEngine:
             num_decode_tokens=sched.num_decode_tokens,
             num_generated_tokens=sum(len(t) for _, t in updates),
             num_preemptions_total=self.scheduler.num_preemptions_total,
-            step_s=(time.perf_counter_ns() - start_ns) / 1e9,
+            step_s=(clock_ns() - start_ns) / 1e9,
             prefix_cache_queries_total=self.kv_cache_manager.prefix_cache_queries,
             prefix_cache_hits_total=self.kv_cache_manager.prefix_cache_hits,
             **self._spec_counters(),
@@ -385,7 +415,7 @@ class LLMEngine:
         pool = self.block_pool
         self.steps.record(
             start_ns=start_ns,
-            end_ns=time.perf_counter_ns(),
+            end_ns=self.clock_ns(),
             forward_ns=forward_ns,
             num_prefill_tokens=sched.num_prefill_tokens,
             num_decode_tokens=sched.num_decode_tokens,

@@ -22,6 +22,16 @@ class EngineConfig:
     bf16) and bfloat16 on CUDA. kv_cache_memory_bytes None means 512 MiB on CPU and 90% of the
     GPU's free memory after the weights on CUDA.
     max_num_batched_tokens is the token budget of one step; max_num_seqs caps the running batch.
+
+    device "sim" runs the scheduler on a simulated device (engine.sim_executor): no weights are
+    loaded (``model`` may be any probes.models name, e.g. llama-3-70b); ``gpu`` names the part (a
+    probes.hardware key, or "cpu" for this machine as `bench calibrate` measured it), ``tp`` how
+    many of them share the model (tensor parallel), ``gpu_memory_utilization`` the share of each
+    GPU's memory the engine may use (KV capacity as `bench capacity`). ``sim_speedup`` 1 runs in
+    real time, s > 1 s times faster, 0 on a virtual clock (no sleeping: `bench simulate`).
+    ``sim_acceptance_rate`` is the probability each draft token is accepted (speculative
+    decoding); ``sim_step_overhead_ms`` the host time per step (default: the calibration's for
+    gpu="cpu", else none).
     """
 
     model: str = "tiny"
@@ -55,6 +65,13 @@ class EngineConfig:
     # Sleep this long in every step: a deliberately slower engine, to test that regression
     # gates catch a real slowdown. Never set it for a measurement.
     step_delay_ms: float = 0.0
+    # The simulated device (device="sim"): see the class docstring.
+    gpu: str | None = None
+    tp: int = 1
+    gpu_memory_utilization: float = 0.9
+    sim_speedup: float = 1.0
+    sim_acceptance_rate: float | None = None
+    sim_step_overhead_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -95,6 +112,38 @@ class EngineConfig:
             raise ValueError(f"step_delay_ms must be >= 0, got {self.step_delay_ms}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
+        self._check_simulation()
+
+    def _check_simulation(self) -> None:
+        sim = self.device == "sim"
+        if sim and not self.gpu:
+            raise ValueError(
+                "device='sim' needs gpu: a GPU of the hardware table (a100-80gb, h100-sxm, ...) "
+                "or 'cpu' for this machine as `bench calibrate` measured it"
+            )
+        if not sim and self.gpu is not None:
+            raise ValueError(f"gpu={self.gpu!r} names a simulated device; set device='sim' too")
+        if self.tp < 1 or (self.tp > 1 and not sim):
+            raise ValueError(
+                f"tp must be >= 1, and above 1 only on the simulated device (device='sim'); "
+                f"got tp={self.tp}"
+            )
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.sim_speedup < 0:
+            raise ValueError(f"sim_speedup must be >= 0 (0: virtual time), got {self.sim_speedup}")
+        rate = self.sim_acceptance_rate
+        if rate is not None and not 0 <= rate <= 1:
+            raise ValueError(f"sim_acceptance_rate must be in [0, 1], got {rate}")
+        if sim and self.speculative != "off" and rate is None:
+            raise ValueError(
+                "speculative decoding on the simulated device needs sim_acceptance_rate "
+                "(the probability that each draft token is accepted, 0..1)"
+            )
+        if self.sim_step_overhead_ms is not None and self.sim_step_overhead_ms < 0:
+            raise ValueError(f"sim_step_overhead_ms must be >= 0, got {self.sim_step_overhead_ms}")
 
     @property
     def prefix_caching(self) -> bool:
