@@ -51,6 +51,9 @@ class Peer:
 
 def build_model(work: Path) -> tuple[Path, Path | None, str | None]:
     """The HF directory, and its GGUF (or None with the reason)."""
+    # The tests' model builder (transformers' save_pretrained + a trained tokenizer) lives in
+    # the checkout's tests/ package, importable from its root.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.hf_fixtures import make_hf_model_dir
 
     hf = work / "tiny-llama"
