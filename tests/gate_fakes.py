@@ -3,7 +3,6 @@ real RunFolder writers and summarized by the real compute_summary."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,38 +10,14 @@ import numpy as np
 
 from bench.run_folder import RunFolder
 from bench.summary import compute_summary
+from loadgen.records import ChunkRecord, RequestRecord
 
 HARDWARE = {"cpu": "Fake CPU 9000", "cpu_count_logical": 2, "gpus": [], "memory_bytes": 1 << 34}
 
 
-@dataclass
-class FakeChunk:
-    request_id: str
-    index: int
-    t_s: float
-    n_tokens: int
-
-
-@dataclass
-class FakeRecord:
-    request_id: str
-    user_id: int
-    scheduled_s: float
-    sent_s: float
-    first_token_s: float | None
-    done_s: float | None
-    prompt_tokens: int
-    output_tokens: int
-    status: str = "ok"
-    error: str | None = None
-    http_status: int | None = 200
-    output_tokens_source: str = "usage"
-    chunks: list[FakeChunk] = field(default_factory=list)
-
-
 def fake_records(
     seed: int, requests: int, users: int, slowdown: float, errors: int = 0
-) -> list[FakeRecord]:
+) -> list[RequestRecord]:
     """A closed loop: each user sends its next request when the last one is done. TTFT about
     20 ms and ITL about 8 ms (lognormal), times ``slowdown``; 16-32 output tokens."""
     rng = np.random.default_rng(seed)
@@ -54,7 +29,7 @@ def fake_records(
         rid = f"req-{i:05d}"
         if i < errors:
             records.append(
-                FakeRecord(
+                RequestRecord(
                     rid,
                     user,
                     sent,
@@ -63,9 +38,10 @@ def fake_records(
                     sent + 0.001,
                     40,
                     0,
-                    status="error",
-                    error="HTTP 500",
-                    http_status=500,
+                    "usage",
+                    "error",
+                    "HTTP 500",
+                    500,
                 )
             )
             cursor_s[user] = sent + 0.001
@@ -74,9 +50,9 @@ def fake_records(
         first = sent + 0.02 * slowdown * float(rng.lognormal(0.0, 0.3))
         gaps = 0.008 * slowdown * rng.lognormal(0.0, 0.2, out - 1)
         times = first + np.concatenate([[0.0], np.cumsum(gaps)])
-        chunks = [FakeChunk(rid, k, float(t), 1) for k, t in enumerate(times)]
+        chunks = [ChunkRecord(rid, k, float(t), 1) for k, t in enumerate(times)]
         records.append(
-            FakeRecord(
+            RequestRecord(
                 rid,
                 user,
                 sent,
@@ -85,7 +61,11 @@ def fake_records(
                 float(times[-1]),
                 int(rng.integers(32, 65)),
                 out,
-                chunks=chunks,
+                "usage",
+                "ok",
+                None,
+                200,
+                chunks,
             )
         )
         cursor_s[user] = times[-1]
