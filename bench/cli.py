@@ -79,6 +79,10 @@ def serve(
     kv_cache_dtype: Annotated[
         str, typer.Option(help="auto (the model's dtype) | fp8 (e4m3 with a scale).")
     ] = "auto",
+    attention_backend: Annotated[
+        str,
+        typer.Option(help="Decode attention: auto | native (C kernel, CPU) | torch (gather+bmm)."),
+    ] = "auto",
     gpu: Annotated[
         str | None,
         typer.Option(help="--device sim: a100-80gb, h100-sxm, h200, ... or cpu (calibrated)."),
@@ -96,9 +100,16 @@ def serve(
     sim_step_overhead_ms: Annotated[
         float | None, typer.Option(help="--device sim: host time per step (default: none).")
     ] = None,
+    engine_core_process: Annotated[
+        bool,
+        typer.Option(
+            help="Step the engine in its own process (as vLLM V1), not a thread of the server."
+        ),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
     """Start the reference engine's OpenAI-compatible server."""
+    from engine.core_process import EngineCoreError
     from engine.engine_config import EngineConfig
     from engine.server import run_server
 
@@ -130,6 +141,7 @@ def serve(
             quantization=quantization,
             quant_group_size=quant_group_size,
             kv_cache_dtype=kv_cache_dtype,
+            attention_backend=attention_backend,
             gpu=gpu,
             tp=tp,
             gpu_memory_utilization=gpu_memory_utilization,
@@ -139,7 +151,11 @@ def serve(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
-    run_server(config, host, port)
+    try:
+        run_server(config, host, port, core_process=engine_core_process)
+    except (EngineCoreError, ValueError) as e:
+        typer.echo(f"error: the engine did not start: {e}", err=True)
+        raise typer.Exit(1) from e
 
 
 @app.command()

@@ -83,3 +83,21 @@ def fetch_steps(base_url: str, t0_ns: int) -> pd.DataFrame | None:
     if not isinstance(data, dict) or data.get("clock") != "perf_counter_ns":
         return None
     return steps_frame(data.get("columns", {}), t0_ns)
+
+
+def decode_overhead_share(steps: pd.DataFrame) -> float | None:
+    """The share of decode steps' wall time spent outside the executor (model forward, logits,
+    sampling): scheduling, the update, outputs, telemetry, and the engine loop between steps
+    (for an engine core in its own process, its pipe). A step's wall time runs to the next
+    step's start while requests remain (num_running > 0), else to its own end. None without
+    decode-only steps."""
+    if steps.empty:
+        return None
+    nxt = steps["start_s"].shift(-1)
+    busy = (steps["num_running"] > 0) & nxt.notna()
+    wall = (nxt.where(busy, steps["end_s"]) - steps["start_s"]).clip(lower=0.0)
+    decode = (steps["num_prefill_tokens"] == 0) & (steps["num_decode_tokens"] > 0)
+    total = float(wall[decode].sum())
+    if not decode.any() or total <= 0:
+        return None
+    return 1.0 - float(steps.loc[decode, "forward_s"].sum()) / total

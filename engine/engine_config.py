@@ -11,6 +11,7 @@ KV_LAYOUTS = ("paged", "contiguous")
 SPECULATIVE = ("off", "ngram", "draft")
 QUANTIZATION = ("none", "int8", "int4")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
+ATTENTION_BACKENDS = ("auto", "torch", "native")
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,9 @@ class EngineConfig:
     """Reference engine settings.
 
     model: a preset name (``tiny``, ``llama-3-8b``, ...) or a local Hugging Face directory.
-    dtype "auto" is float32 on CPU (bf16 matmuls are slower than fp32 on CPUs without native
-    bf16) and bfloat16 on CUDA. kv_cache_memory_bytes None means 512 MiB on CPU and 90% of the
+    dtype "auto" is bfloat16 on CUDA; on a CPU, the checkpoint's bfloat16 where the CPU has
+    native bf16 (AVX512-BF16 or AMX: 2-3x faster matmuls), else float32 (emulated bf16 matmuls
+    are slower than fp32). kv_cache_memory_bytes None means 512 MiB on CPU and 90% of the
     GPU's free memory after the weights on CUDA.
     max_num_batched_tokens is the token budget of one step; max_num_seqs caps the running batch.
 
@@ -62,6 +64,10 @@ class EngineConfig:
     quant_group_size: int = 32
     # The KV cache's storage: the model's dtype ("auto") or fp8 e4m3 with per-layer scales.
     kv_cache_dtype: str = "auto"
+    # Decode attention: "native" is the C kernel reading K/V straight from the block table
+    # (engine/native_attention.py; CPU, fp32 and bf16), "torch" gathers them and runs batched
+    # matmuls, "auto" takes native where it builds and covers the dtypes, else torch.
+    attention_backend: str = "auto"
     # Sleep this long in every step: a deliberately slower engine, to test that regression
     # gates catch a real slowdown. Never set it for a measurement.
     step_delay_ms: float = 0.0
@@ -90,6 +96,7 @@ class EngineConfig:
         _choice("speculative", self.speculative, SPECULATIVE)
         _choice("quantization", self.quantization, QUANTIZATION)
         _choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
         if self.quant_group_size < 1:
             raise ValueError(f"quant_group_size must be at least 1, got {self.quant_group_size}")
         if self.kv_layout == "contiguous" and self.enable_prefix_caching:

@@ -66,6 +66,7 @@ class ModelRunner:
         device: torch.device,
         seed: int = 0,
         kv_cache_dtype: torch.dtype | None = None,
+        native_decode: bool = False,
     ) -> None:
         self.model = model
         self.config = config
@@ -73,6 +74,8 @@ class ModelRunner:
         self.device = device
         self.dtype = dtype
         self._num_blocks = num_blocks
+        # Decode attention in the C kernel (engine/native_attention.py), as the engine decided.
+        self.native_decode = native_decode
         self.kv_cache_dtype = kv_cache_dtype or dtype
         self.kv_caches = allocate_kv_caches(
             config.num_hidden_layers,
@@ -195,6 +198,7 @@ class ModelRunner:
             block_tables=torch.from_numpy(table_np).to(dev),
             num_decode_seqs=num_decode,
             block_size=self.block_size,
+            native_decode=self.native_decode,
         )
         input_ids = torch.tensor(token_ids, dtype=torch.int64, device=dev)
         return input_ids, torch.from_numpy(positions_np).to(dev), meta

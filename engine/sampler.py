@@ -3,7 +3,8 @@
 Greedy rows take the argmax. Sampled rows are scaled by temperature, filtered by top-k and top-p,
 then drawn with the exponential race (argmax of p / E, E ~ Exp(1)), which equals sampling from p
 and lets each seeded request draw its noise from its own generator, so its tokens do not depend
-on what else is in the batch.
+on what else is in the batch. E is drawn as -log(U), U uniform: torch's CPU exponential_ costs
+about six times as much as rand per element, and rows without a seed share one draw.
 """
 
 from __future__ import annotations
@@ -27,15 +28,41 @@ class Sampler:
     ) -> list[int]:
         """One token id per row of ``logits`` [N, vocab] (float32), using row i's params."""
         if all(p.greedy for p in params):
-            return logits.argmax(dim=-1).tolist()
-        out = logits.argmax(dim=-1)
+            return row_argmax(logits).tolist()
+        out = row_argmax(logits)
         rows = [i for i, p in enumerate(params) if not p.greedy]
         probs = processed_probs(logits[rows], [params[i] for i in rows])
         noise = torch.empty_like(probs)
+        shared = [j for j, i in enumerate(rows) if generators[i] is None]
+        if shared:
+            noise[shared] = torch.rand(
+                (len(shared), probs.shape[1]), generator=self.generator, dtype=probs.dtype
+            )
         for j, i in enumerate(rows):
-            noise[j].exponential_(generator=generators[i] or self.generator)
-        out[rows] = (probs / noise).argmax(dim=-1)
+            gen = generators[i]
+            if gen is not None:
+                noise[j] = torch.rand(probs.shape[1], generator=gen, dtype=probs.dtype)
+        noise.log_().neg_()  # Exp(1); U = 0 gives +inf, a token that cannot win, as it should
+        out[rows] = row_argmax(probs / noise)
         return out.tolist()
+
+
+_ARGMAX_CHUNK = 64
+
+
+def row_argmax(x: torch.Tensor) -> torch.Tensor:
+    """argmax over the last dim of x [N, V] (first index of the maximum, as torch.argmax).
+
+    torch's CPU argmax reduces one element at a time (~1 ns each: 0.4 ms for 100 rows of a
+    4,096 vocabulary); the vectorised amax over chunks of 64 finds each row's best chunk, and
+    argmax runs only within it: about 5x faster, the same index, ties included."""
+    n, vocab = x.shape
+    if vocab % _ARGMAX_CHUNK or vocab <= _ARGMAX_CHUNK or x.device.type != "cpu":
+        return x.argmax(dim=-1)
+    chunks = x.reshape(n, vocab // _ARGMAX_CHUNK, _ARGMAX_CHUNK)
+    best = chunks.amax(dim=-1).argmax(dim=-1)
+    within = chunks[torch.arange(n), best].argmax(dim=-1)
+    return best * _ARGMAX_CHUNK + within
 
 
 def processed_probs(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:

@@ -23,7 +23,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine.async_engine import AsyncLLM, EngineDeadError
+from engine.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLLM
+from engine.core_process import EngineCoreError, EngineCoreProcess
 from engine.engine import LLMEngine
 from engine.engine_config import EngineConfig
 from engine.metrics import EngineMetrics
@@ -69,9 +70,15 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "invalid request: " + "; ".join(parts), param
 
 
-def build_app(engine: LLMEngine) -> FastAPI:
+def build_app(engine: LLMEngine | EngineCoreProcess) -> FastAPI:
+    """The OpenAI-compatible app over an in-process engine (stepped in a thread) or an engine
+    core process."""
     metrics = EngineMetrics(engine.served_model_name)
-    llm = AsyncLLM(engine, metrics)
+    llm = (
+        RemoteAsyncLLM(engine, metrics)
+        if isinstance(engine, EngineCoreProcess)
+        else AsyncLLM(engine, metrics)
+    )
     tokenizer = engine.tokenizer
     model_name = engine.served_model_name
 
@@ -278,7 +285,7 @@ def build_app(engine: LLMEngine) -> FastAPI:
     @app.get("/debug/engine")
     async def engine_info() -> dict[str, Any]:
         """What this engine runs: its settings, the model's shape, dtypes and KV capacity."""
-        return engine.describe()
+        return await llm.call("describe")
 
     @app.get("/debug/steps")
     async def steps(since: int = 0) -> dict[str, Any]:
@@ -286,7 +293,7 @@ def build_app(engine: LLMEngine) -> FastAPI:
 
         Times are time.perf_counter_ns of the engine's host (CLOCK_MONOTONIC on Linux).
         """
-        return {"clock": "perf_counter_ns", "columns": engine.steps.since(since)}
+        return {"clock": "perf_counter_ns", "columns": await llm.call("steps_since", since)}
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
@@ -295,15 +302,37 @@ def build_app(engine: LLMEngine) -> FastAPI:
     return app
 
 
-def _check_length(engine: LLMEngine, prompt_ids: list[int], max_tokens: int) -> None:
+def _check_length(
+    engine: LLMEngine | EngineCoreProcess, prompt_ids: list[int], max_tokens: int
+) -> None:
     try:
         engine.check_request(len(prompt_ids), SamplingParams(max_tokens=max_tokens))
     except ValueError as e:
         raise BadRequest(str(e), "prompt", "context_length_exceeded") from e
 
 
-def run_server(config: EngineConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Load the engine, then serve until interrupted. /health answers once the model is loaded."""
-    engine = LLMEngine(config)
+def run_server(
+    config: EngineConfig, host: str = "127.0.0.1", port: int = 8000, core_process: bool = True
+) -> None:
+    """Load the engine, then serve until interrupted. /health answers once the model is loaded.
+
+    ``core_process`` runs the engine in its own process (engine/core_process.py); without it
+    the engine steps in a thread of the server's process and shares its GIL. Raises
+    EngineCoreError when the core cannot start."""
+    engine: LLMEngine | EngineCoreProcess = (
+        EngineCoreProcess(config) if core_process else LLMEngine(config)
+    )
     log.info("serving %s on http://%s:%d", engine.served_model_name, host, port)
-    uvicorn.run(build_app(engine), host=host, port=port, log_level="warning", access_log=False)
+    try:
+        # uvloop and httptools, uvicorn's fast event loop and HTTP parser: per SSE event they
+        # cost about half what asyncio's loop and h11 do, and a stream is one event per token.
+        uvicorn.run(
+            build_app(engine), host=host, port=port, log_level="warning", access_log=False,
+            loop="uvloop", http="httptools",
+        )  # fmt: skip
+    finally:
+        if isinstance(engine, EngineCoreProcess):
+            engine.close()
+
+
+__all__ = ["EngineCoreError", "build_app", "run_server"]

@@ -59,14 +59,21 @@ def build_hf_model(seed: int = 0, **config_overrides: Any) -> LlamaForCausalLM:
 
 
 def make_hf_model(
-    path: Path, seed: int = 0, max_shard_size: str | int | None = None, **config_overrides: Any
+    path: Path,
+    seed: int = 0,
+    max_shard_size: str | int | None = None,
+    dtype: torch.dtype | None = None,
+    **config_overrides: Any,
 ) -> tuple[Path, LlamaForCausalLM]:
     """Write a random tiny Llama model and its tokenizer into `path`; return (path, HF model).
 
-    max_shard_size (e.g. "60KB") splits the weights into shards with an index file.
+    max_shard_size (e.g. "60KB") splits the weights into shards with an index file; dtype
+    (e.g. torch.bfloat16) stores the weights in it, and config.json says so.
     """
     path.mkdir(parents=True, exist_ok=True)
     model = build_hf_model(seed, **config_overrides)
+    if dtype is not None:
+        model = model.to(dtype)
     save_kwargs: dict[str, Any] = (
         {} if max_shard_size is None else {"max_shard_size": max_shard_size}
     )
@@ -75,6 +82,8 @@ def make_hf_model(
     return path, model
 
 
-def make_hf_model_dir(path: Path, **config_overrides: Any) -> Path:
+def make_hf_model_dir(
+    path: Path, dtype: torch.dtype | None = None, **config_overrides: Any
+) -> Path:
     """Write a random tiny Llama (config.json, safetensors, tokenizer files) into `path`."""
-    return make_hf_model(path, **config_overrides)[0]
+    return make_hf_model(path, dtype=dtype, **config_overrides)[0]

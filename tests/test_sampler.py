@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from engine.request import SamplingParams
-from engine.sampler import Sampler
+from engine.sampler import Sampler, row_argmax
 
 
 def test_greedy_is_argmax() -> None:
@@ -55,3 +55,12 @@ def test_sampled_frequencies_follow_the_distribution() -> None:
     freq = torch.bincount(out, minlength=4).float() / n
     # 4 standard errors of a binomial proportion at n=20,000 is under 0.014.
     assert torch.allclose(freq, probs, atol=0.014)
+
+
+def test_row_argmax_equals_torch_argmax_ties_included() -> None:
+    gen = torch.Generator().manual_seed(0)
+    for vocab in (4096, 4097, 64, 640):
+        x = torch.randn(33, vocab, generator=gen)
+        x[0, 5] = x[0, 600 % vocab] = x[0].max() + 1  # a tie: the first index wins
+        x[1, :] = 0.0  # all equal
+        assert torch.equal(row_argmax(x), x.argmax(dim=-1)), vocab

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
+from bench.engine_steps import decode_overhead_share
 from engine.telemetry import STEP_COLUMNS, NvtxRanges, StepRecorder
 
 
@@ -37,3 +39,22 @@ def test_nvtx_ranges_nest_without_a_profiler() -> None:
     ranges = NvtxRanges()
     with ranges.range("step", 7), ranges.range("decode"):
         pass
+
+
+def test_decode_overhead_share_counts_the_loop_between_busy_steps() -> None:
+    # Three decode steps of 10 ms wall (8 ms executor) 2 ms apart while requests run, a
+    # prefill step that does not count, then an idle gap after the last step that does not.
+    steps = pd.DataFrame(
+        {
+            "start_s": [0.000, 0.012, 0.024, 0.036],
+            "end_s": [0.010, 0.022, 0.034, 0.046],
+            "forward_s": [0.008, 0.008, 0.002, 0.008],
+            "num_prefill_tokens": [0, 0, 64, 0],
+            "num_decode_tokens": [4, 4, 4, 4],
+            "num_running": [4, 4, 4, 0],
+        }
+    )
+    # Decode walls: 12 + 12 (to the next start) + 10 (its own end, nothing running) = 34 ms.
+    assert decode_overhead_share(steps) == pytest.approx(1 - 0.024 / 0.034)
+    assert decode_overhead_share(steps.iloc[0:0]) is None
+    assert decode_overhead_share(steps.iloc[2:3]) is None  # prefill only

@@ -1,0 +1,114 @@
+"""The C paged decode attention kernel against the torch path, and the engine switch."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from engine import native_attention
+from engine.attention import AttentionMetadata, paged_attention
+from engine.engine_config import EngineConfig
+from tests.engine_fixtures import make_engine, ragged_workload
+
+WHY = native_attention.available()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"native kernel unavailable: {WHY}")
+
+SHAPES = [  # (query heads, KV heads, head_dim): GQA, MHA, MQA, odd groups, vector and portable
+    (8, 2, 32), (8, 8, 32), (8, 1, 32), (6, 2, 32), (16, 2, 64), (8, 8, 128), (4, 2, 48),
+    (12, 4, 16),
+]  # fmt: skip
+
+
+@pytest.fixture(params=[False, True], ids=["vector", "portable"])
+def path(request: pytest.FixtureRequest) -> Iterator[bool]:
+    lib = native_attention.load()
+    lib.paged_decode_attention_force_portable(int(request.param))
+    yield request.param
+    lib.paged_decode_attention_force_portable(0)
+
+
+def _batch(heads: int, kv_heads: int, head_dim: int, dtype: torch.dtype, seed: int):
+    """Decode sequences of 1..200 tokens (block edges included) over shuffled blocks."""
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    block_size, num_blocks = 16, 400
+    cache = torch.randn(2, num_blocks, block_size, kv_heads, head_dim, generator=gen).to(dtype)
+    lens = [1, 15, 16, 17, 32, 200] + [rng.randint(1, 200) for _ in range(17)]
+    free = list(range(num_blocks))
+    rng.shuffle(free)
+    tables = [[free.pop() for _ in range(-(-n // block_size))] for n in lens]
+    meta = AttentionMetadata.build([1] * len(lens), lens, tables, block_size, len(lens))
+    q, k, v = (
+        torch.randn(len(lens), h, head_dim, generator=gen).to(dtype)
+        for h in (heads, kv_heads, kv_heads)
+    )
+    return q, k, v, cache, meta
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), SHAPES)
+def test_fp32_matches_torch_path(path: bool, heads: int, kv_heads: int, head_dim: int) -> None:
+    q, k, v, cache, meta = _batch(heads, kv_heads, head_dim, torch.float32, seed=heads + head_dim)
+    ref_cache, ours_cache = cache.clone(), cache.clone()
+    ref = paged_attention(q, k, v, ref_cache, meta, head_dim**-0.5, v_scale=0.5)
+    meta.native_decode = True
+    meta._plan = None
+    ours = paged_attention(q, k, v, ours_cache, meta, head_dim**-0.5, v_scale=0.5)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    assert torch.equal(ours_cache, ref_cache)  # the step's K/V were written the same way
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim"), SHAPES[:5])
+def test_bf16_matches_fp32_math(path: bool, heads: int, kv_heads: int, head_dim: int) -> None:
+    """bf16 in and out, fp32 inside: within one bf16 rounding of the fp32 result computed from
+    the same bf16 values (the torch path also rounds the probabilities, so it is further)."""
+    q, k, v, cache, meta = _batch(heads, kv_heads, head_dim, torch.bfloat16, seed=7)
+    exact_cache = cache.float()
+    ref = paged_attention(q.float(), k.float(), v.float(), exact_cache, meta, head_dim**-0.5)
+    meta.native_decode = True
+    meta._plan = None
+    ours = paged_attention(q, k, v, cache, meta, head_dim**-0.5)
+    assert ours.dtype == torch.bfloat16
+    torch.testing.assert_close(ours.float(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_narrow_block_table_is_refused() -> None:
+    q, k, v, cache, meta = _batch(8, 2, 32, torch.float32, seed=1)
+    meta.block_tables = meta.block_tables[:, :2]  # too few columns for the longer sequences
+    meta.native_decode = True
+    with pytest.raises(ValueError, match="widen block_tables"):
+        paged_attention(q, k, v, cache, meta, 32**-0.5)
+
+
+def test_unsupported_dtype_is_refused_by_the_kernel() -> None:
+    q = torch.zeros(1, 8, 32, dtype=torch.float16)
+    cache = torch.zeros(2, 4, 16, 2, 32, dtype=torch.float16)
+    with pytest.raises(ValueError, match="float32/bfloat16"):
+        native_attention.paged_decode_attention(
+            q, cache, torch.zeros(1, 1, dtype=torch.int64), torch.ones(1, dtype=torch.int64), 1.0
+        )
+
+
+def test_engine_greedy_tokens_match_between_backends() -> None:
+    """Same tokens from the whole engine (chunked prefill, a batch of 32) on either backend."""
+    workload = ragged_workload(32)
+    outputs = {}
+    for backend in ("torch", "native"):
+        engine = make_engine(attention_backend=backend, max_num_batched_tokens=64)
+        assert engine.describe()["attention_backend"] == backend
+        outputs[backend] = engine.generate([p for p, _ in workload], [s for _, s in workload])
+    assert outputs["native"] == outputs["torch"]
+
+
+def test_native_backend_on_an_uncovered_dtype_names_the_fix() -> None:
+    with pytest.raises(ValueError, match="attention_backend='native' cannot run here"):
+        make_engine(attention_backend="native", kv_cache_dtype="fp8")
+    # auto falls back to the torch path instead
+    assert make_engine(kv_cache_dtype="fp8").describe()["attention_backend"] == "torch"
+
+
+def test_bad_backend_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="attention_backend must be one of"):
+        EngineConfig(attention_backend="flash")
