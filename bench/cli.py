@@ -83,6 +83,10 @@ def serve(
         str,
         typer.Option(help="Decode attention: auto | native (C kernel, CPU) | torch (gather+bmm)."),
     ] = "auto",
+    linear_backend: Annotated[
+        str,
+        typer.Option(help="Linear layers of 1-4 rows: auto | native (C GEMV, CPU) | torch."),
+    ] = "auto",
     gpu: Annotated[
         str | None,
         typer.Option(help="--device sim: a100-80gb, h100-sxm, h200, ... or cpu (calibrated)."),
@@ -142,6 +146,7 @@ def serve(
             quant_group_size=quant_group_size,
             kv_cache_dtype=kv_cache_dtype,
             attention_backend=attention_backend,
+            linear_backend=linear_backend,
             gpu=gpu,
             tp=tp,
             gpu_memory_utilization=gpu_memory_utilization,

@@ -168,6 +168,7 @@ class LLMEngine:
         elif executor is None:
             model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)
             self.quant_report = quantize_model(model, config.quantization, config.quant_group_size)
+            model.use_native_linear(self._native_linear())
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
             kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, self.dtype)
@@ -237,6 +238,23 @@ class LLMEngine:
         log.info("decode attention on the torch path: %s", why)
         return False
 
+    def _native_linear(self) -> bool:
+        """Whether small-batch linear layers run in the C kernel: config.linear_backend
+        resolved against the device, the dtype and whether the kernels build here. (Quantized
+        layers keep their own kernels either way.)"""
+        backend = self.config.linear_backend
+        if backend == "torch":
+            return False
+        why = native_attention.available()
+        if self.device.type != "cpu" or self.dtype not in (torch.float32, torch.bfloat16):
+            why = f"it covers CPU float32/bfloat16, not {self.device} {self.dtype}"
+        if why is None:
+            return True
+        if backend == "native":
+            raise ValueError(f"linear_backend='native' cannot run here: {why}; use 'torch'")
+        log.info("linear layers on the torch path: %s", why)
+        return False
+
     def _make_proposer(self, executor: Executor) -> Proposer | None:
         c = self.config
         if c.speculative == "off":
@@ -297,6 +315,9 @@ class LLMEngine:
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
             "attention_backend": "native"
             if getattr(self.executor, "native_decode", False)
+            else "torch",
+            "linear_backend": "native"
+            if getattr(getattr(self.executor, "model", None), "native_linear", False)
             else "torch",
             "prefix_caching": self.config.prefix_caching,
             "weight_bytes": self.weight_bytes,

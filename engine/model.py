@@ -17,6 +17,7 @@ from torch import nn
 
 from engine.attention import AttentionMetadata, paged_attention
 from engine.config import ModelConfig
+from engine.native_linear import SmallBatchLinear, covers, small_batch_linear
 
 
 class RMSNorm(nn.Module):
@@ -108,8 +109,10 @@ class LlamaAttention(nn.Module):
         self.k_scale = 1.0
         self.v_scale = 1.0
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
-        self.qkv_proj = nn.Linear(config.hidden_size, qkv_rows, bias=False)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+        self.qkv_proj = SmallBatchLinear(config.hidden_size, qkv_rows, bias=False)
+        self.o_proj = SmallBatchLinear(
+            self.num_heads * self.head_dim, config.hidden_size, bias=False
+        )
 
     def forward(
         self,
@@ -136,8 +139,10 @@ class LlamaMLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.intermediate_size = config.intermediate_size
-        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_up_proj = SmallBatchLinear(
+            config.hidden_size, 2 * config.intermediate_size, bias=False
+        )
+        self.down_proj = SmallBatchLinear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
@@ -188,6 +193,7 @@ class LlamaForCausalLM(nn.Module):
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config)
+        self.native_linear = False  # see use_native_linear
         # A tied model has no lm_head parameter at all (see lm_head_weight), so moving or
         # re-materialising the module can never untie it.
         self.lm_head = (
@@ -227,7 +233,18 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits [N, vocab_size] in fp32 for hidden states [N, hidden_size]."""
-        return F.linear(hidden, self.lm_head_weight).float()
+        weight = self.lm_head_weight
+        if self.native_linear and covers(hidden, weight):
+            return small_batch_linear(hidden, weight).float()
+        return F.linear(hidden, weight).float()
+
+    def use_native_linear(self, on: bool) -> None:
+        """Run linear layers (and the LM head) of 1..4 rows in the C kernel
+        (engine/native_linear.py), or always in F.linear."""
+        self.native_linear = on
+        for module in self.modules():
+            if isinstance(module, SmallBatchLinear):
+                module.native = on
 
     def hf_weight_slots(self) -> dict[str, WeightSlot]:
         """Map every Hugging Face Llama tensor name this model needs to its place in our

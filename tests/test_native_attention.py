@@ -1,4 +1,4 @@
-"""The C paged decode attention kernel against the torch path, and the engine switch."""
+"""The C kernels (paged decode attention, small-batch linear) against torch, and the switches."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from engine import native_attention
 from engine.attention import AttentionMetadata, paged_attention
 from engine.engine_config import EngineConfig
+from engine.native_linear import small_batch_linear
 from tests.engine_fixtures import make_engine, ragged_workload
 
 WHY = native_attention.available()
@@ -112,3 +114,35 @@ def test_native_backend_on_an_uncovered_dtype_names_the_fix() -> None:
 def test_bad_backend_name_is_refused() -> None:
     with pytest.raises(ValueError, match="attention_backend must be one of"):
         EngineConfig(attention_backend="flash")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+@pytest.mark.parametrize(("n", "k"), [(1408, 256), (256, 704), (4099, 256), (7, 48)])
+def test_small_batch_linear_matches_f_linear(dtype: torch.dtype, rows: int, n: int, k: int):
+    """Row counts up to 4, widths that are and are not multiples of 4 rows (the tail)."""
+    gen = torch.Generator().manual_seed(n + k + rows)
+    x = torch.randn(rows, k, generator=gen).to(dtype)
+    w = torch.randn(n, k, generator=gen).to(dtype)
+    ours = small_batch_linear(x, w)
+    assert ours.dtype == dtype and ours.shape == (rows, n)
+    exact = F.linear(x.float(), w.float())
+    tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16: one rounding of the output
+    torch.testing.assert_close(ours.float(), exact, rtol=tol, atol=tol * exact.abs().max().item())
+
+
+def test_small_batch_linear_refuses_what_it_does_not_cover() -> None:
+    with pytest.raises(ValueError, match="multiple of 16"):
+        small_batch_linear(torch.zeros(5, 32), torch.zeros(8, 32))  # 5 rows
+    with pytest.raises(ValueError, match="multiple of 16"):
+        small_batch_linear(torch.zeros(1, 40), torch.zeros(8, 40))
+
+
+def test_engine_greedy_tokens_match_between_linear_backends() -> None:
+    workload = [(p, s) for p, s in ragged_workload(4, seed=11)]  # 4 streams: 1..4 rows per step
+    outputs = {}
+    for backend in ("torch", "native"):
+        engine = make_engine(linear_backend=backend)
+        assert engine.describe()["linear_backend"] == backend
+        outputs[backend] = engine.generate([p for p, _ in workload], [s for _, s in workload])
+    assert outputs["native"] == outputs["torch"]
