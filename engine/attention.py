@@ -268,6 +268,9 @@ def paged_attention(
         out[: plan.decode.num_seqs] = _decode_attention(
             q, cache_rows, plan.decode, scale * k_scale, v_scale
         )
+    # torch's CPU flash attention is ~40% slower in bf16 than in fp32 at these shapes (8 heads
+    # of 32, 128 tokens): widen, attend, round once at the end (as accurate, or more).
+    widen = q.device.type == "cpu" and q.dtype == torch.bfloat16
     for chunk in plan.prefills:
         rows = slice(chunk.token_start, chunk.token_end)
         chunk_scale, out_scale = scale, 1.0
@@ -277,15 +280,18 @@ def paged_attention(
             kv = decode_kv(cache_rows.index_select(0, chunk.kv_rows), q.dtype)
             keys, values = kv.view(2, 1, num_kv_heads, -1, head_dim).unbind(0)
             chunk_scale, out_scale = scale * k_scale, v_scale
+        query = q[rows].transpose(0, 1)[None]
+        if widen:
+            query, keys, values = query.float(), keys.float(), values.float()
         attended = F.scaled_dot_product_attention(
-            q[rows].transpose(0, 1)[None],
+            query,
             keys,
             values,
             attn_mask=chunk.allowed,
             is_causal=chunk.kv_rows is None,
             scale=chunk_scale,
             enable_gqa=num_heads != num_kv_heads,
-        )
+        ).to(q.dtype)
         if out_scale != 1.0:
             attended = attended * out_scale
         out[rows] = attended[0].transpose(0, 1)
