@@ -83,9 +83,9 @@ def serve(
         str,
         typer.Option(help="Decode attention: auto | native (C kernel, CPU) | torch (gather+bmm)."),
     ] = "auto",
-    linear_backend: Annotated[
+    custom_ops: Annotated[
         str,
-        typer.Option(help="Linear layers of 1-4 rows: auto | native (C GEMV, CPU) | torch."),
+        typer.Option(help="Small-batch linear and add+RMSNorm: auto | native (C, CPU) | torch."),
     ] = "auto",
     gpu: Annotated[
         str | None,
@@ -146,7 +146,7 @@ def serve(
             quant_group_size=quant_group_size,
             kv_cache_dtype=kv_cache_dtype,
             attention_backend=attention_backend,
-            linear_backend=linear_backend,
+            custom_ops=custom_ops,
             gpu=gpu,
             tp=tp,
             gpu_memory_utilization=gpu_memory_utilization,

@@ -168,7 +168,7 @@ class LLMEngine:
         elif executor is None:
             model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)
             self.quant_report = quantize_model(model, config.quantization, config.quant_group_size)
-            model.use_native_linear(self._native_linear())
+            model.use_custom_ops(self._native_custom_ops())
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
             kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, self.dtype)
@@ -238,11 +238,11 @@ class LLMEngine:
         log.info("decode attention on the torch path: %s", why)
         return False
 
-    def _native_linear(self) -> bool:
-        """Whether small-batch linear layers run in the C kernel: config.linear_backend
-        resolved against the device, the dtype and whether the kernels build here. (Quantized
-        layers keep their own kernels either way.)"""
-        backend = self.config.linear_backend
+    def _native_custom_ops(self) -> bool:
+        """Whether small-batch linear layers and add + RMSNorm run in the C kernels:
+        config.custom_ops resolved against the device, the dtype and whether the kernels build
+        here. (Quantized layers keep their own kernels either way.)"""
+        backend = self.config.custom_ops
         if backend == "torch":
             return False
         why = native_attention.available()
@@ -251,8 +251,8 @@ class LLMEngine:
         if why is None:
             return True
         if backend == "native":
-            raise ValueError(f"linear_backend='native' cannot run here: {why}; use 'torch'")
-        log.info("linear layers on the torch path: %s", why)
+            raise ValueError(f"custom_ops='native' cannot run here: {why}; use 'torch'")
+        log.info("custom ops on the torch path: %s", why)
         return False
 
     def _make_proposer(self, executor: Executor) -> Proposer | None:
@@ -316,8 +316,8 @@ class LLMEngine:
             "attention_backend": "native"
             if getattr(self.executor, "native_decode", False)
             else "torch",
-            "linear_backend": "native"
-            if getattr(getattr(self.executor, "model", None), "native_linear", False)
+            "custom_ops": "native"
+            if getattr(getattr(self.executor, "model", None), "native_ops", False)
             else "torch",
             "prefix_caching": self.config.prefix_caching,
             "weight_bytes": self.weight_bytes,

@@ -12,7 +12,7 @@ SPECULATIVE = ("off", "ngram", "draft")
 QUANTIZATION = ("none", "int8", "int4")
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 ATTENTION_BACKENDS = ("auto", "torch", "native")
-LINEAR_BACKENDS = ("auto", "torch", "native")
+CUSTOM_OPS = ("auto", "torch", "native")
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,12 @@ class EngineConfig:
     # (engine/native_attention.py; CPU, fp32 and bf16), "torch" gathers them and runs batched
     # matmuls, "auto" takes native where it builds and covers the dtypes, else torch.
     attention_backend: str = "auto"
-    # Linear layers of 1..4 rows (single-stream decode): "native" is a C matrix-vector kernel
-    # (engine/native_linear.py; CPU, fp32 and bf16) that streams the weights faster than
-    # oneDNN's; "torch" is F.linear always; "auto" takes native where it builds and covers.
-    linear_backend: str = "auto"
+    # vLLM's "custom ops", the layer's own kernels besides attention: "native" runs linear
+    # layers of 1..4 rows (single-stream decode) in a C matrix-vector kernel that streams the
+    # weights faster than oneDNN's (engine/native_linear.py), and each residual add + RMSNorm
+    # in one C call (engine/native_norm.py); CPU, fp32 and bf16. "torch" is plain torch ops;
+    # "auto" takes native where it builds and covers the dtype.
+    custom_ops: str = "auto"
     # Sleep this long in every step: a deliberately slower engine, to test that regression
     # gates catch a real slowdown. Never set it for a measurement.
     step_delay_ms: float = 0.0
@@ -102,7 +104,7 @@ class EngineConfig:
         _choice("quantization", self.quantization, QUANTIZATION)
         _choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
         _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
-        _choice("linear_backend", self.linear_backend, LINEAR_BACKENDS)
+        _choice("custom_ops", self.custom_ops, CUSTOM_OPS)
         if self.quant_group_size < 1:
             raise ValueError(f"quant_group_size must be at least 1, got {self.quant_group_size}")
         if self.kv_layout == "contiguous" and self.enable_prefix_caching:

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine import native_norm
 from engine.attention import AttentionMetadata, paged_attention
 from engine.config import ModelConfig
 from engine.native_linear import SmallBatchLinear, covers, small_batch_linear
@@ -27,6 +28,19 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.eps = eps
+
+    native: bool = False  # set by LlamaForCausalLM.use_custom_ops
+
+    def add_norm(
+        self, x: torch.Tensor, residual: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(self(x + residual), x + residual), or (self(x), x) without a residual: a pre-norm
+        layer's residual add and norm, in one C call where custom ops are native."""
+        if self.native and native_norm.covers(x, self.weight):
+            return native_norm.fused_add_rms_norm(x, residual, self.weight, self.eps)
+        if residual is not None:
+            x = x + residual
+        return self(x), x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # torch's fused rms_norm computes x * rsqrt(mean(x^2) + eps) bit for bit as the
@@ -162,13 +176,19 @@ class LlamaDecoderLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
+        residual: torch.Tensor | None,
         cos: torch.Tensor,
         sin: torch.Tensor,
         kv_cache: torch.Tensor,
         meta: AttentionMetadata,
-    ) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(this layer's output, the residual stream before it is added), as vLLM passes
+        them, so that each residual add fuses with the next norm; residual None for the
+        first layer. The sum of the two is HF's hidden state after the layer."""
+        hidden, residual = self.input_layernorm.add_norm(x, residual)
+        hidden = self.self_attn(hidden, cos, sin, kv_cache, meta)
+        hidden, residual = self.post_attention_layernorm.add_norm(hidden, residual)
+        return self.mlp(hidden), residual
 
 
 @dataclass(frozen=True)
@@ -193,7 +213,7 @@ class LlamaForCausalLM(nn.Module):
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config)
-        self.native_linear = False  # see use_native_linear
+        self.native_ops = False  # see use_custom_ops
         # A tied model has no lm_head parameter at all (see lm_head_weight), so moving or
         # re-materialising the module can never untie it.
         self.lm_head = (
@@ -227,23 +247,24 @@ class LlamaForCausalLM(nn.Module):
             )
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, x.dtype)
+        residual = None
         for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
-            x = layer(x, cos, sin, kv_cache, meta)
-        return self.norm(x)
+            x, residual = layer(x, residual, cos, sin, kv_cache, meta)
+        return self.norm.add_norm(x, residual)[0]
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits [N, vocab_size] in fp32 for hidden states [N, hidden_size]."""
         weight = self.lm_head_weight
-        if self.native_linear and covers(hidden, weight):
+        if self.native_ops and covers(hidden, weight):
             return small_batch_linear(hidden, weight).float()
         return F.linear(hidden, weight).float()
 
-    def use_native_linear(self, on: bool) -> None:
-        """Run linear layers (and the LM head) of 1..4 rows in the C kernel
-        (engine/native_linear.py), or always in F.linear."""
-        self.native_linear = on
+    def use_custom_ops(self, on: bool) -> None:
+        """Run linear layers (and the LM head) of 1..4 rows, and each residual add + RMSNorm,
+        in the C kernels (engine/native_linear.py, engine/native_norm.py), or in torch ops."""
+        self.native_ops = on
         for module in self.modules():
-            if isinstance(module, SmallBatchLinear):
+            if isinstance(module, (SmallBatchLinear, RMSNorm)):
                 module.native = on
 
     def hf_weight_slots(self) -> dict[str, WeightSlot]:

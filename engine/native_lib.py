@@ -22,12 +22,15 @@ from engine.cpu_features import cpu_signature
 from engine.tokenizer import cache_root
 
 SOURCES = tuple(sorted((Path(__file__).parent / "csrc").glob("*.c")))
-# -ffast-math at compile time only: it lets gcc call glibc's vector expf (libmvec) in the
-# softmax, while linking without it keeps crtfastmath.o, which would set flush-to-zero for the
-# whole process, torch included, out of the library. Linked with -fopenmp, the library uses
-# libgomp.so.1, the OpenMP runtime torch has already loaded: one thread pool for both.
-COMPILE_FLAGS = ("-O3", "-march=native", "-ffast-math", "-fopenmp", "-fPIC", "-std=c11")
+# Linked with -fopenmp, the library uses libgomp.so.1, the OpenMP runtime torch has already
+# loaded: one thread pool for both.
+COMPILE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-std=c11")
 LINK_FLAGS = ("-shared", "-fopenmp")
+# -ffast-math for the attention kernel only, and at compile time only: it lets gcc call glibc's
+# vector expf (libmvec) in the softmax; the norm needs IEEE sqrt and division to round as
+# torch's do; and linking without it keeps crtfastmath.o, which would set flush-to-zero for the
+# whole process, torch included, out of the library.
+FAST_MATH = {"paged_decode_attention.c": ("-ffast-math",)}
 
 # The element types the kernels are built for, by the suffix of their symbols.
 SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
@@ -50,7 +53,8 @@ def _compiler() -> str:
 def _build(cc: str) -> Path:
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
     parts = [src.read_bytes() for src in SOURCES]
-    parts += [" ".join(COMPILE_FLAGS + LINK_FLAGS).encode(), version.encode()]
+    parts += [" ".join(COMPILE_FLAGS + LINK_FLAGS).encode(), repr(FAST_MATH).encode()]
+    parts.append(version.encode())
     parts.append(cpu_signature().encode())
     key = hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
     lib = cache_root() / "native" / key / "libperflab_kernels.so"
@@ -62,7 +66,7 @@ def _build(cc: str) -> Path:
         objs = [Path(tmp) / f"{src.stem}.o" for src in SOURCES]
         out = Path(tmp) / lib.name
         cmds = [
-            [cc, *COMPILE_FLAGS, "-c", "-o", str(o), str(s)]
+            [cc, *COMPILE_FLAGS, *FAST_MATH.get(s.name, ()), "-c", "-o", str(o), str(s)]
             for s, o in zip(SOURCES, objs, strict=True)
         ]
         cmds.append([cc, *LINK_FLAGS, "-o", str(out), *map(str, objs), "-lm"])
@@ -84,6 +88,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         linear = getattr(lib, f"small_batch_linear_{suffix}")
         linear.argtypes = [ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
         linear.restype = None
+        norm = getattr(lib, f"fused_add_rms_norm_{suffix}")
+        norm.argtypes = [ptr, ptr, ptr, ptr, i64, i64, f32, ctypes.c_int]
+        norm.restype = None
     lib.paged_decode_attention_force_portable.argtypes = [ctypes.c_int]
 
 

@@ -52,7 +52,7 @@ def small_batch_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 class SmallBatchLinear(nn.Linear):
     """nn.Linear (no bias) that runs small batches in the C kernel when ``native`` is set (by
-    the engine, from its linear_backend) and the tensors are covered; F.linear otherwise."""
+    the engine, from its custom_ops setting) and the tensors are covered; F.linear otherwise."""
 
     native: bool = False
 

@@ -149,9 +149,10 @@ class DraftModelProposer:
         m = self.model
         x = m.embed_tokens(input_ids)
         cos, sin = m.rotary(positions, x.dtype)
+        residual = None
         for layer, cache in zip(m.layers[: self.num_layers], self.kv_caches, strict=True):
-            x = layer(x, cos, sin, cache, meta)
-        return m.norm(x)
+            x, residual = layer(x, residual, cos, sin, cache, meta)
+        return m.norm.add_norm(x, residual)[0]
 
     def observe(
         self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata

@@ -1,4 +1,5 @@
-"""The C kernels (paged decode attention, small-batch linear) against torch, and the switches."""
+"""The C kernels (paged decode attention, small-batch linear, add + RMSNorm) against torch,
+and the engine switches that use them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from engine import native_attention
 from engine.attention import AttentionMetadata, paged_attention
 from engine.engine_config import EngineConfig
 from engine.native_linear import small_batch_linear
+from engine.native_norm import fused_add_rms_norm
 from tests.engine_fixtures import make_engine, ragged_workload
 
 WHY = native_attention.available()
@@ -138,11 +140,36 @@ def test_small_batch_linear_refuses_what_it_does_not_cover() -> None:
         small_batch_linear(torch.zeros(1, 40), torch.zeros(8, 40))
 
 
-def test_engine_greedy_tokens_match_between_linear_backends() -> None:
+def test_engine_greedy_tokens_match_with_and_without_custom_ops() -> None:
     workload = [(p, s) for p, s in ragged_workload(4, seed=11)]  # 4 streams: 1..4 rows per step
     outputs = {}
     for backend in ("torch", "native"):
-        engine = make_engine(linear_backend=backend)
-        assert engine.describe()["linear_backend"] == backend
+        engine = make_engine(custom_ops=backend)
+        assert engine.describe()["custom_ops"] == backend
         outputs[backend] = engine.generate([p for p, _ in workload], [s for _, s in workload])
     assert outputs["native"] == outputs["torch"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_fused_add_rms_norm_rounds_as_hf(dtype: torch.dtype, with_residual: bool) -> None:
+    """HF's LlamaRMSNorm after HF's residual add, to the rounding of the mean's last bit (its
+    summation order differs from torch's): bf16 outputs nearly all equal, the others a step or
+    two apart (a step of the normalised value, then the weight's multiply), fp32 within 1e-6. The residual sum is exact, and the inputs are left as they were."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(37, 256, generator=gen).to(dtype)
+    residual = torch.randn(37, 256, generator=gen).to(dtype) if with_residual else None
+    weight = (1 + 0.1 * torch.randn(256, generator=gen)).to(dtype)
+    x_before = x.clone()
+    summed = x if residual is None else x + residual
+    h32 = summed.float()
+    expected = weight * (h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(dtype)
+    out, new_residual = fused_add_rms_norm(x, residual, weight, 1e-5)
+    assert torch.equal(new_residual, summed)
+    assert torch.equal(x, x_before)
+    if dtype == torch.bfloat16:
+        two_steps = expected.float().abs() * 2**-6  # a bf16 step is at most 2^-7 relative
+        assert ((out.float() - expected.float()).abs() <= two_steps).all()
+        assert (out == expected).float().mean() > 0.99
+    else:
+        torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
