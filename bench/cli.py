@@ -41,7 +41,9 @@ def serve(
     ] = None,
     max_model_len: Annotated[int | None, typer.Option(help="Context length cap, tokens.")] = None,
     max_num_seqs: Annotated[int, typer.Option(help="Most requests in one batch.")] = 256,
-    max_num_batched_tokens: Annotated[int, typer.Option(help="Token budget per step.")] = 1024,
+    max_num_batched_tokens: Annotated[
+        int, typer.Option(help="Token budget per step (vLLM's CPU default).")
+    ] = 2048,
     enable_chunked_prefill: Annotated[
         bool, typer.Option(help="Split long prompts across steps within the token budget.")
     ] = True,

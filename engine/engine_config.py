@@ -24,7 +24,8 @@ class EngineConfig:
     native bf16 (AVX512-BF16 or AMX: 2-3x faster matmuls), else float32 (emulated bf16 matmuls
     are slower than fp32). kv_cache_memory_bytes None means 512 MiB on CPU and 90% of the
     GPU's free memory after the weights on CUDA.
-    max_num_batched_tokens is the token budget of one step; max_num_seqs caps the running batch.
+    max_num_batched_tokens is the token budget of one step (2048, vLLM's default for its CPU
+    OpenAI server); max_num_seqs caps the running batch.
 
     device "sim" runs the scheduler on a simulated device (engine.sim_executor): no weights are
     loaded (``model`` may be any probes.models name, e.g. llama-3-70b); ``gpu`` names the part (a
@@ -46,7 +47,7 @@ class EngineConfig:
     kv_cache_memory_bytes: int | None = None
     max_model_len: int | None = None
     max_num_seqs: int = 256
-    max_num_batched_tokens: int = 1024
+    max_num_batched_tokens: int = 2048
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
     # Optimizations, each a switch so that ablations compare like with like (issue: engine

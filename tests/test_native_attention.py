@@ -155,7 +155,8 @@ def test_engine_greedy_tokens_match_with_and_without_custom_ops() -> None:
 def test_fused_add_rms_norm_rounds_as_hf(dtype: torch.dtype, with_residual: bool) -> None:
     """HF's LlamaRMSNorm after HF's residual add, to the rounding of the mean's last bit (its
     summation order differs from torch's): bf16 outputs nearly all equal, the others a step or
-    two apart (a step of the normalised value, then the weight's multiply), fp32 within 1e-6. The residual sum is exact, and the inputs are left as they were."""
+    two apart (a step of the normalised value, then the weight's multiply), fp32 within 1e-6.
+    The residual sum is exact, and the inputs are left as they were."""
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(37, 256, generator=gen).to(dtype)
     residual = torch.randn(37, 256, generator=gen).to(dtype) if with_residual else None

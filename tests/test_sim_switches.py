@@ -100,8 +100,8 @@ def test_fp8_kv_doubles_the_capacity() -> None:
 
 
 def test_without_chunked_prefill_a_long_prompt_takes_one_step() -> None:
-    chunked, whole = a100_engine(), a100_engine(enable_chunked_prefill=False,
-                                                 max_num_batched_tokens=4096)  # fmt: skip
+    chunked = a100_engine(max_num_batched_tokens=1024)
+    whole = a100_engine(enable_chunked_prefill=False, max_num_batched_tokens=4096)
     for engine in (chunked, whole):
         engine.generate([[4] * 4096], SamplingParams(max_tokens=1))
     assert chunked.steps.num_steps == 4 and whole.steps.num_steps == 1
