@@ -1,6 +1,7 @@
 """Real regressions fail the gate: real `bench run`s of the reference engine on 127.0.0.1, a
 continuous-batching baseline against an engine slowed by step_delay_ms and against static
-batching. One short run per side (a few seconds each, tiny preset, one torch thread)."""
+batching. One short run per side (a few seconds each, tiny preset, one torch thread): 300
+requests, so that even the fast baseline spans the gate's minimum of throughput windows."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SCENARIO = """
 name = "gate-regression"
 users = 4
-num_requests = 100
+num_requests = 300
 ignore_eos = true
 seed = 0
 warmup_s = 0.3
@@ -67,7 +68,7 @@ def run_group(tmp_path: Path, name: str, options: str = "") -> RunGroup:
     opts = RunOptions(load_scenario(path), None, "reference", None, None, tmp_path / name, False)
     with open("/dev/null", "w") as sink:
         folder, summary = run_benchmark(opts, Console(file=sink))
-    assert summary["counts"]["all"]["ok"] == 100, summary["errors"]
+    assert summary["counts"]["all"]["ok"] == 300, summary["errors"]
     group, _ = load_run_group([folder], name)
     return group
 
@@ -82,13 +83,13 @@ def verdicts(report: GateReport) -> dict[str, str]:
 
 
 def test_an_engine_slowed_by_step_delay_fails(tmp_path: Path, baseline: RunGroup) -> None:
-    slow = run_group(tmp_path, "delayed", "\n[engine.options]\nstep_delay_ms = 25.0\n")
-    assert slow.engine["config"]["step_delay_ms"] == 25.0
+    slow = run_group(tmp_path, "delayed", "\n[engine.options]\nstep_delay_ms = 10.0\n")
+    assert slow.engine["config"]["step_delay_ms"] == 10.0
     report = evaluate(RULES, baseline, slow)
     assert report.verdict == "fail" and report.exit_code == 1, report
     assert verdicts(report)["tpot_ms.mean"] == "fail"
     assert verdicts(report)["throughput.output_tok_s"] == "fail", report.results[0]
-    assert any("step_delay_ms: 0.0 -> 25.0" in note for note in report.notes)
+    assert any("step_delay_ms: 0.0 -> 10.0" in note for note in report.notes)
 
 
 def test_static_batching_fails_against_continuous(tmp_path: Path, baseline: RunGroup) -> None:
