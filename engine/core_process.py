@@ -57,7 +57,7 @@ def core_main(config: EngineConfig, conn: Connection) -> None:
     try:
         engine = LLMEngine(config)
     except BaseException as e:
-        conn.send(("dead", f"the engine failed to start: {e!r}"))
+        conn.send(("dead", f"{type(e).__name__}: {e}"))
         return
     conn.send(
         (

@@ -15,6 +15,7 @@ from engine.attention import AttentionMetadata, paged_attention
 from engine.engine_config import EngineConfig
 from engine.native_linear import small_batch_linear
 from engine.native_norm import fused_add_rms_norm
+from engine.request import SamplingParams
 from tests.engine_fixtures import make_engine, ragged_workload
 
 WHY = native_attention.available()
@@ -174,3 +175,24 @@ def test_fused_add_rms_norm_rounds_as_hf(dtype: torch.dtype, with_residual: bool
         assert (out == expected).float().mean() > 0.99
     else:
         torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_without_a_compiler_auto_falls_back_and_native_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine import native_lib
+
+    monkeypatch.setenv("CC", "no-such-cc")
+    monkeypatch.setattr(native_lib, "_state", {})  # forget the library this process loaded
+    assert "no C compiler" in (native_lib.available() or "")
+    engine = make_engine()
+    described = engine.describe()
+    assert (described["attention_backend"], described["custom_ops"]) == ("torch", "torch")
+    out = engine.generate(
+        [[5, 6, 7]], SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)
+    )
+    assert len(out[0]) == 3
+    with pytest.raises(ValueError, match="no C compiler"):
+        make_engine(attention_backend="native")
+    with pytest.raises(ValueError, match="no C compiler"):
+        make_engine(custom_ops="native")
