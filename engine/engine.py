@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from engine import native_attention
+from engine import native_attention, native_lib
 from engine.block_pool import BlockPool
 from engine.config import ModelConfig
 from engine.cpu_features import has_native_bf16
@@ -221,38 +221,38 @@ class LLMEngine:
         self.nvtx = NvtxRanges()
 
     def _native_decode(self, kv_dtype: torch.dtype) -> bool:
-        """Whether decode attention runs in the C kernel: config.attention_backend resolved
-        against the device, the dtypes and whether the kernel builds here."""
-        backend = self.config.attention_backend
-        if backend == "torch":
-            return False
+        """Whether decode attention runs in the C kernel (config.attention_backend)."""
         covered = native_attention.supports_dtypes(self.device, self.dtype, kv_dtype)
-        why = native_attention.available() if covered else (
-            f"it covers CPU float32/bfloat16 with a cache of the same dtype, not {self.device} "
-            f"{self.dtype} with a {kv_dtype} cache"
+        return self._use_native(
+            "attention_backend",
+            None if covered else (
+                f"it covers CPU float32/bfloat16 with a cache of the same dtype, not "
+                f"{self.device} {self.dtype} with a {kv_dtype} cache"
+            ),
         )  # fmt: skip
-        if why is None:
-            return True
-        if backend == "native":
-            raise ValueError(f"attention_backend='native' cannot run here: {why}; use 'torch'")
-        log.info("decode attention on the torch path: %s", why)
-        return False
 
     def _native_custom_ops(self) -> bool:
-        """Whether small-batch linear layers and add + RMSNorm run in the C kernels:
-        config.custom_ops resolved against the device, the dtype and whether the kernels build
-        here. (Quantized layers keep their own kernels either way.)"""
-        backend = self.config.custom_ops
-        if backend == "torch":
+        """Whether small-batch linear layers and add + RMSNorm run in the C kernels
+        (config.custom_ops). Quantized layers keep their own kernels either way."""
+        covered = self.device.type == "cpu" and self.dtype in native_lib.SUFFIX
+        return self._use_native(
+            "custom_ops",
+            None if covered else f"it covers CPU float32/bfloat16, not {self.device} {self.dtype}",
+        )
+
+    def _use_native(self, setting: str, not_covered: str | None) -> bool:
+        """Resolve an auto / native / torch setting: native where the C kernels cover the
+        tensors (else ``not_covered`` says why not) and build here; "native" that cannot run
+        is a ValueError naming the reason, "auto" falls back to torch and logs it."""
+        choice = getattr(self.config, setting)
+        if choice == "torch":
             return False
-        why = native_attention.available()
-        if self.device.type != "cpu" or self.dtype not in (torch.float32, torch.bfloat16):
-            why = f"it covers CPU float32/bfloat16, not {self.device} {self.dtype}"
+        why = not_covered or native_lib.available()
         if why is None:
             return True
-        if backend == "native":
-            raise ValueError(f"custom_ops='native' cannot run here: {why}; use 'torch'")
-        log.info("custom ops on the torch path: %s", why)
+        if choice == "native":
+            raise ValueError(f"{setting}='native' cannot run here: {why}; use 'torch'")
+        log.info("%s on the torch path: %s", setting, why)
         return False
 
     def _make_proposer(self, executor: Executor) -> Proposer | None:
