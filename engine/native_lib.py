@@ -22,6 +22,7 @@ from engine.cpu_features import cpu_signature
 from engine.tokenizer import cache_root
 
 SOURCES = tuple(sorted((Path(__file__).parent / "csrc").glob("*.c")))
+HEADERS = tuple(sorted((Path(__file__).parent / "csrc").glob("*.h")))
 # Linked with -fopenmp, the library uses libgomp.so.1, the OpenMP runtime torch has already
 # loaded: one thread pool for both.
 COMPILE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-std=c11")
@@ -52,7 +53,7 @@ def _compiler() -> str:
 
 def _build(cc: str) -> Path:
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
-    parts = [src.read_bytes() for src in SOURCES]
+    parts = [src.read_bytes() for src in SOURCES + HEADERS]
     parts += [" ".join(COMPILE_FLAGS + LINK_FLAGS).encode(), repr(FAST_MATH).encode()]
     parts.append(version.encode())
     parts.append(cpu_signature().encode())

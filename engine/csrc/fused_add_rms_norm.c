@@ -15,14 +15,8 @@
 #include <math.h>
 #include <stdint.h>
 
-static inline float bf16_in(uint16_t h) {
-    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
-    return v.f;
-}
-static inline uint16_t bf16_out(float x) {
-    union { float f; uint32_t u; } v = {.f = x};
-    return (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
-}
+#include "kernels.h"
+
 static inline float f32_in(float x) { return x; }
 static inline float f32_out(float x) { return x; }
 
@@ -45,4 +39,4 @@ static inline float f32_out(float x) { return x; }
     }
 
 DEFINE_NORM(f32, float, f32_in, f32_out)
-DEFINE_NORM(bf16, uint16_t, bf16_in, bf16_out)
+DEFINE_NORM(bf16, uint16_t, bf16_to_f32, f32_to_bf16)

@@ -25,18 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline float load_f32(const float *p) { return *p; }
-static inline void store_f32(float *p, float x) { *p = x; }
-
-static inline float load_bf16(const uint16_t *p) {
-    union { uint32_t u; float f; } v = {.u = (uint32_t)*p << 16};
-    return v.f;
-}
-static inline void store_bf16(uint16_t *p, float x) {
-    union { float f; uint32_t u; } v = {.f = x};
-    /* Round to nearest even, as torch's float->bfloat16 conversion (inputs are finite). */
-    *p = (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
-}
+#include "kernels.h"
 
 /* Each of the `rows` rows of `scores` [rows, ctx] becomes its softmax (max subtracted). */
 static void softmax_rows(float *scores, int64_t rows, int64_t ctx) {
@@ -52,28 +41,7 @@ static void softmax_rows(float *scores, int64_t rows, int64_t ctx) {
     }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#define HAVE_AVX512 1
-
-/* 16 elements widened to float32 lanes. */
-static inline __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline __m512 load16_bf16(const uint16_t *p) {
-    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-}
-
-/* The four horizontal sums of a, b, c, d in one vector: the portable path spends most of its
- * time summing each dot product's lanes on its own; here four share the shuffles. */
-static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-    __m256 b8 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
-    __m256 c8 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
-    __m256 d8 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
-    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a8, b8), _mm256_hadd_ps(c8, d8));
-    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
+#ifdef HAVE_AVX512
 static inline void prefetch_block(const void *p, int64_t bytes) {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 1);
 }

@@ -15,38 +15,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels.h"
+
 #define MAX_M 4
 #define PREFETCH_ROWS 8
 
-static inline float bf16_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
-    return v.f;
-}
-static inline uint16_t f32_to_bf16(float x) {
-    union { float f; uint32_t u; } v = {.f = x};
-    return (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
-}
-
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
-#include <immintrin.h>
-
-static inline __m512 ld_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline __m512 ld_bf16(const uint16_t *p) {
-    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-}
-static inline void st_f32(float *p, float x) { *p = x; }
-static inline void st_bf16(uint16_t *p, float x) { *p = f32_to_bf16(x); }
-
-static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-    __m256 b8 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
-    __m256 c8 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
-    __m256 d8 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
-    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a8, b8), _mm256_hadd_ps(c8, d8));
-    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
+#ifdef HAVE_AVX512
 /* Four rows of W against every row of x: 4 * m accumulators, one pass over k. */
 #define DEFINE_ROWS4(SUFFIX, T)                                                                \
     static void rows4_##SUFFIX(const T *x, const T *w, T *y, int64_t m, int64_t n,            \
@@ -60,16 +34,16 @@ static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
             if (ahead && c % (64 / sizeof(T)) == 0)                                            \
                 for (int r = 0; r < 4; r++) __builtin_prefetch(w0 + ahead + r * k + c, 0, 0);  \
             __m512 wv[4];                                                                      \
-            for (int r = 0; r < 4; r++) wv[r] = ld_##SUFFIX(w0 + r * k + c);                   \
+            for (int r = 0; r < 4; r++) wv[r] = load16_##SUFFIX(w0 + r * k + c);                   \
             for (int64_t i = 0; i < m; i++) {                                                  \
-                const __m512 xv = ld_##SUFFIX(x + i * k + c);                                  \
+                const __m512 xv = load16_##SUFFIX(x + i * k + c);                                  \
                 for (int r = 0; r < 4; r++) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]); \
             }                                                                                  \
         }                                                                                      \
         for (int64_t i = 0; i < m; i++) {                                                      \
             float four[4];                                                                     \
             _mm_storeu_ps(four, hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));            \
-            for (int r = 0; r < 4; r++) st_##SUFFIX(y + i * n + row + r, four[r]);            \
+            for (int r = 0; r < 4; r++) store_##SUFFIX(y + i * n + row + r, four[r]);            \
         }                                                                                      \
     }
 DEFINE_ROWS4(f32, float)
@@ -95,7 +69,7 @@ DEFINE_ROWS4(bf16, uint16_t)
 DEFINE_ROW1(f32, float, ID, ID)
 DEFINE_ROW1(bf16, uint16_t, bf16_to_f32, f32_to_bf16)
 
-#ifdef __AVX512F__
+#ifdef HAVE_AVX512
 #define VECTOR_ROWS(SUFFIX)                                                                    \
     for (; row + 4 <= end; row += 4) rows4_##SUFFIX(x, w, y, m, n, k, row);
 #else
