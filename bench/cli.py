@@ -47,7 +47,14 @@ def serve(
     enable_chunked_prefill: Annotated[
         bool, typer.Option(help="Split long prompts across steps within the token budget.")
     ] = True,
-    num_threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
+    num_threads: Annotated[
+        int | None,
+        typer.Option(help="torch threads (default: the engine core takes all cores but one)."),
+    ] = None,
+    prefill_num_threads: Annotated[
+        int | None,
+        typer.Option(help="torch threads for burst steps, mostly prefill (default: all cores)."),
+    ] = None,
     step_delay_ms: Annotated[
         float, typer.Option(help="Sleep per step: a deliberately slower engine for gate tests.")
     ] = 0.0,
@@ -134,6 +141,7 @@ def serve(
             max_num_batched_tokens=max_num_batched_tokens,
             enable_chunked_prefill=enable_chunked_prefill,
             num_threads=num_threads,
+            prefill_num_threads=prefill_num_threads,
             step_delay_ms=step_delay_ms,
             batching=batching,
             kv_layout=kv_layout,

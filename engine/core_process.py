@@ -45,8 +45,8 @@ def default_core_threads() -> int:
     """torch threads for a core whose config leaves num_threads unset: every core this process
     may use but one, which the HTTP front needs (and, on a benchmark box, the load generator).
     An OpenMP team on oversubscribed cores waits at each op's barrier for a descheduled
-    thread: on 2 cores, 2 threads gave 4,423 tok/s at 100 users where 1 gave 5,005. (Two
-    threads for prefill-heavy steps only cut TTFT p99 by ~10% and cost ~5% of throughput.)"""
+    thread: on 2 cores, 2 threads gave 4,423 tok/s at 100 users where 1 gave 5,005. Burst
+    steps (mostly prefill, engine.BURST_PREFILL_RATIO) take every core."""
     return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
@@ -54,6 +54,8 @@ def core_main(config: EngineConfig, conn: Connection) -> None:
     """The child's entry point: build the engine, report its limits, then serve the pipe."""
     if config.num_threads is None:
         config = replace(config, num_threads=default_core_threads())
+        if config.prefill_num_threads is None:
+            config = replace(config, prefill_num_threads=len(os.sched_getaffinity(0)))
     try:
         engine = LLMEngine(config)
     except BaseException as e:

@@ -37,6 +37,12 @@ from probes.models import resolve_model
 
 log = logging.getLogger(__name__)
 
+# A step with at least this many prefill tokens per decode token is a burst of arrivals.
+# Measured at 100 users, three runs each side: TTFT p99 913 ms mean against 1,043 ms, with
+# the same throughput. The earlier "more prefill than decode" cut cost 5% of throughput: it
+# also fired on steady-state steps, while the front was busy.
+BURST_PREFILL_RATIO = 4
+
 
 @dataclass(frozen=True)
 class RequestOutput:
@@ -148,6 +154,7 @@ class LLMEngine:
         self.config = config
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
+        self._threads = torch.get_num_threads()
         self.simulated = config.device == "sim"
         self.model_config, weights_dir = load_model_spec(config.model, self.simulated)
         self.tokenizer = load_tokenizer(config.model, self.model_config)
@@ -356,6 +363,7 @@ class LLMEngine:
         with nvtx_ranges.range("step", self.steps.num_steps):
             with nvtx_ranges.range("schedule"):
                 sched = self.scheduler.schedule()
+            self._set_threads(sched)
             forward_start_ns = clock_ns()
             with nvtx_ranges.range("execute", sched.total_num_tokens):
                 sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
@@ -395,6 +403,18 @@ class LLMEngine:
         if not sched.is_empty:
             self._record_step(sched, composition, start_ns, forward_ns)
         return outputs
+
+    def _set_threads(self, sched: SchedulerOutput) -> None:
+        """config.prefill_num_threads for a burst step (see EngineConfig), num_threads for
+        the others; a switch costs about 5 us."""
+        c = self.config
+        if c.prefill_num_threads is None or c.num_threads is None:
+            return
+        burst = sched.num_prefill_tokens >= BURST_PREFILL_RATIO * max(sched.num_decode_tokens, 1)
+        want = c.prefill_num_threads if burst else c.num_threads
+        if want != self._threads:
+            torch.set_num_threads(want)
+            self._threads = want
 
     def _spec_counters(self) -> dict[str, Any]:
         spec = self.spec_stats

@@ -50,6 +50,10 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
+    # torch threads for a step that is mostly prefill (at least BURST_PREFILL_RATIO prefill
+    # tokens per decode token): a burst of arrivals, when few streams are being served and
+    # the HTTP front's core is free for the matmuls. None: num_threads throughout.
+    prefill_num_threads: int | None = None
     # Optimizations, each a switch so that ablations compare like with like (issue: engine
     # switches). None for enable_prefix_caching means on for the paged layout, off otherwise.
     batching: str = "continuous"
@@ -92,6 +96,10 @@ class EngineConfig:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
             raise ValueError(f"block_size must be a power of two, got {self.block_size}")
+        for name in ("num_threads", "prefill_num_threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (or unset), got {value}")
         for name in ("max_num_seqs", "max_num_batched_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

@@ -70,3 +70,19 @@ def test_eos_and_stop_token_ids_end_a_request() -> None:
         [prompt], SamplingParams(max_tokens=6, temperature=0, stop_token_ids=(stop_at,))
     )[0]
     assert stopped == first[: first.index(stop_at) + 1]
+
+
+def test_burst_steps_take_the_prefill_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        engine = make_engine(num_threads=1, prefill_num_threads=2)
+        params = SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)
+        engine.add_request("a", list(range(3, 100)), params)
+        engine.step()  # the whole prompt, no decode: a burst
+        assert torch.get_num_threads() == 2
+        engine.step()  # one decode token
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="prefill_num_threads must be at least 1"):
+        make_engine(prefill_num_threads=0)
