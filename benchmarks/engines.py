@@ -169,10 +169,11 @@ def main() -> None:
             console.print(f"{peer.label}, {users} user(s) ...")
             results[peer.label][users] = measure(peer, hf, gguf, users, args.work / "runs")
     render(results, users_list, console)
-    for line in verdicts(results):
+    lines = verdicts(results)
+    for line in lines:
         console.print(line)
     out = args.work / "engines.json"
-    out.write_text(json.dumps({"results": results, "verdicts": verdicts(results)}, indent=1))
+    out.write_text(json.dumps({"results": results, "verdicts": lines}, indent=1))
     console.print(f"figures: {out}")
 
 

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from typing import Any
 
-from engine.core_process import EngineCoreError, EngineCoreProcess
+from engine.core_process import EngineCoreError, EngineCoreProcess, engine_call
 from engine.engine import LLMEngine, RequestOutput
 from engine.metrics import EngineMetrics
 from engine.request import SamplingParams
@@ -90,11 +90,7 @@ class AsyncLLM:
 
     async def call(self, method: str, *args: Any) -> Any:
         """describe() or steps_since(n) of the engine (JSON-safe)."""
-        if method == "describe":
-            return self.engine.describe()
-        if method == "steps_since":
-            return self.engine.steps.since(*args)
-        raise ValueError(f"unknown engine call {method!r}")
+        return engine_call(self.engine, method, args)
 
     def _drain_inbox(self) -> None:
         while self._inbox:

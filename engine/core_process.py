@@ -96,7 +96,7 @@ def _serve(engine: LLMEngine, conn: Connection) -> None:
             elif op == "abort":
                 engine.abort_request(msg[1])
             elif op == "call":
-                conn.send(("result", msg[1], _call(engine, msg[2], msg[3])))
+                conn.send(("result", msg[1], engine_call(engine, msg[2], msg[3])))
             elif op == "shutdown":
                 return
             busy = engine.has_unfinished_requests()
@@ -117,7 +117,8 @@ def _serve(engine: LLMEngine, conn: Connection) -> None:
         conn.send(("step", rows, engine.last_stats))
 
 
-def _call(engine: LLMEngine, method: str, args: tuple[Any, ...]) -> Any:
+def engine_call(engine: LLMEngine, method: str, args: tuple[Any, ...]) -> Any:
+    """The engine's read-only calls the server makes: describe() and steps_since(n)."""
     if method == "describe":
         return engine.describe()
     if method == "steps_since":
