@@ -13,6 +13,7 @@ from engine.attention import AttentionMetadata
 from engine.config import ModelConfig
 from engine.kv_dtype import allocate_kv_caches
 from engine.model import LlamaForCausalLM
+from engine.native_decode_stack import DecodeStack, why_not
 from engine.quant import weight_bytes
 from engine.rejection_sampler import greedy_verify, rejection_sample
 from engine.sampler import Sampler, processed_probs
@@ -86,6 +87,11 @@ class ModelRunner:
             self.kv_cache_dtype,
             device,
         )
+        # Pure decode steps of 1..4 sequences run the whole stack in one C call where the
+        # native kernels run both attention and the custom ops (engine/native_decode_stack.py).
+        self.decode_stack: DecodeStack | None = None
+        if native_decode and model.native_ops and why_not(model, self.kv_caches) is None:
+            self.decode_stack = DecodeStack(model, self.kv_caches)
         self.sampler = Sampler(seed)
         self.weight_bytes = weight_bytes(model)
         # Set by the engine when speculative decoding is on.
@@ -104,7 +110,11 @@ class ModelRunner:
             return {}
         seqs = _decodes_first(scheduler_output.scheduled)
         input_ids, positions, meta = self._prepare(seqs, block_tables)
-        hidden = self.model(input_ids, positions, self.kv_caches, meta)
+        stack = self.decode_stack
+        if stack is not None and self.model.native_ops and stack.covers(input_ids, meta):
+            hidden = stack(input_ids, positions, meta)
+        else:
+            hidden = self.model(input_ids, positions, self.kv_caches, meta)
         if self.proposer is not None:
             self.proposer.observe(input_ids, positions, meta)
         sampling = [i for i, s in enumerate(seqs) if s.samples]

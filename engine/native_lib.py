@@ -92,6 +92,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         norm = getattr(lib, f"fused_add_rms_norm_{suffix}")
         norm.argtypes = [ptr, ptr, ptr, ptr, i64, i64, f32, ctypes.c_int]
         norm.restype = None
+        stack = getattr(lib, f"decode_stack_{suffix}")
+        stack.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64,
+                          ptr, f32, f32, ctypes.c_int]  # fmt: skip
+        stack.restype = ctypes.c_int
+    lib.decode_stack_ptrs_per_layer.restype = ctypes.c_int
+    lib.decode_stack_num_dims.restype = ctypes.c_int
     lib.paged_decode_attention_force_portable.argtypes = [ctypes.c_int]
 
 

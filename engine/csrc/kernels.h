@@ -46,4 +46,18 @@ static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 #endif
 
+/* The kernels that decode_stack.c chains (contracts in their own sources). */
+#define DECLARE_KERNELS(SUFFIX, T)                                                             \
+    void small_batch_linear_##SUFFIX(const T *x, const T *w, T *y, int64_t m, int64_t n,      \
+                                     int64_t k, int num_threads);                              \
+    void fused_add_rms_norm_##SUFFIX(const T *x, T *residual, const T *weight, T *out,        \
+                                     int64_t rows, int64_t h, float eps, int has_residual);    \
+    int paged_decode_attention_##SUFFIX(                                                       \
+        const T *q, const T *kv_cache, const int64_t *block_tables, int64_t block_table_stride, \
+        const int64_t *seq_lens, T *out, int64_t num_seqs, int64_t num_heads,                  \
+        int64_t num_kv_heads, int64_t head_dim, int64_t num_blocks, int64_t block_size,        \
+        float scale, float v_scale, int num_threads);
+DECLARE_KERNELS(f32, float)
+DECLARE_KERNELS(bf16, uint16_t)
+
 #endif
