@@ -20,6 +20,7 @@ so the server wakes once per step, not once per token.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import time
@@ -27,11 +28,14 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
+from engine.cpu_allocator import retain_freed_memory
 from engine.engine import LLMEngine, check_request_fits, load_model_spec
 from engine.engine import load_tokenizer as _load_tokenizer
 from engine.engine_config import EngineConfig
 from engine.request import SamplingParams
 from engine.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
 
 # How often an idle core reports its KV usage (seconds): /metrics stays current when idle.
 _IDLE_REPORT_S = 1.0
@@ -52,6 +56,9 @@ def default_core_threads() -> int:
 
 def core_main(config: EngineConfig, conn: Connection) -> None:
     """The child's entry point: build the engine, report its limits, then serve the pipe."""
+    why = retain_freed_memory()  # this process exists to run the model (engine/cpu_allocator.py)
+    if why is not None:
+        log.info("malloc settings left as they were: %s", why)
     if config.num_threads is None:
         config = replace(config, num_threads=default_core_threads())
         if config.prefill_num_threads is None:

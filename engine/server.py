@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLLM
 from engine.core_process import EngineCoreError, EngineCoreProcess
+from engine.cpu_allocator import retain_freed_memory
 from engine.engine import LLMEngine
 from engine.engine_config import EngineConfig
 from engine.metrics import EngineMetrics
@@ -319,6 +320,11 @@ def run_server(
     ``core_process`` runs the engine in its own process (engine/core_process.py); without it
     the engine steps in a thread of the server's process and shares its GIL. Raises
     EngineCoreError when the core cannot start."""
+    if not core_process:
+        # The engine steps in this process: it gets the model's malloc settings.
+        why = retain_freed_memory()
+        if why is not None:
+            log.info("malloc settings left as they were: %s", why)
     engine: LLMEngine | EngineCoreProcess = (
         EngineCoreProcess(config) if core_process else LLMEngine(config)
     )
