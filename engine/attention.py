@@ -12,6 +12,9 @@ the middle of a prompt: chunked prefill). Per layer this module does:
     context and already head-major, then one grouped-query matmul / masked softmax / matmul for
     all of them (K/V are never repeated per query head);
   * one gather (none for a first chunk) and one `scaled_dot_product_attention` per prefill chunk.
+With the C kernel (meta.native_decode, engine/native_attention.py) every row of the step, decode
+or prefill, is one call instead: a prefill token at position p is a query over the first p + 1
+slots of its sequence's block table, already written, which is causal attention.
 Everything derived from the metadata and the cache geometry alone (gather rows, masks) is built
 once per step in `AttentionPlan`, by the first layer, and reused by the others. Nothing here
 reads a tensor back to the host, so a GPU step needs no synchronisation.
@@ -63,6 +66,10 @@ class AttentionPlan:
     native: bool
     decode: DecodeBatch | None
     prefills: list[PrefillChunk]
+    # With the C kernel: each token's block-table row int64 [T, width] and context length
+    # (its position + 1) int64 [T]; decode and prefill then take no other plan.
+    token_tables: torch.Tensor | None = None
+    token_ctx_lens: torch.Tensor | None = None
 
 
 @dataclass
@@ -86,8 +93,8 @@ class AttentionMetadata:
     block_tables: torch.Tensor
     num_decode_seqs: int
     block_size: int
-    # Decode rows through the C kernel (engine/native_attention.py) where it covers the
-    # tensors; set by the model runner from the engine's attention_backend.
+    # Every row, decode and prefill, through the C kernel (engine/native_attention.py) where
+    # it covers the tensors; set by the model runner from the engine's attention_backend.
     native_decode: bool = False
     _plan: AttentionPlan | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -193,19 +200,37 @@ def _make_plan(
         raise ValueError("each of the first num_decode_seqs sequences must have one query token")
     device = meta.block_tables.device
     decode = None
-    if nd and native:
+    for i in range(nd, meta.num_seqs):
+        q_len = qsl[i + 1] - qsl[i]
+        if q_len < 1 or meta.seq_lens[i] < q_len:
+            raise ValueError(
+                f"sequence {i}: query length {q_len} with seq_len {meta.seq_lens[i]} is invalid"
+            )
+    if native:
         # The kernel reads block_tables[s, t // block_size] for every t < seq_len: check the
         # width here, once per step, since C would read past the row.
-        max_ctx = max(meta.seq_lens[:nd])
+        max_ctx = max(meta.seq_lens, default=0)
         if -(-max_ctx // meta.block_size) > meta.block_tables.shape[1]:
             raise ValueError(
                 f"block_tables has {meta.block_tables.shape[1]} columns but a context of "
                 f"{max_ctx} tokens needs {-(-max_ctx // meta.block_size)} blocks of "
                 f"{meta.block_size}; widen block_tables"
             )
-        if min(meta.seq_lens[:nd]) < 1:
-            raise ValueError("every decode sequence needs a seq_len of at least 1")
-    elif nd:
+        if min(meta.seq_lens, default=1) < 1:
+            raise ValueError("every sequence needs a seq_len of at least 1")
+        if nd == meta.num_seqs:  # decode only: one row per sequence already
+            tables, lens = meta.block_tables, meta.seq_lens_t
+        else:
+            query_lens = torch.tensor(
+                [b - a for a, b in itertools.pairwise(qsl)], dtype=torch.int64, device=device
+            )
+            seq_of_token = torch.repeat_interleave(
+                torch.arange(meta.num_seqs, device=device), query_lens
+            )
+            tables = meta.block_tables.index_select(0, seq_of_token)
+            lens = meta.token_positions() + 1
+        return AttentionPlan(num_cache_slots, num_kv_heads, native, None, [], tables, lens)
+    if nd:
         max_ctx = max(meta.seq_lens[:nd])
         slots = _slots_for_positions(meta, slice(0, nd), max_ctx)
         pad = torch.arange(max_ctx, device=device) >= meta.seq_lens_t[:nd, None]
@@ -218,8 +243,6 @@ def _make_plan(
     for i in range(nd, meta.num_seqs):
         start_tok, end_tok, ctx = qsl[i], qsl[i + 1], meta.seq_lens[i]
         q_len = end_tok - start_tok
-        if q_len < 1 or ctx < q_len:
-            raise ValueError(f"sequence {i}: query length {q_len} with seq_len {ctx} is invalid")
         if ctx == q_len:
             prefills.append(PrefillChunk(start_tok, end_tok, None, None))
             continue
@@ -258,13 +281,12 @@ def paged_attention(
     cache_rows = kv_cache.view(-1, head_dim)
     native = meta.native_decode and native_attention.supports(q, kv_cache)
     plan = meta.plan(kv_cache.shape[1] * kv_cache.shape[2], num_kv_heads, native)
-    out = torch.empty_like(q)
-    nd = meta.num_decode_seqs
-    if native and nd:
-        out[:nd] = native_attention.paged_decode_attention(
-            q[:nd], kv_cache, meta.block_tables[:nd], meta.seq_lens_t[:nd], scale * k_scale, v_scale
+    if plan.token_tables is not None and plan.token_ctx_lens is not None:
+        return native_attention.paged_decode_attention(
+            q, kv_cache, plan.token_tables, plan.token_ctx_lens, scale * k_scale, v_scale
         )
-    elif plan.decode is not None:
+    out = torch.empty_like(q)
+    if plan.decode is not None:
         out[: plan.decode.num_seqs] = _decode_attention(
             q, cache_rows, plan.decode, scale * k_scale, v_scale
         )

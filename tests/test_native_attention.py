@@ -79,6 +79,30 @@ def test_bf16_matches_fp32_math(path: bool, heads: int, kv_heads: int, head_dim:
     torch.testing.assert_close(ours.float(), ref, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mixed_step_matches_torch_path(path: bool, dtype: torch.dtype) -> None:
+    """Decodes, a first prefill chunk and chunks that continue a prompt (prefix in the cache)
+    in one step: the kernel takes every row, each prefill token over its own causal prefix."""
+    rng = random.Random(3)
+    gen = torch.Generator().manual_seed(3)
+    block_size, num_blocks = 16, 64
+    cache = torch.randn(2, num_blocks, block_size, 2, 32, generator=gen).to(dtype)
+    query_lens, seq_lens = [1, 1, 37, 5, 20], [40, 17, 37, 70, 20]
+    free = list(range(num_blocks))
+    rng.shuffle(free)
+    tables = [[free.pop() for _ in range(-(-n // block_size))] for n in seq_lens]
+    meta = AttentionMetadata.build(query_lens, seq_lens, tables, block_size, 2)
+    t = sum(query_lens)
+    q, k, v = (torch.randn(t, h, 32, generator=gen).to(dtype) for h in (8, 2, 2))
+    ref_cache, ours_cache = cache.clone(), cache.clone()
+    ref = paged_attention(q.float(), k.float(), v.float(), ref_cache.float(), meta, 32**-0.5)
+    meta.native_decode = True
+    meta._plan = None
+    ours = paged_attention(q, k, v, ours_cache, meta, 32**-0.5)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(ours.float(), ref, rtol=tol, atol=tol)
+
+
 def test_narrow_block_table_is_refused() -> None:
     q, k, v, cache, meta = _batch(8, 2, 32, torch.float32, seed=1)
     meta.block_tables = meta.block_tables[:, :2]  # too few columns for the longer sequences
