@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine import native_norm
+from engine import native_activation, native_norm
 from engine.attention import AttentionMetadata, paged_attention
 from engine.config import ModelConfig
 from engine.native_linear import SmallBatchLinear, covers, small_batch_linear
@@ -158,8 +158,13 @@ class LlamaMLP(nn.Module):
         )
         self.down_proj = SmallBatchLinear(config.intermediate_size, config.hidden_size, bias=False)
 
+    native: bool = False  # set by LlamaForCausalLM.use_custom_ops
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
+        gate_up = self.gate_up_proj(x)
+        if self.native and native_activation.covers(gate_up):
+            return self.down_proj(native_activation.silu_and_mul(gate_up))
+        gate, up = gate_up.split(self.intermediate_size, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -260,11 +265,12 @@ class LlamaForCausalLM(nn.Module):
         return F.linear(hidden, weight).float()
 
     def use_custom_ops(self, on: bool) -> None:
-        """Run linear layers (and the LM head) of 1..4 rows, and each residual add + RMSNorm,
-        in the C kernels (engine/native_linear.py, engine/native_norm.py), or in torch ops."""
+        """Run linear layers (and the LM head) of 1..4 rows, each residual add + RMSNorm and
+        each SwiGLU activation in the C kernels (engine/native_linear.py, native_norm.py,
+        native_activation.py), or in torch ops."""
         self.native_ops = on
         for module in self.modules():
-            if isinstance(module, (SmallBatchLinear, RMSNorm)):
+            if isinstance(module, (SmallBatchLinear, RMSNorm, LlamaMLP)):
                 module.native = on
 
     def hf_weight_slots(self) -> dict[str, WeightSlot]:

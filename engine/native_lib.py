@@ -31,7 +31,7 @@ LINK_FLAGS = ("-shared", "-fopenmp")
 # vector expf (libmvec) in the softmax; the norm needs IEEE sqrt and division to round as
 # torch's do; and linking without it keeps crtfastmath.o, which would set flush-to-zero for the
 # whole process, torch included, out of the library.
-FAST_MATH = {"paged_decode_attention.c": ("-ffast-math",)}
+FAST_MATH = {"paged_decode_attention.c": ("-ffast-math",), "silu_and_mul.c": ("-ffast-math",)}
 
 # The element types the kernels are built for, by the suffix of their symbols.
 SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
@@ -92,6 +92,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         norm = getattr(lib, f"fused_add_rms_norm_{suffix}")
         norm.argtypes = [ptr, ptr, ptr, ptr, i64, i64, f32, ctypes.c_int]
         norm.restype = None
+        silu = getattr(lib, f"silu_and_mul_{suffix}")
+        silu.argtypes = [ptr, ptr, i64, i64, ctypes.c_int]
+        silu.restype = None
         stack = getattr(lib, f"decode_stack_{suffix}")
         stack.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64,
                           ptr, f32, f32, ctypes.c_int]  # fmt: skip
