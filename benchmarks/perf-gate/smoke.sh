@@ -11,7 +11,7 @@
 # inconclusive verdict is allowed (exit 0 with a warning in the reports): only a proven
 # regression or unusable input fails CI. A machine of other hardware than the baseline's (a
 # CI machine with another CPU model) is said so and not judged: record a baseline there to gate
-# it. About 40 s on 2 cores.
+# it. About 45 s on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
