@@ -111,7 +111,7 @@ class ModelRunner:
         seqs = _decodes_first(scheduler_output.scheduled)
         input_ids, positions, meta = self._prepare(seqs, block_tables)
         stack = self.decode_stack
-        if stack is not None and self.model.native_ops and stack.covers(input_ids, meta):
+        if stack is not None and stack.covers(input_ids, meta):
             hidden = stack(input_ids, positions, meta)
         else:
             hidden = self.model(input_ids, positions, self.kv_caches, meta)

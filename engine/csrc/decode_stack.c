@@ -7,16 +7,15 @@
  * Why: at one token per step the torch model is about 120 operator dispatches of 3 to 5 us
  * each, plus the Python around them, against a few hundred microseconds of arithmetic. This
  * file calls the engine's other kernels (small_batch_linear, fused_add_rms_norm,
- * paged_decode_attention) with the same arguments the torch path gives them, and does the
- * element-wise steps itself with the torch path's rounding, so both paths agree to the last
- * bit in bfloat16 except where torch's vectorised exp in SiLU differs from libm's by an ulp.
+ * paged_decode_attention, silu_and_mul) with the same arguments the model's native custom ops
+ * give them, and does the embedding, RoPE and the K/V write itself with the torch path's
+ * rounding, so both paths agree to the last bit.
  *
  * The two element types share one body, decode_stack_body.h, included once per type with
  * T (the storage type), SFX (the symbol suffix) and IN / OUT (widen to, round from float32).
  * Built without -ffast-math and in ISO C mode (no FMA contraction), so x * c + y * s rounds
  * each product as torch's separate mul and add do.
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

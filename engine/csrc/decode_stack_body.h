@@ -72,14 +72,7 @@ int SFX(decode_stack)(const void *const *layer_ptrs, int64_t num_layers, const T
         SFX(small_batch_linear)(attn, p[O_PROJ], x, m, h, q_width, num_threads);
         SFX(fused_add_rms_norm)(x, residual, p[POST_NORM], normed, m, h, eps, 1);
         SFX(small_batch_linear)(normed, p[GATE_UP_PROJ], gate_up, m, 2 * inter, h, num_threads);
-        for (int64_t i = 0; i < m; i++) {
-            const T *gate = gate_up + i * 2 * inter, *up = gate + inter;
-            for (int64_t j = 0; j < inter; j++) {
-                const float g = IN(gate[j]);
-                const float silu = IN(OUT(g / (1.0f + expf(-g))));
-                act[i * inter + j] = OUT(silu * IN(up[j]));
-            }
-        }
+        SFX(silu_and_mul)(gate_up, act, m, inter, num_threads);
         SFX(small_batch_linear)(act, p[DOWN_PROJ], x, m, h, inter, num_threads);
     }
     SFX(fused_add_rms_norm)(x, residual, final_norm, out, m, h, eps, 1);

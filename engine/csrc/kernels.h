@@ -56,7 +56,8 @@ static inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
         const T *q, const T *kv_cache, const int64_t *block_tables, int64_t block_table_stride, \
         const int64_t *seq_lens, T *out, int64_t num_seqs, int64_t num_heads,                  \
         int64_t num_kv_heads, int64_t head_dim, int64_t num_blocks, int64_t block_size,        \
-        float scale, float v_scale, int num_threads);
+        float scale, float v_scale, int num_threads);                                          \
+    void silu_and_mul_##SUFFIX(const T *x, T *out, int64_t rows, int64_t inter, int num_threads);
 DECLARE_KERNELS(f32, float)
 DECLARE_KERNELS(bf16, uint16_t)
 
