@@ -53,7 +53,7 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
     sys.path.insert(0, str(ROOT))
     from loadgen.clock import RunClock
     from loadgen.driver import ClientConfig, LoadPlan, run_plan
-    from loadgen.records import RequestSpec
+    from results.records import RequestSpec
 
     specs = [
         RequestSpec(f"r{i:06d}", "hello " * 100, 100, tokens, ignore_eos=True)
@@ -70,8 +70,8 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
 
 
 def _summarize_ours(path: Path) -> dict[str, Any]:
-    from bench.run_folder import requests_frame, tokens_frame
-    from bench.summary import compute_summary
+    from results.run_folder import requests_frame, tokens_frame
+    from results.summary import compute_summary
 
     data = pickle.loads(path.read_bytes())
     records = data["records"]

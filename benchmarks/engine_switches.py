@@ -16,8 +16,8 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.ablate import Switch, render_ablation, run_ablation
-from bench.scenario import Scenario, scenario_from_dict
+from bench.experiments.ablate import Switch, render_ablation, run_ablation
+from bench.scenario.scenario import Scenario, scenario_from_dict
 
 # The tiny preset's KV bytes per token in float32: 2 (K, V) x 4 layers x 2 heads x 32 dims x 4 B.
 _TINY_KV_BYTES_PER_TOKEN = 2 * 4 * 2 * 32 * 4

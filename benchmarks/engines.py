@@ -25,15 +25,15 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from bench.engine_steps import decode_overhead_share
-from bench.orchestrate import RunError, RunOptions, run_benchmark
-from bench.scenario import scenario_from_dict
+from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from bench.scenario.scenario import scenario_from_dict
 from engine_adapters.base import EngineAdapter
 from engine_adapters.engine_cache import llama_server_binary, vllm_cpu_python
 from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
 from engine_adapters.launcher import EngineStartError, LaunchedEngine, free_port, launch
 from engine_adapters.reference import serve_command
 from engine_adapters.registry import get_adapter
+from results.engine_steps import decode_overhead_share
 
 TINY = {
     "vocab_size": 4096, "hidden_size": 256, "intermediate_size": 704, "num_hidden_layers": 4,
@@ -58,7 +58,7 @@ def build_model(work: Path) -> tuple[Path, Path | None, str | None]:
     # The tests' model builder (transformers' save_pretrained + a trained tokenizer) lives in
     # the checkout's tests/ package, importable from its root.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.hf_fixtures import make_hf_model_dir
+    from tests.support.hf_fixtures import make_hf_model_dir
 
     hf = work / "tiny-llama-bf16"
     if not (hf / "config.json").is_file():

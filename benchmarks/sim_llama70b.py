@@ -2,7 +2,7 @@
 
 The seeds say: about 50 tokens/s for one user; 15-25 tokens/s per user at 100 users with
 continuous batching and PagedAttention; about 5 without. This prints what the simulated device
-(engine.sim_executor: the engine's real scheduler and KV cache, step times from the roofline with
+(engine.sim.executor: the engine's real scheduler and KV cache, step times from the roofline with
 published A100 efficiencies and NCCL's all-reduce model) predicts for:
 
 - one user's decode tokens/s (1 closed-loop user),
@@ -30,11 +30,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.scenario import LengthSpec, Scenario, load_scenario
-from bench.simulate import simulate
-from engine.engine import LLMEngine
-from engine.engine_config import EngineConfig
-from engine.request import SamplingParams
+from bench.scenario.scenario import LengthSpec, Scenario, load_scenario
+from bench.sim.simulate import simulate
+from engine.config import EngineConfig
+from engine.core.request import SamplingParams
+from engine.llm_engine import LLMEngine
 
 DEVICE: dict[str, Any] = {"model": "llama-3-70b", "gpu": "a100-80gb", "tp": 4}
 WORKLOADS = {

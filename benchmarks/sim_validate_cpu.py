@@ -5,7 +5,7 @@ For 1, 10 and 100 closed-loop users (the shipped 1-user and 100-users scenarios;
 to back so that the machine's load is alike, the same scenario on the simulated CPU (`bench
 simulate --gpu cpu`), and print output tokens/s, per-user TPS p50 and TTFT p50 of both with the
 simulation's relative error. Both engines use one torch thread (a machine shared with other
-processes makes multi-threaded steps swing tenfold; see engine.sim_calibrate).
+processes makes multi-threaded steps swing tenfold; see engine.sim.calibration).
 
     python benchmarks/sim_validate_cpu.py [--calibrate served|engine] [--users 1,10,100]
 
@@ -30,10 +30,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.cli_simulate import sim_calibrate
-from bench.orchestrate import RunOptions, run_benchmark
-from bench.scenario import LengthSpec, Scenario, load_scenario
-from bench.simulate import simulate
+from bench.cli.simulate import sim_calibrate
+from bench.run.orchestrate import RunOptions, run_benchmark
+from bench.scenario.scenario import LengthSpec, Scenario, load_scenario
+from bench.sim.simulate import simulate
 
 METRICS = (
     ("output tok/s", ("throughput", "output_tok_s")),

@@ -146,7 +146,7 @@ def build_run_page(view: RunView) -> Page:
 def write_run_report(run_folder: Path) -> Path:
     """Write ``run_folder/report.html`` and return its path.
 
-    Raises bench.run_folder.RunFolderError when ``run_folder`` is not a run folder; any
+    Raises results.run_folder.RunFolderError when ``run_folder`` is not a run folder; any
     optional file it lacks (summary.json, steps.parquet, samples.parquet) is a note in the page.
     """
     view = load_run_view(run_folder)

@@ -1,16 +1,16 @@
 """What the roofline needs, gathered from wherever a run recorded it.
 
 Roofs (the hardware's peaks), first found wins:
-  1. summary.json ``attribution.roofs`` / run.json ``analytic.roofs`` (bench.probing:
+  1. summary.json ``attribution.roofs`` / run.json ``analytic.roofs`` (bench.run.probing:
      {name, source, compute_dtype, flops_per_s, bytes_per_s})
-  2. probes.hardware's table for the run's GPU, or this machine's `bench calibrate` figures
+  2. perfmodel.hardware's table for the run's GPU, or this machine's `bench calibrate` figures
      for its CPU (:mod:`dashboards.roofline_probes`, imported lazily): runs recorded before
      the probes wrote ``analytic``
 Per-step FLOPs and bytes (the faint dots), first found wins:
   1. steps.parquet columns ``flops`` and ``bytes``
-  2. probes.roofline's analytic model over steps.parquet, with run.json's ``analytic`` inputs
+  2. perfmodel.roofline's analytic model over steps.parquet, with run.json's ``analytic`` inputs
      (model shape, precision, TP degree), else the engine's description
-Phase points and attribution: summary.json ``attribution`` (bench.attribution: prefill and
+Phase points and attribution: summary.json ``attribution`` (results.attribution: prefill and
 decode parts of every step, mixed steps apportioned by analytic cost; memory- and compute-bound
 time; MFU, MBU) when available; else computed here from the per-step costs, steps classed
 prefill / decode / mixed as a whole (the page says which).
@@ -123,7 +123,7 @@ def _find_roofs(view: RunView, recorded: Mapping[str, Any], notes: list[str]) ->
     if found is None:
         notes.append(f"The hardware's peaks are unknown, so no roofs are drawn: {why}.")
         return None
-    return _roofs_from(found, "probes.hardware")
+    return _roofs_from(found, "perfmodel.hardware")
 
 
 def _step_costs(view: RunView, notes: list[str]) -> tuple[pd.DataFrame | None, str]:
@@ -142,7 +142,7 @@ def _step_costs(view: RunView, notes: list[str]) -> tuple[pd.DataFrame | None, s
         if costs is None:
             notes.append(f"steps.parquet has no flops/bytes columns and {why}.")
             return None, ""
-        source = "probes.roofline's analytic model of each step"
+        source = "perfmodel.roofline's analytic model of each step"
     time_s = (steps["end_s"] - steps["start_s"]).to_numpy(np.float64)
     forward_s = steps["forward_s"].to_numpy(np.float64)
     frame = pd.DataFrame(
@@ -183,7 +183,7 @@ def phase_points(steps: pd.DataFrame) -> list[PhasePoint]:
 
 
 def _recorded_points(recorded: Mapping[str, Any]) -> list[PhasePoint]:
-    """Prefill and decode points from bench.attribution's per-part sums."""
+    """Prefill and decode points from results.attribution's per-part sums."""
     parts = {p: recorded.get(p) for p in ("prefill", "decode")}
     rows = {p: v for p, v in parts.items() if isinstance(v, Mapping) and _number(v.get("flops"))}
     total = sum(_number(v.get("time_s")) or 0.0 for v in rows.values())

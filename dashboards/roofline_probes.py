@@ -24,13 +24,14 @@ def _description(run_json: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def roofs_from_probes(run_json: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """Peaks for the run's first GPU (probes.hardware), else for its CPU as calibrated by
+    """Peaks for the run's first GPU (perfmodel.hardware), else for its CPU as calibrated by
     `bench calibrate` on this machine when the CPU names agree. The dict has the keys of
     summary.json's ``roofline`` (peak_flops_per_s, peak_bytes_per_s, hardware, dtype, source)."""
     try:
-        from probes import calibrate, hardware
+        from perfmodel import calibration as calibrate
+        from perfmodel import hardware
     except ImportError as exc:
-        return None, f"probes.hardware is not available ({exc})"
+        return None, f"perfmodel.hardware is not available ({exc})"
     dtype = str(_description(run_json).get("dtype") or "bf16")
     host = run_json.get("hardware") or {}
     gpus = [str(g) for g in host.get("gpus") or []]
@@ -52,7 +53,7 @@ def roofs_from_probes(run_json: Mapping[str, Any]) -> tuple[dict[str, Any] | Non
             spec = hardware.spec_from_calibration(saved, "cpu")
         peak = spec.peak_for(dtype)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return None, f"probes.hardware gave no peaks: {exc}"
+        return None, f"perfmodel.hardware gave no peaks: {exc}"
     roofs = {
         "peak_flops_per_s": float(peak),
         "peak_bytes_per_s": float(spec.memory_bytes_per_s),
@@ -64,11 +65,11 @@ def roofs_from_probes(run_json: Mapping[str, Any]) -> tuple[dict[str, Any] | Non
 
 
 def _cost_model(run_json: Mapping[str, Any]) -> tuple[Any, str | None]:
-    """probes.roofline.CostModel from run.json's "analytic" (what the summary used), else from
+    """perfmodel.roofline.CostModel from run.json's "analytic" (what the summary used), else from
     the engine's description (runs recorded before the probes wrote "analytic")."""
-    from engine.config import ModelConfig
-    from probes.models import short_dtype
-    from probes.roofline import CostModel, Precision
+    from perfmodel.model_config import ModelConfig
+    from perfmodel.models import short_dtype
+    from perfmodel.roofline import CostModel, Precision
 
     analytic = run_json.get("analytic")
     if isinstance(analytic, Mapping) and isinstance(analytic.get("model_config"), Mapping):
@@ -88,15 +89,15 @@ def _cost_model(run_json: Mapping[str, Any]) -> tuple[Any, str | None]:
 def costs_from_probes(
     steps: pd.DataFrame, run_json: Mapping[str, Any]
 ) -> tuple[pd.DataFrame | None, str | None]:
-    """Per-step ``flops`` and ``bytes`` of the whole step from probes.roofline's CostModel.
+    """Per-step ``flops`` and ``bytes`` of the whole step from perfmodel.roofline's CostModel.
 
     Every scheduled sequence is counted as producing logits (an upper bound: a prefill chunk
-    that does not end its prompt samples nothing), as bench.attribution does.
+    that does not end its prompt samples nothing), as results.attribution does.
     """
     try:
-        from probes.roofline import Batch
+        from perfmodel.roofline import Batch
     except ImportError as exc:
-        return None, f"probes.roofline is not available ({exc})"
+        return None, f"perfmodel.roofline is not available ({exc})"
     try:
         model, why = _cost_model(run_json)
         if model is None:
@@ -116,5 +117,5 @@ def costs_from_probes(
         flops = np.broadcast_to(np.asarray(cost.flops, dtype=np.float64), tokens.shape)
         moved = np.broadcast_to(np.asarray(cost.bytes, dtype=np.float64), tokens.shape)
     except (ImportError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return None, f"probes.roofline could not cost the steps: {exc}"
+        return None, f"perfmodel.roofline could not cost the steps: {exc}"
     return pd.DataFrame({"flops": flops, "bytes": moved}), None

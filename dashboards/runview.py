@@ -1,7 +1,7 @@
 """A run folder read for drawing: the required tables, whatever optional ones exist, and notes
 saying plainly what the run did not record.
 
-Required (a RunFolderError otherwise, from bench.run_folder): run.json, requests.parquet,
+Required (a RunFolderError otherwise, from results.run_folder): run.json, requests.parquet,
 tokens.parquet. Optional, each read defensively (a file that cannot be read becomes a note, not
 an exception): summary.json (recomputed from the tables when absent), steps.parquet,
 samples.parquet (long format: t_s, source, name, value, labels).
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.run_folder import RunData, RunFolderError, load_run
-from bench.run_summary import request_summary
+from results.run_folder import RunData, RunFolderError, load_run
+from results.run_summary import request_summary
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
@@ -119,7 +119,7 @@ def _derive(requests: pd.DataFrame, window: dict[str, Any]) -> pd.DataFrame:
 def _read_samples(
     path: Path, loaded: pd.DataFrame | None, notes: list[Note]
 ) -> pd.DataFrame | None:
-    """samples.parquet as loaded by bench.run_folder, else read here leniently."""
+    """samples.parquet as loaded by results.run_folder, else read here leniently."""
     file = path / SAMPLES_PARQUET
     if loaded is None and not file.is_file():
         notes.append(
@@ -151,7 +151,7 @@ def _read_samples(
 
 
 def _read_steps(path: Path, loaded: pd.DataFrame | None, notes: list[Note]) -> pd.DataFrame | None:
-    """steps.parquet as loaded by bench.run_folder, else read here leniently."""
+    """steps.parquet as loaded by results.run_folder, else read here leniently."""
     file = path / STEPS_PARQUET
     if loaded is not None:
         return loaded
@@ -177,7 +177,7 @@ def _read_steps(path: Path, loaded: pd.DataFrame | None, notes: list[Note]) -> p
 
 
 def _load(path: Path) -> RunData:
-    """bench.run_folder.load_run, except that an optional table it refuses (one written by
+    """results.run_folder.load_run, except that an optional table it refuses (one written by
     another version of the tool) is left for the lenient readers above."""
     try:
         return load_run(path)

@@ -1,244 +1,185 @@
-"""Model configuration for Llama-family decoders.
-
-`ModelConfig` is the one description of a model's shape that the engine, the weight loader and the
-analytic (roofline) model share. It is built either from a preset (`engine.presets`) or from a
-Hugging Face `config.json` (`ModelConfig.from_hf_config`), which is validated here so that a
-checkpoint the engine cannot run is refused before any weight is read.
-"""
+"""The settings of one reference-engine instance (what `bench serve` flags map to)."""
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
-SUPPORTED_DTYPES = ("bfloat16", "float16", "float32")
-SUPPORTED_MODEL_TYPES = ("llama",)
-# Keys that a llama3 rope_scaling block must carry (Llama-3.1 config.json uses exactly these).
-LLAMA3_ROPE_KEYS = (
-    "factor",
-    "low_freq_factor",
-    "high_freq_factor",
-    "original_max_position_embeddings",
-)
-
-
-class ConfigError(ValueError):
-    """A config.json (or dict) that does not describe a Llama model this engine can run."""
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+BATCHING = ("continuous", "static")
+KV_LAYOUTS = ("paged", "contiguous")
+SPECULATIVE = ("off", "ngram", "draft")
+QUANTIZATION = ("none", "int8", "int4")
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
+ATTENTION_BACKENDS = ("auto", "torch", "native")
+CUSTOM_OPS = ("auto", "torch", "native")
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """Shape and hyper-parameters of a Llama-family decoder.
+class EngineConfig:
+    """Reference engine settings.
 
-    Contract:
-      * `num_attention_heads` is a multiple of `num_key_value_heads` (grouped-query attention).
-      * `rope_scaling` is None (plain RoPE) or a dict with `rope_type == "llama3"` and the keys in
-        `LLAMA3_ROPE_KEYS`; it is excluded from hashing because dicts are unhashable.
-      * `dtype` is the checkpoint's storage dtype name, not necessarily the compute dtype.
-      * `eos_token_ids` lists every token id that ends generation (Llama-3 instruct has several).
+    model: a preset name (``tiny``, ``llama-3-8b``, ...) or a local Hugging Face directory.
+    dtype "auto" is bfloat16 on CUDA; on a CPU, the checkpoint's bfloat16 where the CPU has
+    native bf16 (AVX512-BF16 or AMX: 2-3x faster matmuls), else float32 (emulated bf16 matmuls
+    are slower than fp32). kv_cache_memory_bytes None means 512 MiB on CPU and 90% of the
+    GPU's free memory after the weights on CUDA.
+    max_num_batched_tokens is the token budget of one step (2048, vLLM's default for its CPU
+    OpenAI server); max_num_seqs caps the running batch.
+
+    device "sim" runs the scheduler on a simulated device (engine.sim.executor): no weights are
+    loaded (``model`` may be any perfmodel.models name, e.g. llama-3-70b); ``gpu`` names the part (a
+    perfmodel.hardware key, or "cpu" for this machine as `bench calibrate` measured it), ``tp`` how
+    many of them share the model (tensor parallel), ``gpu_memory_utilization`` the share of each
+    GPU's memory the engine may use (KV capacity as `bench capacity`). ``sim_speedup`` 1 runs in
+    real time, s > 1 s times faster, 0 on a virtual clock (no sleeping: `bench simulate`).
+    ``sim_acceptance_rate`` is the probability each draft token is accepted (speculative
+    decoding); ``sim_step_overhead_ms`` the host time per step (default: the calibration's for
+    gpu="cpu", else none).
     """
 
-    name: str
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    max_position_embeddings: int
-    rms_norm_eps: float
-    rope_theta: float
-    rope_scaling: dict[str, Any] | None = field(default=None, hash=False)
-    tie_word_embeddings: bool = False
-    bos_token_id: int | None = None
-    eos_token_ids: tuple[int, ...] = ()
-    dtype: str = "bfloat16"
+    model: str = "tiny"
+    served_model_name: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    seed: int = 0
+    block_size: int = 16
+    kv_cache_memory_bytes: int | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    enable_chunked_prefill: bool = True
+    num_threads: int | None = None
+    # torch threads for a step that is mostly prefill (at least BURST_PREFILL_RATIO prefill
+    # tokens per decode token): a burst of arrivals, when few streams are being served and
+    # the HTTP front's core is free for the matmuls. None: num_threads throughout.
+    prefill_num_threads: int | None = None
+    # Optimizations, each a switch so that ablations compare like with like (issue: engine
+    # switches). None for enable_prefix_caching means on for the paged layout, off otherwise.
+    batching: str = "continuous"
+    kv_layout: str = "paged"
+    enable_prefix_caching: bool | None = None
+    speculative: str = "off"
+    num_speculative_tokens: int = 3
+    prompt_lookup_min: int = 2
+    prompt_lookup_max: int = 4
+    draft_model: str | None = None
+    draft_num_layers: int | None = None
+    # Weight-only quantization of the decoder's linear layers; int4 groups along the input.
+    quantization: str = "none"
+    quant_group_size: int = 32
+    # The KV cache's storage: the model's dtype ("auto") or fp8 e4m3 with per-layer scales.
+    kv_cache_dtype: str = "auto"
+    # Decode attention: "native" is the C kernel reading K/V straight from the block table
+    # (engine/native/attention.py; CPU, fp32 and bf16), "torch" gathers them and runs batched
+    # matmuls, "auto" takes native where it builds and covers the dtypes, else torch.
+    attention_backend: str = "auto"
+    # vLLM's "custom ops", the layer's own kernels besides attention: "native" runs linear
+    # layers of 1..4 rows (single-stream decode) in a C matrix-vector kernel that streams the
+    # weights faster than oneDNN's (engine/native/linear.py), and each residual add + RMSNorm
+    # in one C call (engine/native/norm.py); CPU, fp32 and bf16. "torch" is plain torch ops;
+    # "auto" takes native where it builds and covers the dtype.
+    custom_ops: str = "auto"
+    # Sleep this long in every step: a deliberately slower engine, to test that regression
+    # gates catch a real slowdown. Never set it for a measurement.
+    step_delay_ms: float = 0.0
+    # The simulated device (device="sim"): see the class docstring.
+    gpu: str | None = None
+    tp: int = 1
+    gpu_memory_utilization: float = 0.9
+    sim_speedup: float = 1.0
+    sim_acceptance_rate: float | None = None
+    sim_step_overhead_ms: float | None = None
 
     def __post_init__(self) -> None:
-        for key in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-            "max_position_embeddings",
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ValueError(f"block_size must be a power of two, got {self.block_size}")
+        for name in ("num_threads", "prefill_num_threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (or unset), got {value}")
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 1:
+            raise ValueError(
+                f"kv_cache_memory_bytes must be positive, got {self.kv_cache_memory_bytes}"
+            )
+        _choice("batching", self.batching, BATCHING)
+        _choice("kv_layout", self.kv_layout, KV_LAYOUTS)
+        _choice("speculative", self.speculative, SPECULATIVE)
+        _choice("quantization", self.quantization, QUANTIZATION)
+        _choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        _choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        _choice("custom_ops", self.custom_ops, CUSTOM_OPS)
+        if self.quant_group_size < 1:
+            raise ValueError(f"quant_group_size must be at least 1, got {self.quant_group_size}")
+        if self.kv_layout == "contiguous" and self.enable_prefix_caching:
+            raise ValueError(
+                "enable_prefix_caching needs kv_layout='paged': a contiguous reservation "
+                "cannot share blocks"
+            )
+        if self.speculative == "draft" and (self.draft_model is None) == (
+            self.draft_num_layers is None
         ):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"{self.name}: '{key}' must be a positive integer, got {value!r}")
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ConfigError(
-                f"{self.name}: num_attention_heads ({self.num_attention_heads}) must be a multiple "
-                f"of num_key_value_heads ({self.num_key_value_heads})"
+            raise ValueError(
+                "speculative='draft' needs exactly one of draft_model (a preset or HF directory)"
+                " or draft_num_layers (the target's first L layers as a self-speculative draft)"
             )
-        if self.head_dim % 2:
-            raise ConfigError(f"{self.name}: head_dim must be even for RoPE, got {self.head_dim}")
-        if not (self.rms_norm_eps > 0 and self.rope_theta > 0):
-            raise ConfigError(
-                f"{self.name}: rms_norm_eps ({self.rms_norm_eps}) and rope_theta "
-                f"({self.rope_theta}) must be positive"
+        if self.num_speculative_tokens < 1:
+            raise ValueError(
+                f"num_speculative_tokens must be at least 1, got {self.num_speculative_tokens}"
             )
-        if self.dtype not in SUPPORTED_DTYPES:
-            raise ConfigError(
-                f"{self.name}: dtype {self.dtype!r} is not one of {', '.join(SUPPORTED_DTYPES)}"
-            )
-        if self.rope_scaling is not None:
-            _check_llama3_rope(self.name, self.rope_scaling)
+        if self.step_delay_ms < 0:
+            raise ValueError(f"step_delay_ms must be >= 0, got {self.step_delay_ms}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be at least 2, got {self.max_model_len}")
+        self._check_simulation()
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe fields (tuples become lists); from_dict() reads it back."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
-        """The inverse of to_dict(), e.g. for a model recorded in a run folder's run.json."""
-        values = dict(data)
-        values["eos_token_ids"] = tuple(values.get("eos_token_ids", ()))
-        return cls(**values)
+    def _check_simulation(self) -> None:
+        sim = self.device == "sim"
+        if sim and not self.gpu:
+            raise ValueError(
+                "device='sim' needs gpu: a GPU of the hardware table (a100-80gb, h100-sxm, ...) "
+                "or 'cpu' for this machine as `bench calibrate` measured it"
+            )
+        if not sim and self.gpu is not None:
+            raise ValueError(f"gpu={self.gpu!r} names a simulated device; set device='sim' too")
+        if self.tp < 1 or (self.tp > 1 and not sim):
+            raise ValueError(
+                f"tp must be >= 1, and above 1 only on the simulated device (device='sim'); "
+                f"got tp={self.tp}"
+            )
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.sim_speedup < 0:
+            raise ValueError(f"sim_speedup must be >= 0 (0: virtual time), got {self.sim_speedup}")
+        rate = self.sim_acceptance_rate
+        if rate is not None and not 0 <= rate <= 1:
+            raise ValueError(f"sim_acceptance_rate must be in [0, 1], got {rate}")
+        if sim and self.speculative != "off" and rate is None:
+            raise ValueError(
+                "speculative decoding on the simulated device needs sim_acceptance_rate "
+                "(the probability that each draft token is accepted, 0..1)"
+            )
+        if self.sim_step_overhead_ms is not None and self.sim_step_overhead_ms < 0:
+            raise ValueError(f"sim_step_overhead_ms must be >= 0, got {self.sim_step_overhead_ms}")
 
     @property
-    def num_queries_per_kv(self) -> int:
-        """Query heads sharing one KV head (the GQA group size)."""
-        return self.num_attention_heads // self.num_key_value_heads
+    def prefix_caching(self) -> bool:
+        """Whether prefix caching is on, with the default resolved."""
+        if self.enable_prefix_caching is None:
+            return self.kv_layout == "paged"
+        return self.enable_prefix_caching
 
-    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
-        """Bytes of KV cache one token occupies across all layers (K and V), at `dtype_bytes`."""
-        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
-
-    def num_params(self) -> int:
-        """Exact parameter count, counting a tied lm_head once (matches HF's num_parameters())."""
-        h, q_dim = self.hidden_size, self.num_attention_heads * self.head_dim
-        kv_dim = self.num_key_value_heads * self.head_dim
-        attention = h * q_dim + 2 * h * kv_dim + q_dim * h
-        mlp = 3 * h * self.intermediate_size
-        per_layer = attention + mlp + 2 * h  # + input and post-attention RMSNorm weights
-        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return embeddings + self.num_hidden_layers * per_layer + h  # + final norm
-
-    @classmethod
-    def from_hf_config(
-        cls, path_or_dict: str | Path | Mapping[str, Any], name: str | None = None
-    ) -> ModelConfig:
-        """Build from a Llama `config.json`: a path to the file or its directory, or a parsed dict.
-
-        Accepts both spellings of RoPE settings: `rope_theta` + `rope_scaling` (transformers 4.x,
-        Llama-3.1's published file) and `rope_parameters` (transformers 5.x). Raises ConfigError
-        naming the missing or invalid key.
-        """
-        source: str
-        if isinstance(path_or_dict, Mapping):
-            raw = dict(path_or_dict)
-            source = "config dict"
-            default_name = str(raw.get("_name_or_path") or "model")
-        else:
-            path = Path(path_or_dict)
-            if path.is_dir():
-                path = path / "config.json"
-            if not path.is_file():
-                raise ConfigError(
-                    f"{path}: not found; pass a Hugging Face model directory or its config.json"
-                )
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
-            source = str(path)
-            default_name = path.parent.name
-        return _parse(raw, source, name or default_name)
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
-def _parse(raw: dict[str, Any], source: str, name: str) -> ModelConfig:
-    def need(key: str) -> Any:
-        if key not in raw or raw[key] is None:
-            raise ConfigError(f"{source}: required key '{key}' is missing")
-        return raw[key]
-
-    model_type = raw.get("model_type", "llama")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ConfigError(
-            f"{source}: model_type {model_type!r} is not supported; this engine runs "
-            f"{', '.join(SUPPORTED_MODEL_TYPES)} checkpoints"
-        )
-    if raw.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{source}: hidden_act {raw['hidden_act']!r} unsupported; need 'silu'")
-    for flag in ("attention_bias", "mlp_bias"):
-        if raw.get(flag):
-            raise ConfigError(f"{source}: '{flag}: true' is unsupported (Llama has no biases)")
-
-    heads = int(need("num_attention_heads"))
-    hidden = int(need("hidden_size"))
-    head_dim = raw.get("head_dim") or (hidden // heads if hidden % heads == 0 else None)
-    if head_dim is None:
-        raise ConfigError(
-            f"{source}: 'head_dim' missing and hidden_size % num_attention_heads != 0"
-        )
-
-    rope_params = raw.get("rope_parameters") or {}
-    rope_theta = raw.get("rope_theta", rope_params.get("rope_theta", 10000.0))
-    scaling = raw.get("rope_scaling") or rope_params or None
-    rope_scaling = _normalise_rope_scaling(scaling, source)
-
-    eos = raw.get("eos_token_id")
-    eos_ids = (
-        () if eos is None else tuple(int(e) for e in (eos if isinstance(eos, list) else [eos]))
-    )
-    dtype = raw.get("torch_dtype") or raw.get("dtype") or "float32"  # HF's default is float32
-    return ModelConfig(
-        name=name,
-        vocab_size=int(need("vocab_size")),
-        hidden_size=hidden,
-        intermediate_size=int(need("intermediate_size")),
-        num_hidden_layers=int(need("num_hidden_layers")),
-        num_attention_heads=heads,
-        num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
-        head_dim=int(head_dim),
-        max_position_embeddings=int(need("max_position_embeddings")),
-        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(rope_theta),
-        rope_scaling=rope_scaling,
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        bos_token_id=None if raw.get("bos_token_id") is None else int(raw["bos_token_id"]),
-        eos_token_ids=eos_ids,
-        dtype=str(dtype),
-    )
-
-
-def _normalise_rope_scaling(scaling: Mapping[str, Any] | None, source: str) -> dict | None:
-    """Reduce HF's rope block to None (plain RoPE) or a validated llama3 dict."""
-    if not scaling:
-        return None
-    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
-    if rope_type == "default":
-        return None
-    if rope_type != "llama3":
-        raise ConfigError(
-            f"{source}: rope type {rope_type!r} is unsupported; use 'default' or 'llama3'"
-        )
-    out: dict[str, Any] = {"rope_type": "llama3"}
-    for key in LLAMA3_ROPE_KEYS:
-        if key not in scaling:
-            raise ConfigError(f"{source}: llama3 rope scaling needs key '{key}'")
-        out[key] = scaling[key]
-    _check_llama3_rope(source, out)
-    return out
-
-
-def _check_llama3_rope(source: str, scaling: Mapping[str, Any]) -> None:
-    if scaling.get("rope_type") != "llama3":
-        raise ConfigError(f"{source}: rope_scaling must have rope_type 'llama3', got {scaling!r}")
-    missing = [k for k in LLAMA3_ROPE_KEYS if k not in scaling]
-    if missing:
-        raise ConfigError(f"{source}: llama3 rope_scaling lacks {', '.join(missing)}")
-    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
-    if not (float(scaling["factor"]) > 0 and high > low > 0) or not math.isfinite(high):
-        raise ConfigError(
-            f"{source}: llama3 rope_scaling needs factor > 0 and high_freq_factor > "
-            f"low_freq_factor > 0, got {dict(scaling)!r}"
-        )
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")

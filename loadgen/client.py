@@ -13,7 +13,7 @@ connection: a few microseconds of CPU per chunk instead of httpx's tens); ``http
 (``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way.
 
 Failures are data: every outcome of :meth:`StreamingClient.send` is a
-:class:`~loadgen.records.RequestRecord` (status ok, error or cancelled); it never raises.
+:class:`~results.records.RequestRecord` (status ok, error or cancelled); it never raises.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from loadgen.connection_slots import ConnectionSlots
 from loadgen.openai_stream import StreamAccumulator, StreamError, error_message_from_body
 from loadgen.protocols import TokenizerLike
 from loadgen.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTimeout
-from loadgen.records import RequestRecord, RequestSpec, Status
 from loadgen.sse import SSEParser
+from results.records import RequestRecord, RequestSpec, Status
 
 __all__ = ["ServerUnreachableError", "StreamingClient"]
 

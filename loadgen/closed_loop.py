@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from loadgen.clock import RunClock
-from loadgen.records import RequestRecord, RequestSpec
+from results.records import RequestRecord, RequestSpec
 
 __all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "run_closed_loop"]
 

@@ -35,8 +35,8 @@ from loadgen.locust_job import (
     write_job,
 )
 from loadgen.protocols import TokenizerLike
-from loadgen.records import RequestRecord
 from loadgen.selfcheck import ClientSamples
+from results.records import RequestRecord
 
 __all__ = ["LocustError", "locust_commands", "run_locust"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.driver import LoadPlan
-from loadgen.records import ChunkRecord, RequestRecord
+from results.records import ChunkRecord, RequestRecord
 
 __all__ = [
     "JOB_ENV",

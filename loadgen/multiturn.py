@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.records import Api, RequestSpec
 from loadgen.sharegpt import MIN_TOKENS, Turn, load_sharegpt
 from loadgen.workload import LengthDist, WorkloadError, _clean_token_pool, exact_length_prompt
+from results.records import Api, RequestSpec
 
 __all__ = ["sessions_turns", "sharegpt_sessions", "synthetic_sessions", "turn_request"]
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from loadgen.clock import RunClock
 from loadgen.closed_loop import LiveCounters, RequestSender, ScheduleHook, _cancelled_record
-from loadgen.records import RequestRecord, RequestSpec
+from results.records import RequestRecord, RequestSpec
 
 __all__ = ["run_open_loop"]
 

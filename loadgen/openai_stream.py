@@ -1,7 +1,7 @@
 """The meaning of an OpenAI-compatible SSE stream: content chunks, usage, finish, errors.
 
 :class:`StreamAccumulator` is fed the data of each event with the arrival time of the network
-read that carried it, and turns the stream into a :class:`~loadgen.records.RequestRecord` once
+read that carried it, and turns the stream into a :class:`~results.records.RequestRecord` once
 it has ended. It knows the differences between engines that matter for counting:
 
     * vLLM sends usage in a final chunk whose ``choices`` is empty; llama-server puts it beside
@@ -23,7 +23,7 @@ from typing import Any
 from loadgen.apportion import apportion_tokens, chunk_token_weights
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
-from loadgen.records import Api, ChunkRecord, RequestRecord, RequestSpec, Status, TokenSource
+from results.records import Api, ChunkRecord, RequestRecord, RequestSpec, Status, TokenSource
 
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
 

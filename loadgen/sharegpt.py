@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.records import Api, RequestSpec
 from loadgen.workload import LengthDist, WorkloadError
+from results.records import Api, RequestSpec
 
 __all__ = ["Turn", "load_sharegpt", "sharegpt_requests"]
 

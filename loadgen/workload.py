@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.records import API_KINDS, Api, RequestSpec
+from results.records import API_KINDS, Api, RequestSpec
 
 __all__ = [
     "LengthDist",

@@ -1,7 +1,7 @@
 """`bench run --nsys`: the engine's launch command wrapped in Nsight Systems.
 
 ``nsys profile -t cuda,nvtx`` records CUDA API calls and kernels plus the engine's NVTX ranges
-(engine.telemetry: step, schedule, execute, update, prefill, decode). The report
+(engine.core.telemetry: step, schedule, execute, update, prefill, decode). The report
 (``<output>.nsys-rep``) is written when the engine exits; nsys ends the collection on SIGTERM,
 which is how a launched engine is stopped, but finalizing a long trace takes time: give the
 stop a generous timeout (:data:`STOP_TIMEOUT_S`).

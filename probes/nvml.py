@@ -11,7 +11,7 @@ Per GPU (label ``gpu`` = NVML index), source "nvml":
 Source "gpm" (Hopper and newer, asked with nvmlGpmQueryDeviceSupport at run time), from two GPM
 samples taken at least 100 ms apart (NVML's rule for meaningful rates):
   dram_bw_util_pct, sm_util_pct, sm_occupancy_pct, tensor_util_pct, and dram_bytes_per_s =
-  dram_bw_util_pct / 100 * the part's peak bandwidth (probes.hardware; absent for unknown parts).
+  dram_bw_util_pct / 100 * the part's peak bandwidth (perfmodel.hardware; absent for unknown parts).
 
 Without the NVML library, a driver or a GPU, :meth:`NvmlSampler.open` returns why and nothing is
 sampled. A reading a GPU does not support (NVMLError_NotSupported) is dropped for that GPU after
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from probes.hardware import HardwareSpec, find_by_nvml_name
+from perfmodel.hardware import HardwareSpec, find_by_nvml_name
 from probes.sampler import Emit, Sampler
 
 GPM_MIN_INTERVAL_NS = 100_000_000

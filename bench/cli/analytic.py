@@ -1,0 +1,209 @@
+"""`bench roofline`, `bench capacity` and `bench calibrate`: the analytic model on the command line.
+
+Registered on the main app by :func:`register`. Models are preset names (llama-3-8b, llama-3-70b,
+llama-3-405b, llama-2-7b, mistral-7b, tiny) or a Hugging Face config.json (or its directory);
+GPUs are perfmodel.hardware's keys (a100-80gb, h100-sxm, h200, l40s, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfmodel.hardware import HardwareSpec, get_gpu
+from perfmodel.models import resolve_model
+from perfmodel.roofline import Batch, CostModel, Precision
+
+console = Console(width=None if sys.stdout.isatty() else 132)
+
+ModelOpt = Annotated[str, typer.Option(help="Preset name or a Hugging Face config.json / dir.")]
+GpuOpt = Annotated[str, typer.Option(help="GPU key: a100-80gb, h100-sxm, h200, l40s, l4, ...")]
+TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree (GPUs per replica).")]
+DtypeOpt = Annotated[
+    str | None,
+    typer.Option(help="Weights and activations: bf16, fp16, fp8, fp32 (default: model's)."),
+]
+WeightOpt = Annotated[
+    str | None, typer.Option(help="Weights only: int8 or int4 for weight-only quantization.")
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]{message}[/red]")
+    return typer.Exit(2)
+
+
+def _setup(
+    model: str, gpu: str, tp: int, dtype: str | None, weight_dtype: str | None, kv_dtype: str | None
+) -> tuple[CostModel, HardwareSpec]:
+    """The cost model and the GPU; Exit(2) naming the bad option."""
+    try:
+        config = resolve_model(model)
+        spec = get_gpu(gpu)
+        precision = Precision.for_model(config, weight_dtype or dtype, kv_dtype, dtype)
+        return CostModel(config, precision, tp), spec
+    except ValueError as e:
+        raise _fail(str(e)) from e
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise _fail(f"--{name}: expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise _fail(f"--{name}: expected positive integers, got {text!r}")
+    return values
+
+
+def roofline(
+    model: ModelOpt,
+    gpu: GpuOpt,
+    tp: TpOpt = 1,
+    batch: Annotated[str, typer.Option(help="Decode batch sizes, comma-separated.")] = (
+        "1,8,32,128"
+    ),
+    context: Annotated[int, typer.Option(help="Context per sequence in decode, tokens.")] = 4096,
+    prompt: Annotated[
+        int | None, typer.Option(help="Prompt tokens of the prefill point (default: --context).")
+    ] = None,
+    dtype: DtypeOpt = None,
+    weight_dtype: WeightOpt = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV cache: fp16, bf16, fp8, int4.")] = None,
+    output: Annotated[
+        Path | None, typer.Option(help="HTML figure path (default: roofline-<model>-<gpu>.html).")
+    ] = None,
+) -> None:
+    """Analytic roofline of one model on one GPU: prefill and decode points, a table, a figure."""
+    from dashboards.roofline_figure import Point, Roof, roofline_figure, write_html
+
+    cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
+    try:
+        peak = spec.peak_for(cost.precision.activation_dtype)
+    except ValueError as e:
+        raise _fail(f"{e}; choose the compute dtype with --dtype") from e
+    bw = spec.memory_bytes_per_s
+    prompt_tokens = prompt or context
+    rows = [("prefill", 1, prompt_tokens, Batch.prefill(prompt_tokens))]
+    rows += [("decode", b, context, Batch.decode(b, context)) for b in _ints(batch, "batch")]
+    p = cost.precision
+    table = Table(
+        title=f"{cost.config.name} on {tp} x {spec.name}, weights {p.weight_dtype}, "
+        f"KV {p.kv_dtype}, compute {p.activation_dtype}: peak {peak / 1e12:.0f} TFLOP/s, "
+        f"{bw / 1e12:.2f} TB/s, ridge {peak / bw:.0f} FLOP/B (per GPU)"
+    )
+    for name in ("phase", "batch", "context", "GFLOP", "weights GB", "KV GB", "FLOP/B", "bound",
+                 "time ms", "tok/s", "tok/s per user"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("phase", "bound") else "right")
+    points = []
+    for phase, b, ctx, shape in rows:
+        step = cost.step(shape)
+        t = float(step.roofline_time_s(peak, bw))
+        bound = "compute" if step.compute_bound(peak, bw) else "memory"
+        tokens_per_s = float(shape.num_tokens) / t
+        per_user = tokens_per_s / b if phase == "decode" else None
+        table.add_row(
+            phase, str(b), str(ctx), f"{step.flops / 1e9:,.1f}", f"{step.weight_bytes / 1e9:.2f}",
+            f"{(step.kv_read_bytes + step.kv_write_bytes) / 1e9:.2f}",
+            f"{step.arithmetic_intensity:.1f}", bound, f"{t * 1e3:.2f}", f"{tokens_per_s:,.0f}",
+            f"{per_user:.1f}" if per_user is not None else "",
+        )  # fmt: skip
+        label = f"B={b}" if phase == "decode" else f"{ctx} tok"
+        hover = (
+            f"{phase} {label}, context {ctx}<br>{step.flops / 1e9:,.1f} GFLOP, "
+            f"{step.bytes / 1e9:.2f} GB, {step.arithmetic_intensity:.1f} FLOP/B<br>"
+            f"{bound}-bound, {t * 1e3:.2f} ms per step"
+        )
+        points.append(Point(phase, label, step.arithmetic_intensity, step.flops / t, hover))
+    console.print(table)
+    roofs = [Roof(p.activation_dtype, peak, bw)]
+    if "fp8" in spec.peak_flops_per_s and p.activation_dtype != "fp8":
+        roofs.append(Roof("fp8", spec.peak_flops_per_s["fp8"], bw))
+    fig = roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
+    path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
+    console.print(f"figure: [bold]{write_html(fig, path)}[/bold]")
+
+
+def capacity(
+    model: ModelOpt,
+    gpu: GpuOpt,
+    context: Annotated[int, typer.Option(help="Context per user, tokens.")] = 4096,
+    tp: TpOpt = 1,
+    kv_dtype: Annotated[str, typer.Option(help="KV cache dtype: fp16, bf16, fp8, int4.")] = "fp16",
+    dtype: DtypeOpt = None,
+    weight_dtype: WeightOpt = None,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option(help="Share of GPU memory the engine may use (vLLM's default 0.9).")
+    ] = 0.9,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """KV bytes per token, model memory, KV memory left, max tokens and users at a context."""
+    from perfmodel.capacity import capacity as compute
+
+    cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
+    try:
+        result = compute(cost.config, spec, context, cost.precision, tp, gpu_memory_utilization)
+    except ValueError as e:
+        raise _fail(str(e)) from e
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    table = Table(title=f"{result.model} on {tp} x {result.gpu}", show_header=False)
+    r, gb = result, 1e9
+    share = f"{gpu_memory_utilization:.0%} of {r.gpu_memory_bytes / gb:.0f} GB"
+    rows = {
+        "weights / KV dtype": f"{r.weight_dtype} / {r.kv_dtype}",
+        "KV bytes per token": f"{r.kv_bytes_per_token:,.0f} B "
+        f"(per GPU {r.kv_bytes_per_token_per_gpu:,.0f} B)",
+        "model memory": f"{r.weights_bytes / gb:,.1f} GB "
+        f"({r.weights_bytes_per_gpu / gb:,.1f} GB per GPU)",
+        "memory budget per GPU": f"{r.memory_budget_bytes_per_gpu / gb:,.1f} GB ({share})",
+        "KV memory left per GPU": f"{r.kv_bytes_left_per_gpu / gb:,.1f} GB "
+        f"({r.kv_bytes_left_per_gpu / 2**30:,.1f} GiB)",
+        "max tokens in KV": f"{r.max_tokens:,}",
+        f"max users at {context:,} tokens": f"{r.max_users:,}",
+        "fits": f"{'yes' if r.fits else 'no'}: {r.reason}",
+    }
+    for label, value in rows.items():
+        table.add_row(label, value)
+    console.print(table)
+
+
+def calibrate(
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Where to save (default: $LLM_PERF_LAB_CALIBRATION or cache)."),
+    ] = None,
+    seconds: Annotated[float, typer.Option(help="Time budget per figure, seconds.")] = 0.5,
+    gpu: Annotated[bool, typer.Option(help="Also measure every CUDA GPU.")] = True,
+) -> None:
+    """Measure this machine's matmul FLOP/s per dtype and stream-triad bandwidth; save them."""
+    from bench.run.environment import cpu_name
+    from perfmodel import calibration as cal
+
+    if seconds <= 0:
+        raise _fail(f"--seconds must be > 0, got {seconds}")
+    result = cal.calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()})
+    table = Table(title=f"calibration ({result['num_threads']} torch threads)")
+    for name in ("device", "matmul FLOP/s by dtype", "triad bytes/s"):
+        table.add_column(name)
+    devices = [("cpu: " + str(result["host"]["cpu"]), result["cpu"])]
+    devices += [(f"gpu {g['index']}: {g['name']}", g) for g in result["gpus"]]
+    for label, entry in devices:
+        flops = ", ".join(f"{k} {v / 1e9:,.1f} G" for k, v in entry["matmul_flops_per_s"].items())
+        table.add_row(label, flops, f"{entry['triad_bytes_per_s'] / 1e9:,.1f} GB/s")
+    console.print(table)
+    console.print(f"saved: [bold]{cal.save(result, output)}[/bold]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add roofline, capacity and calibrate to ``app``."""
+    app.command()(roofline)
+    app.command()(capacity)
+    app.command()(calibrate)

@@ -1,0 +1,140 @@
+"""`bench baseline save` and `bench gate`: registered into the main app by bench/cli/app.py.
+
+Exit codes of `bench gate`: 0 every rule passed, 1 a rule failed (a regression), 2 inconclusive
+(too few samples or too much noise) or unusable input (no run folder, a malformed baseline or
+rules file, other hardware or another workload without --force, a metric the runs lack).
+``--allow-inconclusive`` turns an inconclusive verdict (not unusable input) into exit 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+__all__ = ["register"]
+
+EXIT_UNUSABLE = 2
+_console = Console(width=None if sys.stdout.isatty() else 132)
+
+baseline_app = typer.Typer(
+    help="Baseline files that `bench gate` compares runs against.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@baseline_app.command("save")
+def baseline_save(
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders, or group folders of `bench run --repeat`.")
+    ],
+    name: Annotated[str, typer.Option(help="The baseline's name, shown in gate reports.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write (default: baselines/NAME.json)."),
+    ] = None,
+) -> None:
+    """Make a baseline file (to commit) from runs of one scenario on one machine."""
+    from bench.gate.baseline import BaselineError, save_baseline
+    from results.run_folder import sanitize_name
+
+    target = output or Path("baselines") / f"{sanitize_name(name)}.json"
+    try:
+        document = save_baseline(runs, name, target)
+    except BaselineError as exc:
+        _console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    requests = sum(len(r["samples"]["ttft_ms"]) for r in document["runs"])
+    _console.print(
+        f"baseline [bold]{name}[/bold]: {len(document['runs'])} run(s), {requests} measured"
+        f" requests, scenario {document['scenario'].get('name')!r} -> [bold]{target}[/bold]"
+    )
+
+
+def gate(
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders, or group folders of `bench run --repeat`.")
+    ],
+    baseline: Annotated[Path, typer.Option(help="Baseline file (`bench baseline save`).")],
+    rules: Annotated[
+        Path | None, typer.Option(help="Rules TOML (default: the built-in rules).")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Write a Markdown report here (a CI step summary).")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Compare even across hardware or workloads (noted in reports).")
+    ] = False,
+    allow_inconclusive: Annotated[
+        bool,
+        typer.Option(
+            help="Exit 0 (with a warning) when the verdict is inconclusive; for smoke gates on "
+            "shared machines whose noise makes 'cannot tell' common. Unusable input still exits 2."
+        ),
+    ] = False,
+    skip_other_hardware: Annotated[
+        bool,
+        typer.Option(
+            help="When the baseline was made on other hardware, say so and exit 0 without a "
+            "verdict (a CI machine that has no baseline of its own) instead of exiting 2."
+        ),
+    ] = False,
+) -> None:
+    """Gate runs against a baseline: a bootstrap CI per metric; exit 0 pass, 1 fail, 2 other."""
+    from bench.gate.baseline import BaselineError, load_baseline, load_run_group
+    from bench.gate.report import (
+        render_gate,
+        to_junit_xml,
+        to_markdown,
+        write_text,
+    )
+    from bench.gate.rules import RulesError, load_rules
+    from bench.gate.verdict import GateInputError, OtherHardwareError, evaluate
+
+    try:
+        gate_rules = load_rules(rules)
+        base = load_baseline(baseline)
+        candidate, _ = load_run_group(runs, "candidate runs")
+        report = evaluate(gate_rules, base, candidate, force=force)
+    except OtherHardwareError as exc:
+        if not skip_other_hardware:
+            _report_unusable(str(exc), junit, markdown)
+        message = f"not judged: {exc}"
+        _console.print(f"[yellow]{message}[/yellow]")
+        if markdown is not None:
+            write_text(markdown, f"**Performance gate not judged.** {exc}\n")
+        raise typer.Exit(0) from None
+    except (BaselineError, RulesError, GateInputError) as exc:
+        _report_unusable(str(exc), junit, markdown)
+    render_gate(report, _console)
+
+    if junit is not None:
+        write_text(junit, to_junit_xml(report))
+    if markdown is not None:
+        write_text(markdown, to_markdown(report))
+    if report.verdict == "inconclusive" and allow_inconclusive:
+        _console.print("[yellow]inconclusive, allowed by --allow-inconclusive: exit 0[/yellow]")
+        raise typer.Exit(0)
+    raise typer.Exit(report.exit_code)
+
+
+def _report_unusable(message: str, junit: Path | None, markdown: Path | None) -> NoReturn:
+    from bench.gate.report import input_error_junit, input_error_markdown, write_text
+
+    _console.print(f"[red]unusable input: {message}[/red]")
+    if junit is not None:
+        write_text(junit, input_error_junit(message))
+    if markdown is not None:
+        write_text(markdown, input_error_markdown(message))
+    raise typer.Exit(EXIT_UNUSABLE)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `bench baseline save` and `bench gate` to ``app``."""
+    app.add_typer(baseline_app, name="baseline")
+    app.command("gate")(gate)

@@ -1,0 +1,172 @@
+"""`bench ablate`: one scenario, one freshly started reference engine per switch setting.
+
+Every setting runs the same scenario (same seed, so the same requests) against its own engine
+process, so that one setting's cache or allocator state cannot leak into the next. The table
+reports each figure and its ratio to the first setting, which is the baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
+from bench.run.orchestrate import RunOptions, run_benchmark
+from bench.scenario.scenario import Scenario
+from engine.config import EngineConfig
+from results.run_folder import load_run, sanitize_name
+
+_FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
+_TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
+
+
+class AblationError(ValueError):
+    """A --switch that names no engine setting or gives a value of the wrong type."""
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    values: tuple[Any, ...]
+
+
+def _convert(name: str, text: str) -> Any:
+    kind = str(_FIELDS[name].type)
+    if text.lower() in ("none", "default") and "None" in kind:
+        return None
+    if "bool" in kind:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise AblationError(f"--switch {name}: {text!r} is not on/off (or true/false)")
+    for typ in (int, float):
+        if typ.__name__ in kind:
+            try:
+                return typ(text)
+            except ValueError:
+                raise AblationError(
+                    f"--switch {name}: {text!r} is not a{'n' if typ is int else ''} {typ.__name__}"
+                ) from None
+    return text
+
+
+def parse_switch(spec: str) -> Switch:
+    """``NAME=V1,V2,...`` with NAME an engine setting (`bench serve --help` lists them).
+
+    ``model`` switches presets (e.g. model=tiny,tiny-mha,tiny-mqa to see what GQA buys); the
+    models must share a tokenizer, since every setting sends the same prompts.
+    """
+    name, sep, values = spec.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or not values.strip():
+        raise AblationError(
+            f"--switch {spec!r}: expected NAME=V1,V2 (e.g. batching=continuous,static)"
+        )
+    if name not in _FIELDS or name == "served_model_name":
+        known = ", ".join(sorted(n for n in _FIELDS if n != "served_model_name"))
+        raise AblationError(
+            f"--switch {spec!r}: {name!r} is not an engine setting; one of: {known}"
+        )
+    parsed = tuple(_convert(name, v.strip()) for v in values.split(","))
+    return Switch(name, parsed)
+
+
+def settings_grid(switches: list[Switch]) -> list[dict[str, Any]]:
+    """Every combination of the switches' values; the first (all first values) is the baseline.
+
+    Each combination is checked against EngineConfig now, so a bad one fails before any run.
+    """
+    names = [s.name for s in switches]
+    if len(set(names)) != len(names):
+        raise AblationError(f"a switch is given twice: {', '.join(names)}")
+    grid = [dict(zip(names, combo, strict=True)) for combo in itertools.product(
+        *(s.values for s in switches)
+    )]  # fmt: skip
+    for setting in grid:
+        try:
+            EngineConfig(**setting)
+        except (TypeError, ValueError) as e:
+            raise AblationError(f"setting {setting}: {e}") from e
+    return grid
+
+
+def label(setting: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in setting.items())
+
+
+def run_ablation(
+    scenario: Scenario,
+    switches: list[Switch],
+    runs_dir: Path,
+    console: Console,
+    live: bool = True,
+) -> Path:
+    """Run every setting; write <runs_dir>/<UTC>-ablate-<scenario>/ablation.json; return it."""
+    grid = settings_grid(switches)
+    rows: list[dict[str, Any]] = []
+    for i, setting in enumerate(grid):
+        console.rule(f"[bold]setting {i + 1}/{len(grid)}: {label(setting)}")
+        opts = RunOptions(scenario, None, "reference", None, None, runs_dir, live, setting)
+        folder, _ = run_benchmark(opts, console)
+        rows.append({"setting": setting, "label": label(setting), "run": str(folder),
+                     **ablation_row(load_run(folder))})  # fmt: skip
+    baseline = rows[0]
+    for row in rows:
+        row["ratios"] = {
+            key: (row[key] / baseline[key]) if row[key] is not None and baseline[key] else None
+            for key, _, _ in ABLATION_COLUMNS
+        }
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = runs_dir / f"{stamp}-ablate-{sanitize_name(scenario.name)}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "ablation.json"
+    doc = {
+        "scenario": scenario.to_dict(),
+        "switches": {s.name: list(s.values) for s in switches},
+        "columns": [{"key": k, "title": t, "unit": u} for k, t, u in ABLATION_COLUMNS],
+        "rows": rows,
+    }
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path
+
+
+def _fmt(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return f"{value / 2**20:,.1f} MiB"
+    if unit == "fraction":
+        return f"{value * 100:.1f}%"
+    if unit == "requests":
+        return f"{value:,d}"
+    return f"{value:,.1f}"
+
+
+def render_ablation(path: Path, console: Console) -> None:
+    """Print ablation.json as a table: each figure, and its ratio to the first setting."""
+    from rich.table import Table
+
+    doc = json.loads(path.read_text())
+    table = Table(title=f"Ablation: {doc['scenario']['name']} (ratios to the first setting)")
+    table.add_column("setting", overflow="fold", min_width=28)
+    for col in doc["columns"]:
+        table.add_column(col["title"], justify="right")
+    for i, row in enumerate(doc["rows"]):
+        cells = [row["label"]]
+        for col in doc["columns"]:
+            value, ratio = row.get(col["key"]), row["ratios"].get(col["key"])
+            text = _fmt(value, col["unit"])
+            if i and ratio is not None:
+                text += f"\n×{ratio:.2f}"
+            cells.append(text)
+        table.add_row(*cells)
+    console.print(table)
+    console.print(f"ablation: [bold]{path}[/bold]")

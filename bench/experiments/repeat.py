@@ -1,0 +1,119 @@
+"""`bench run --repeat N`: the same scenario N times, one run folder each, in one group folder.
+
+The group folder ``<runs_dir>/<UTC time>-<scenario>-<engine>-x<N>/`` holds the N run folders and
+``group.json``::
+
+    {"format": "llm-perf-lab/run-group", "format_version": 1, "scenario": ..., "engine": ...,
+     "repeat": N, "runs": ["<run_id>", ...], "completed": k, "started_utc": ..., "ended_utc": ...,
+     "error": null}
+
+Each repeat is a full, independent run: without ``--url`` it starts its own engine, so that
+run-to-run variation (process start-up, memory layout, the machine's state) shows between runs;
+that variation is what the gate's run-level bootstrap measures. group.json is rewritten after
+every run, so a group cut short still lists the runs it finished (and ``error`` says why).
+``bench baseline save`` and ``bench gate`` accept a group folder wherever they accept runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from results.run_folder import RUN_JSON, RunFolder, RunFolderError
+from results.summary import json_safe
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bench.run.orchestrate import RunOptions
+
+__all__ = ["GROUP_FORMAT", "GROUP_JSON", "expand_run_paths", "run_repeated"]
+
+GROUP_JSON = "group.json"
+GROUP_FORMAT = "llm-perf-lab/run-group"
+
+
+def _write_manifest(group: Path, manifest: dict[str, Any]) -> None:
+    tmp = group / f".{GROUP_JSON}.tmp"
+    tmp.write_text(json.dumps(json_safe(manifest), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(group / GROUP_JSON)
+
+
+def run_repeated(
+    opts: RunOptions,
+    repeat: int,
+    console: Console,
+    on_run: Callable[[int, Path, dict[str, Any]], None] | None = None,
+) -> tuple[Path, list[Path]]:
+    """Run ``opts.scenario`` ``repeat`` times; returns the group folder and the run folders.
+
+    ``on_run(index, folder, summary)`` is called after each run (index from 0), e.g. to print
+    its summary. A RunError from any run is re-raised after group.json records it.
+    """
+    from bench.run.orchestrate import RunError, run_benchmark
+
+    if repeat < 1:
+        raise ValueError(f"--repeat must be >= 1, got {repeat}")
+    engine = "reference" if opts.url is None else opts.engine
+    # RunFolder.create claims a unique, timestamped directory name; the group reuses it.
+    group = RunFolder.create(opts.runs_dir, opts.scenario.name, f"{engine}-x{repeat}").path
+    manifest: dict[str, Any] = {
+        "format": GROUP_FORMAT,
+        "format_version": 1,
+        "scenario": opts.scenario.name,
+        "engine": engine,
+        "repeat": repeat,
+        "runs": [],
+        "completed": 0,
+        "started_utc": datetime.now(UTC).isoformat(),
+        "ended_utc": None,
+        "error": None,
+    }
+    _write_manifest(group, manifest)
+    folders: list[Path] = []
+    try:
+        for index in range(repeat):
+            console.print(f"run {index + 1} of {repeat}")
+            folder, summary = run_benchmark(replace(opts, runs_dir=group), console)
+            folders.append(folder)
+            manifest["runs"].append(folder.name)
+            manifest["completed"] = len(folders)
+            _write_manifest(group, manifest)
+            if on_run is not None:
+                on_run(index, folder, summary)
+    except RunError as exc:
+        manifest["error"] = str(exc)
+        raise
+    finally:
+        manifest["ended_utc"] = datetime.now(UTC).isoformat()
+        _write_manifest(group, manifest)
+    return group, folders
+
+
+def expand_run_paths(paths: Sequence[Path | str]) -> list[Path]:
+    """Run folders from command-line paths: a run folder stays, a group folder gives its runs.
+
+    Raises RunFolderError for a path that is neither, or for a group whose manifest is broken.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        manifest_path = path / GROUP_JSON
+        if (path / RUN_JSON).is_file() or not manifest_path.is_file():
+            out.append(path)  # load_run reports a path that is no run folder
+            continue
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            names = manifest["runs"]
+            if manifest.get("format") != GROUP_FORMAT or not isinstance(names, list):
+                raise ValueError(f"format {manifest.get('format')!r}")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RunFolderError(f"{manifest_path}: not a run-group manifest: {exc}") from None
+        if not names:
+            raise RunFolderError(f"{path}: the group has no finished run")
+        out += [path / str(name) for name in names]
+    return out

@@ -1,0 +1,300 @@
+"""The gate: for each rule, a bootstrap CI of the relative change, and a verdict.
+
+The verdict rule. Let t be a metric's allowed regression (e.g. 5% for "may not drop more than
+5%") and [lo, hi] the confidence interval of its regression (the relative change, sign-flipped
+for higher-is-better metrics so that positive means worse):
+
+- fail          when lo > t: the whole interval lies beyond the allowance;
+- pass          when hi <= t: the whole interval lies within it (improvements of any size pass);
+- inconclusive  otherwise (the interval straddles t), or when a side has too few samples.
+
+The interval is the hierarchical bootstrap's, widened for session drift (bench.gate.stats
+explains what is resampled and why runs are the independent unit, bench.gate.interval the
+interval and the drift term).
+
+Why: each decision is a one-sided test at (1 - confidence) / 2 (2.5% at the default 95%).
+A false alarm needs the interval to clear t although the true change is at most t: that has
+probability <= 2.5% when the true regression is exactly t, and far less for an unchanged build
+(its change is 0, t below the interval's lower end). A pass likewise certifies, at 97.5%, that
+the regression is below t. What cannot be told apart from noise is neither: it is reported as
+inconclusive (exit 2) with the reason, so CI neither ships an unproven build nor blames one on
+noise. The remedy is more or longer runs, or a quieter machine, which narrow the interval.
+
+Minimum samples: per side, ``min_samples`` measured requests for per-request metrics,
+``min_tail_samples`` values beyond a percentile (a p99 from 120 requests rests on one or two
+values; the bootstrap cannot see the tail it never sampled), ``min_windows`` throughput windows.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.gate.baseline import HARDWARE_KEYS, RunGroup, differences, workloads
+from bench.gate.interval import bootstrap_change
+from bench.gate.rules import GateRules, MetricSpec, Rule
+from bench.gate.samples import throughput_windows
+from bench.gate.stats import UnitData, point_estimate
+
+__all__ = [
+    "EXIT_CODES",
+    "GateInputError",
+    "GateReport",
+    "MetricResult",
+    "check_compatible",
+    "evaluate",
+    "unit_data",
+]
+
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2}
+
+
+class GateInputError(ValueError):
+    """Input the gate cannot judge (other hardware, another workload, a missing metric)."""
+
+
+class OtherHardwareError(GateInputError):
+    """The baseline was made on other hardware (refused unless forced)."""
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One rule's outcome. Values in the metric's unit; changes and CI bounds in percent."""
+
+    metric: str
+    unit: str
+    higher_is_better: bool
+    max_regression_pct: float
+    limit_text: str
+    verdict: str
+    reason: str
+    baseline: float | None = None
+    candidate: float | None = None
+    change_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    samples_baseline: int = 0
+    samples_candidate: int = 0
+    sample_unit: str = "requests"
+    run_sd_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class GateReport:
+    verdict: str
+    results: tuple[MetricResult, ...]
+    notes: tuple[str, ...]
+    confidence: float
+    resamples: int
+    seed: int
+    baseline_label: str
+    candidate_runs: tuple[str, ...]
+    baseline_runs: int
+    rules_source: str = "<defaults>"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+
+def unit_data(group: RunGroup, spec: MetricSpec) -> UnitData:
+    """The metric's resampling units over the group's runs (runs without any are left out)."""
+    if spec.statistic == "ratio":
+        assert spec.amount is not None
+        if spec.amount == "good_requests" and any(r.good is None for r in group.runs):
+            raise GateInputError(
+                f"{spec.name}: the {group.label} runs have no SLO, so no goodput; add an [slo]"
+                " table to the scenario, or gate another metric"
+            )
+        windows = [throughput_windows(r, spec.amount) for r in group.runs]
+        windows = [w for w in windows if w[0].size]
+        return UnitData(
+            "ratio",
+            tuple(w[0].size for w in windows),
+            numerator=np.concatenate([w[0] for w in windows]) if windows else np.zeros(0),
+            denominator=np.concatenate([w[1] for w in windows]) if windows else np.zeros(0),
+        )
+    per_run: list[list[np.ndarray]] = []
+    for run in group.runs:
+        if spec.family == "itl_ms":
+            units = [gaps for gaps in run.itl_ms if gaps.size]
+        else:
+            per_user = spec.family == "per_user_tps"
+            values = run.per_user_tps() if per_user else getattr(run, spec.family)
+            units = [v[None] for v in values[~np.isnan(values)]]
+        if units:
+            per_run.append(units)
+    flat = [u for units in per_run for u in units]
+    values = np.concatenate(flat) if flat else np.zeros(0)
+    value_unit = np.repeat(np.arange(len(flat)), [u.size for u in flat])
+    return UnitData(
+        "mean" if spec.statistic == "mean" else "percentile",
+        tuple(len(units) for units in per_run),
+        values=values,
+        value_unit=value_unit,
+        percentile=spec.percentile,
+    )
+
+
+def _too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | None:
+    spec = rule.metric
+    if spec.statistic == "ratio":
+        if data.num_units < rules.min_windows:
+            return (
+                f"too few samples: the {side} has {data.num_units} throughput windows,"
+                f" at least {rules.min_windows} needed (longer or more runs)"
+            )
+        return None
+    if data.num_units < rule.min_samples:
+        return (
+            f"too few samples: the {side} has {data.num_units} requests with a"
+            f" {spec.family} value, at least {rule.min_samples} needed"
+        )
+    if spec.percentile is not None:
+        tail = data.num_values * min(spec.percentile, 100 - spec.percentile) / 100
+        if tail < rule.min_tail_samples:
+            need = int(
+                np.ceil(rule.min_tail_samples * 100 / min(spec.percentile, 100 - spec.percentile))
+            )
+            return (
+                f"too few samples: {spec.name} needs >= {need} values per side to have"
+                f" {rule.min_tail_samples} beyond the percentile; the {side} has"
+                f" {data.num_values}"
+            )
+    return None
+
+
+def _judge(rule: Rule, rules: GateRules, base: RunGroup, cand: RunGroup) -> MetricResult:
+    spec = rule.metric
+    common = {
+        "metric": spec.name,
+        "unit": spec.unit,
+        "higher_is_better": spec.higher_is_better,
+        "max_regression_pct": rule.max_regression_pct,
+        "limit_text": rule.limit_text,
+    }
+    base_data, cand_data = unit_data(base, spec), unit_data(cand, spec)
+    counts = {
+        "samples_baseline": base_data.num_units,
+        "samples_candidate": cand_data.num_units,
+        "sample_unit": "windows" if spec.statistic == "ratio" else "requests",
+    }
+    for data, side in ((base_data, "baseline"), (cand_data, "candidate")):
+        reason = _too_few(rule, rules, data, side)
+        if reason:
+            points = [point_estimate(base_data), point_estimate(cand_data)]
+            base_value, cand_value = (v if np.isfinite(v) else None for v in points)
+            return MetricResult(
+                **common,
+                **counts,
+                verdict="inconclusive",
+                reason=reason,
+                baseline=base_value,
+                candidate=cand_value,
+            )
+    try:
+        est = bootstrap_change(
+            base_data,
+            cand_data,
+            rules.confidence,
+            rules.resamples,
+            rules.seed,
+            stream=zlib.crc32(spec.name.encode()),
+            session_drift=rules.session_drift,
+        )
+    except ValueError as exc:
+        return MetricResult(**common, **counts, verdict="inconclusive", reason=str(exc))
+    sign = -1.0 if spec.higher_is_better else 1.0
+    worse_low, worse_high = sorted((sign * est.ci_low, sign * est.ci_high))
+    allowed = rule.max_regression_pct / 100
+    ci = f"{100 * est.ci_low:+.1f}%..{100 * est.ci_high:+.1f}%"
+    level = f"{100 * rules.confidence:g}% CI"
+    if worse_low > allowed:
+        verdict, reason = (
+            "fail",
+            f"regression: the whole {level} ({ci}) is beyond {rule.limit_text}",
+        )
+    elif worse_high <= allowed:
+        better = " (improved)" if worse_high < 0 else ""
+        verdict, reason = "pass", f"the whole {level} ({ci}) is within {rule.limit_text}{better}"
+    elif worse_high - worse_low > allowed:
+        verdict = "inconclusive"
+        reason = (
+            f"too noisy: the {level} ({ci}) is wider than the allowance and straddles"
+            f" {rule.limit_text}; more runs (--repeat), longer runs or a quieter machine narrow it"
+        )
+    else:
+        verdict = "inconclusive"
+        reason = f"close to the limit: the {level} ({ci}) straddles {rule.limit_text}"
+    return MetricResult(
+        **common,
+        **counts,
+        verdict=verdict,
+        reason=reason,
+        baseline=est.baseline,
+        candidate=est.candidate,
+        change_pct=100 * est.change,
+        ci_low_pct=100 * est.ci_low,
+        ci_high_pct=100 * est.ci_high,
+        run_sd_pct=100 * est.run_sd,
+    )
+
+
+def check_compatible(base: RunGroup, cand: RunGroup, force: bool) -> list[str]:
+    """Refuse other hardware or another workload unless ``force``; returns notes to show."""
+    notes: list[str] = []
+    hardware = differences(
+        {k: base.hardware.get(k) for k in HARDWARE_KEYS},
+        {k: cand.hardware.get(k) for k in HARDWARE_KEYS},
+        "hardware",
+    )
+    workload = differences(*workloads([base.scenario, cand.scenario]), "scenario")
+    for diff, what, fix in (
+        (hardware, "was made on other hardware", "make a baseline on this hardware"),
+        (workload, "ran another workload", "run the baseline's scenario"),
+    ):
+        if diff and not force:
+            error = OtherHardwareError if diff is hardware else GateInputError
+            raise error(
+                f"the {base.label} {what}: {'; '.join(diff)}. Figures are not comparable: {fix},"
+                " or pass --force to compare anyway"
+            )
+        if diff:
+            notes.append(f"forced: the baseline {what}: {'; '.join(diff)}")
+    engine = differences(base.engine, cand.engine, "engine", shared_only=True)
+    if engine:
+        notes.append("engine configuration differs: " + "; ".join(engine))
+    versions = differences(base.versions, cand.versions, "versions", shared_only=True)
+    if versions:
+        notes.append("versions differ: " + "; ".join(versions))
+    commits = [sorted({str(c) for c in group.git_commits}) for group in (base, cand)]
+    if commits[0] != commits[1]:
+        notes.append(f"git commit: baseline {', '.join(commits[0])} -> {', '.join(commits[1])}")
+    return notes
+
+
+def evaluate(rules: GateRules, base: RunGroup, cand: RunGroup, force: bool = False) -> GateReport:
+    """Judge every rule (see the module doc). Raises GateInputError for unusable input."""
+    notes = check_compatible(base, cand, force)
+    if len(base.runs) == 1 or len(cand.runs) == 1:
+        notes.append(
+            "a side has a single run: intervals cover within-run noise only;"
+            " use bench run --repeat N for run-to-run noise"
+        )
+    results = tuple(_judge(rule, rules, base, cand) for rule in rules.rules)
+    verdicts = {r.verdict for r in results}
+    verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
+    return GateReport(
+        verdict=verdict,
+        results=results,
+        notes=tuple(notes),
+        confidence=rules.confidence,
+        resamples=rules.resamples,
+        seed=rules.seed,
+        baseline_label=base.label,
+        candidate_runs=tuple(r.run_id for r in cand.runs),
+        baseline_runs=len(base.runs),
+        rules_source=rules.source,
+    )

@@ -1,0 +1,133 @@
+"""From a scenario to a load plan: the requests (or sessions), and when they go out.
+
+:func:`build_plan` reads the scenario's workload (synthetic, ShareGPT, multi-turn, trace) and its
+load shape (closed-loop users, or open-loop arrivals), builds every request up front (prompts of
+exact token lengths take about a millisecond each, which must not happen during the load) and
+returns a :class:`loadgen.driver.LoadPlan`. :func:`load_section` is run.json's record of it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench.scenario.scenario import Scenario
+from loadgen.arrivals import ArrivalProcess
+from loadgen.driver import LoadPlan
+from loadgen.multiturn import sharegpt_sessions, synthetic_sessions
+from loadgen.protocols import TokenizerLike
+from loadgen.sharegpt import sharegpt_requests
+from loadgen.trace import load_trace, trace_requests
+from loadgen.workload import synthetic_requests
+
+__all__ = ["DURATION_REQUESTS_CAP", "build_plan", "load_section", "planned_requests"]
+
+# A duration-bound run without num_requests prepares this many requests at most; set
+# num_requests to go beyond.
+DURATION_REQUESTS_CAP = 5000
+
+
+def planned_requests(scenario: Scenario) -> int:
+    """How many requests to prepare: ``num_requests``, else enough to outlast ``duration_s``.
+
+    Closed loop: ``users * max(20, duration_s)``; open loop: the expected arrivals in the
+    duration plus 20 % and 10; both capped at :data:`DURATION_REQUESTS_CAP`.
+    """
+    if scenario.num_requests is not None:
+        return scenario.num_requests
+    assert scenario.duration_s is not None, "a scenario without num_requests has a duration"
+    if scenario.arrival is not None:
+        expected = scenario.arrival.rate_rps * scenario.duration_s
+        return min(DURATION_REQUESTS_CAP, math.ceil(expected * 1.2) + 10)
+    per_user = max(20, int(scenario.duration_s))
+    return min(DURATION_REQUESTS_CAP, scenario.users * per_user)
+
+
+def _common(scenario: Scenario) -> dict[str, Any]:
+    return {
+        "api": scenario.api,
+        "ignore_eos": scenario.ignore_eos,
+        "temperature": scenario.temperature,
+    }
+
+
+def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
+    """The load plan of ``scenario``, its prompts built with ``tokenizer`` (module docstring)."""
+    workload = scenario.workload
+    common = _common(scenario)
+    schedule = None
+    if workload.kind == "trace":
+        assert workload.path is not None
+        entries = load_trace(workload.path, workload.time_scale or 1.0)
+        specs, schedule = trace_requests(
+            entries, tokenizer, scenario.seed, max_requests=scenario.num_requests, **common
+        )
+        sessions: list[list[Any]] = [[spec] for spec in specs]
+    elif workload.kind == "multiturn":
+        n = planned_requests(scenario)
+        if workload.path is not None:
+            sessions = sharegpt_sessions(
+                workload.path, tokenizer, n, scenario.seed, **common,
+                max_turns=workload.turns, max_context_tokens=workload.max_context_tokens,
+            )  # fmt: skip
+        else:
+            assert scenario.input_len and scenario.output_len and workload.turns
+            sessions = synthetic_sessions(
+                tokenizer, n, workload.turns, scenario.input_len.to_length_dist(),
+                scenario.output_len.to_length_dist(), scenario.seed, **common,
+                system_prompt_tokens=workload.system_prompt_tokens or 0,
+            )  # fmt: skip
+    else:
+        n = planned_requests(scenario)
+        if workload.kind == "sharegpt":
+            assert workload.path is not None
+            specs = sharegpt_requests(
+                workload.path, tokenizer, n, scenario.seed, **common,
+                output_len=scenario.output_len.to_length_dist() if scenario.output_len else None,
+                max_input_tokens=workload.max_input_tokens,
+                max_output_tokens=workload.max_output_tokens,
+            )  # fmt: skip
+        else:
+            assert scenario.input_len and scenario.output_len
+            prefix = scenario.shared_prefix
+            specs = synthetic_requests(
+                tokenizer, n, scenario.input_len.to_length_dist(),
+                scenario.output_len.to_length_dist(), seed=scenario.seed, **common,
+                shared_prefix=prefix.to_shared_prefix() if prefix else None,
+            )  # fmt: skip
+        sessions = [[spec] for spec in specs]
+        if scenario.arrival is not None:
+            process = ArrivalProcess(
+                scenario.arrival.kind,
+                scenario.arrival.rate_rps,
+                scenario.arrival.burstiness,
+                scenario.ramp_up_s,
+            )
+            schedule = process.schedule(len(sessions), scenario.seed)
+    return LoadPlan(
+        mode="open" if schedule is not None else "closed",
+        sessions=sessions,
+        users=scenario.users,
+        schedule_s=schedule,
+        duration_s=scenario.duration_s,
+        think_time_s=scenario.think_time_s,
+        ramp_up_s=0.0 if schedule is not None else scenario.ramp_up_s,
+    )
+
+
+def load_section(plan: LoadPlan, driver: str, workers: int) -> dict[str, Any]:
+    """run.json's "load": how the load ran (the scenario has the rest)."""
+    requests = plan.requests
+    section: dict[str, Any] = {
+        "mode": plan.mode,
+        "driver": driver,
+        "workers": workers,
+        "requests_planned": len(requests),
+        "sessions": len(plan.sessions),
+        "max_in_flight": plan.cap,
+    }
+    if plan.schedule_s is not None and len(plan.schedule_s):
+        span = float(plan.schedule_s[-1] - plan.schedule_s[0])
+        section["schedule_span_s"] = span
+        section["planned_rate_rps"] = (len(requests) - 1) / span if span > 0 else None
+    return section

@@ -1,0 +1,115 @@
+"""The load part of `bench run`, as three calls for bench.run.orchestrate.
+
+    plan = prepare_load(scenario, tokenizer, adapter, console)        # before the probes start
+    result = await drive_load(plan, base_url, model, tokenizer, clock, driver=..., workers=...,
+                              on_record=display.on_record, counters=display.counters)
+    run_json["load"] = record_load(folder.path, result, plan, driver, workers)  # client.parquet
+
+Drivers: ``asyncio`` (this process, or ``workers`` processes sharing the users, see
+loadgen.workers) and ``locust`` (a headless Locust master with ``workers`` workers, see
+loadgen.locust_driver). Every driver returns the same records and self-check samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench.run.load_plan import build_plan, load_section
+from bench.scenario.scenario import Scenario
+from engine_adapters.base import EngineAdapter
+from loadgen.clock import RunClock
+from loadgen.driver import ClientConfig, LoadPlan, LoadResult
+from loadgen.protocols import TokenizerLike
+from loadgen.workers import run_load
+from results.client_check import write_client_table
+
+__all__ = ["DRIVERS", "LoadError", "drive_load", "prepare_load", "record_load"]
+
+DRIVERS = ("asyncio", "locust")
+
+
+class LoadError(RuntimeError):
+    """The load cannot run as asked (driver, workers); the message says why."""
+
+
+def prepare_load(
+    scenario: Scenario, tokenizer: TokenizerLike, adapter: EngineAdapter, console: Console
+) -> LoadPlan:
+    """The scenario's load plan; ``ignore_eos`` is dropped (and said) for an engine that
+    rejects it, rather than failing every request."""
+    if scenario.ignore_eos and not adapter.accepts_ignore_eos:
+        console.print(
+            f"[yellow]engine {adapter.name!r} does not take ignore_eos: requests are sent "
+            "without it, so outputs may end before max_tokens[/yellow]"
+        )
+        scenario = dataclasses.replace(scenario, ignore_eos=False)
+    return build_plan(scenario, tokenizer)
+
+
+async def drive_load(
+    plan: LoadPlan,
+    base_url: str,
+    model: str,
+    tokenizer: TokenizerLike | None,
+    clock: RunClock,
+    *,
+    driver: str = "asyncio",
+    workers: int = 1,
+    api_key: str | None = None,
+    on_record: Any = None,
+    counters: Any = None,
+    remote_workers: int = 0,
+    bind_host: str = "127.0.0.1",
+    console: Console | None = None,
+) -> LoadResult:
+    """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring).
+
+    Locust only: ``remote_workers`` more workers join from other machines (the master listens
+    on ``bind_host``); what they must run is printed on ``console``.
+
+    Raises:
+        LoadError: an unknown driver, workers < 1, or a Locust failure.
+    """
+    if driver not in DRIVERS:
+        raise LoadError(f"--driver {driver!r}: expected one of {', '.join(DRIVERS)}")
+    if workers < 1:
+        raise LoadError(f"--workers {workers}: expected >= 1")
+    config = ClientConfig(base_url, model, api_key=api_key)
+    if driver == "asyncio":
+        return await run_load(
+            plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters
+        )
+    from loadgen.locust_driver import LocustError, run_locust
+
+    def tell(job: Path, command: list[str]) -> None:
+        if remote_workers and console is not None:
+            console.print(
+                f"waiting for {remote_workers} remote Locust worker(s): copy {job} to each "
+                f"machine and run there, in this checkout: LLM_PERF_LOCUST_JOB=<copied job> "
+                f"{' '.join(command)}"
+            )
+
+    try:
+        return await asyncio.to_thread(
+            run_locust, plan, config, clock, tokenizer, workers,
+            on_record=on_record, counters=counters, remote_workers=remote_workers,
+            bind_host=bind_host, on_job=tell,
+        )  # fmt: skip
+    except LocustError as exc:
+        raise LoadError(str(exc)) from exc
+
+
+def record_load(
+    folder: Path, result: LoadResult, plan: LoadPlan, driver: str, workers: int
+) -> dict[str, Any]:
+    """Write the client table (client.parquet) and return run.json's "load" section."""
+    write_client_table(folder, result.client)
+    section = load_section(plan, driver, result.workers)
+    section["workers_asked"] = workers
+    section["client_table"] = "client.parquet"
+    return section

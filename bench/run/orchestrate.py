@@ -1,0 +1,284 @@
+"""`bench run`: resolve the engine, start the probes, run the load, stop them, write the folder.
+
+Data flows one way: scenario -> engine (launched or given) -> probes started -> load generator ->
+probes stopped -> records and readings -> run folder -> summary. The summary is computed from the
+written folder (results.run_summary), never from in-memory state, so recomputing it from the folder
+gives the same figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from rich.console import Console
+
+from bench.run.environment import cpu_name, git_commit, hardware, package_versions
+from bench.run.live import LiveDisplay
+from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
+from bench.run.probing import (
+    analytic_section,
+    collect_nsys_report,
+    launch_reference,
+    samples_frame,
+    start_probes,
+)
+from bench.scenario.scenario import Scenario
+from engine_adapters.base import EngineAdapter
+from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
+from engine_adapters.launcher import EngineStartError, LaunchedEngine
+from engine_adapters.registry import get_adapter
+from loadgen.client import ServerUnreachableError, StreamingClient
+from loadgen.clock import RunClock
+from loadgen.driver import LoadPlan, LoadResult
+from probes import nsys
+from probes.session import ProbeResult
+from results.engine_steps import fetch_json, fetch_steps
+from results.run_folder import RunFolder, load_run
+from results.run_summary import summarize_run
+
+_REACHABLE_TIMEOUT_S = 5.0
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class RunError(RuntimeError):
+    """A run that could not start or finish; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    scenario: Scenario
+    url: str | None
+    engine: str
+    model: str | None
+    tokenizer: str | None
+    runs_dir: Path
+    live: bool = True
+    # Reference-engine settings (EngineConfig fields) over the scenario's [engine] table.
+    engine_overrides: dict[str, Any] = field(default_factory=dict)
+    # Wrap a launched engine in `nsys profile -t cuda,nvtx` (probes.nsys) when nsys is on PATH.
+    nsys: bool = False
+    # Start the probes (NVML/GPM, CPU, engine /metrics) around the load.
+    probes: bool = True
+    # Load driver: "asyncio" (this process, or `workers` processes sharing the users) or
+    # "locust" (a local Locust master and `workers` workers).
+    driver: str = "asyncio"
+    workers: int = 1
+    # Start an external engine through its adapter (engine_adapters.launch_command): a command
+    # line ({port}, {model}, {host}, {exe} filled in), or the model for the adapter's usual one.
+    launch: str | None = None
+    launch_model: str | None = None
+
+
+def reference_settings(scenario: Scenario) -> dict[str, Any]:
+    """EngineConfig fields for the reference engine from the scenario's [engine] table."""
+    section = scenario.engine
+    settings: dict[str, Any] = {
+        "model": section.model_dir or section.preset,
+        "dtype": section.dtype,
+        "device": section.device,
+        "seed": section.seed,
+        "max_num_seqs": section.max_num_seqs,
+        "max_num_batched_tokens": section.max_num_batched_tokens,
+        "max_model_len": section.max_model_len,
+        "block_size": section.block_size,
+        "kv_cache_memory_bytes": section.kv_cache_memory_bytes,
+        "enable_chunked_prefill": section.enable_chunked_prefill,
+        "num_threads": section.num_threads,
+    }
+    settings.update(section.options)
+    return settings
+
+
+def _load_tokenizer(spec: str) -> Any:
+    # Imported here: it pulls in torch, which a run against an external URL may not need.
+    from engine.llm_engine import load_model_spec, load_tokenizer
+
+    try:
+        config, _ = load_model_spec(spec)
+    except (ValueError, OSError) as e:
+        raise RunError(f"--tokenizer {spec!r}: {e}") from e
+    return load_tokenizer(spec, config)
+
+
+def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, Any]]:
+    """Run ``opts.scenario`` end to end; returns the run folder and its summary."""
+    scenario = opts.scenario
+    external = opts.launch is not None or opts.launch_model is not None
+    reference = opts.url is None and not external
+    adapter = get_adapter("reference" if reference else opts.engine)
+    launched: LaunchedEngine | None = None
+    settings = {**reference_settings(scenario), **opts.engine_overrides} if reference else {}
+    tokenizer_spec = opts.tokenizer or (settings.get("model") if reference else opts.launch_model)
+    if tokenizer_spec is None:
+        raise RunError(
+            f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
+            " pass --tokenizer with its local HF directory (or a preset name)"
+        )
+    tokenizer = _load_tokenizer(tokenizer_spec)
+
+    started_wall = datetime.now(UTC)
+    t_launch = time.monotonic()
+    nsys_output: Path | None = None
+    if external:
+        try:
+            plan = launch_plan(adapter, opts.launch, opts.launch_model)
+            console.print(f"starting {adapter.name}: {' '.join(plan.command)}")
+            launched = start_engine(adapter, plan)
+        except (LaunchError, EngineStartError) as e:
+            raise RunError(str(e)) from e
+        base_url = launched.base_url
+        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+    elif opts.url is None:
+        console.print(f"starting the reference engine ({settings['model']}) ...")
+        try:
+            launched, nsys_output = launch_reference(settings, opts.nsys, opts.runs_dir, console)
+        except EngineStartError as e:
+            raise RunError(str(e)) from e
+        base_url = launched.base_url
+        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+    else:
+        base_url = opts.url
+        if opts.nsys:
+            console.print(
+                "[yellow]--nsys wraps an engine that bench starts; run the engine at --url under "
+                "`nsys profile -t cuda,nvtx` yourself[/yellow]"
+            )
+    try:
+        folder, summary = _run_against(opts, console, adapter, base_url, tokenizer, started_wall, {
+            "adapter": adapter.name,
+            "url": base_url,
+            "launched": launched is not None,
+            "launch_command": launched.command if launched else None,
+            "settings": settings or None,
+            "startup_s": time.monotonic() - t_launch if launched else None,
+        }, launched.process.pid if launched else None)  # fmt: skip
+    finally:
+        if launched is not None:
+            launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
+    if nsys_output is not None:
+        collect_nsys_report(folder, nsys_output, console)
+    return folder, summary
+
+
+def _run_against(
+    opts: RunOptions,
+    console: Console,
+    adapter: EngineAdapter,
+    base_url: str,
+    tokenizer: Any,
+    started_wall: datetime,
+    engine_info: dict[str, Any],
+    engine_pid: int | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    scenario = opts.scenario
+    plan = prepare_load(scenario, tokenizer, adapter, console)
+    engine_description = fetch_json(base_url, "/debug/engine")
+    # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
+    # when the engine runs on this host.
+    local = urlsplit(base_url).hostname in _LOCAL_HOSTS
+    probes, probe_messages = (
+        start_probes(console, adapter, base_url, engine_pid, local)
+        if opts.probes
+        else (None, ["probes disabled"])
+    )
+    probe_result: ProbeResult | None = None
+    try:
+        result, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, plan))
+    finally:
+        if probes is not None:
+            probe_result = probes.stop()
+    steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
+    engine_end = fetch_json(base_url, "/debug/engine")
+    folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
+    folder.write_requests(result.records)
+    folder.write_tokens(result.records)
+    load_info = record_load(folder.path, result, plan, opts.driver, opts.workers)
+    if steps is not None:
+        folder.write_steps(steps)
+    wrote_samples = probe_result is not None and probe_result.num_samples > 0
+    if probe_result is not None and wrote_samples:
+        folder.write_samples(samples_frame(probe_result, clock_info["t0_ns"]))
+    machine = hardware()
+    folder.write_run_json(
+        {
+            "run_id": folder.run_id,
+            "scenario": scenario.to_dict(),
+            "engine": {
+                **engine_info,
+                "model": model,
+                "description": engine_description,
+                # Cumulative engine counters after the load; minus description["stats"] they
+                # are this run's (prefix cache hits, speculative acceptance, preemptions).
+                "stats_end": engine_end.get("stats") if isinstance(engine_end, dict) else None,
+            },
+            "recorded": {"steps": steps is not None, "samples": wrote_samples, "client": True},
+            "load": load_info,
+            "tokenizer": getattr(tokenizer, "name", None),
+            "hardware": machine,
+            "analytic": analytic_section(
+                engine_description,
+                opts.tokenizer or (engine_info.get("settings") or {}).get("model"),
+                local,
+                machine["gpus"],
+                cpu_name(),
+            ),
+            "probes": {
+                **(probe_result.to_json() if probe_result else {}),
+                "messages": probe_messages + (probe_result.messages() if probe_result else []),
+            },
+            "versions": package_versions(),
+            "git_commit": git_commit(),
+            "started_utc": started_wall.isoformat(),
+            "ended_utc": datetime.now(UTC).isoformat(),
+            "client": clock_info,
+        }
+    )
+    # The summary reads the folder back: the same function recomputes it from the files alone.
+    summary = summarize_run(load_run(folder.path))
+    folder.write_summary(summary)
+    return folder.path, summary
+
+
+async def _drive(
+    opts: RunOptions,
+    console: Console,
+    base_url: str,
+    tokenizer: Any,
+    plan: LoadPlan,
+) -> tuple[LoadResult, dict[str, Any], str]:
+    scenario = opts.scenario
+    probe = StreamingClient(base_url, opts.model or "", max_connections=1)
+    try:
+        models = await probe.check_reachable(_REACHABLE_TIMEOUT_S)
+    except ServerUnreachableError as e:
+        raise RunError(str(e)) from e
+    finally:
+        await probe.aclose()
+    model = opts.model or (models[0] if models else None)
+    if model is None:
+        raise RunError(f"{base_url} lists no model at /v1/models; pass --model NAME")
+
+    # Objects alive now (prompts, tokenizer, imported modules) never become garbage during the
+    # load; freezing them keeps full collections, which pause the event loop, short.
+    gc.collect()
+    gc.freeze()
+    clock = RunClock()
+    total = len(plan.requests) if scenario.num_requests or scenario.open_loop else None
+    display = LiveDisplay(console, total=total, duration_s=scenario.duration_s, enabled=opts.live)
+    with display:
+        try:
+            result = await drive_load(
+                plan, base_url, model, tokenizer, clock, driver=opts.driver,
+                workers=opts.workers, on_record=display.on_record, counters=display.counters,
+            )  # fmt: skip
+        except LoadError as e:
+            raise RunError(str(e)) from e
+    info = {"clock": "time.perf_counter_ns", "t0_ns": clock.t0_ns}
+    return result, info, model

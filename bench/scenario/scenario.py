@@ -1,0 +1,480 @@
+"""Scenarios: the workload, measurement window, SLOs and engine settings of one benchmark run.
+
+A scenario is a TOML file whose top-level keys mirror :class:`Scenario`'s fields; ``input_len``,
+``output_len``, ``slo`` and ``engine`` are tables. Shipped scenarios live in
+``bench/scenario/scenarios`` and
+are loaded by name (``load_scenario("100-users")``); anything else is read as a path.
+
+Validation is strict because a typo in a benchmark definition silently changes what is measured:
+an unknown key, a wrong type or an out-of-range value raises :class:`ScenarioError` naming the
+file, the dotted key, what was expected and what was found (with close key names suggested).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+from bench.scenario.load import (
+    ArrivalSpec,
+    WorkloadSpec,
+    check_combination,
+    read_arrival,
+    read_workload,
+)
+from bench.scenario.toml_table import ScenarioError, Table, suggest
+
+if TYPE_CHECKING:
+    from loadgen.workload import LengthDist, SharedPrefix
+
+__all__ = [
+    "OPEN_LOOP_USERS",
+    "SLO",
+    "ArrivalSpec",
+    "EngineSection",
+    "LengthSpec",
+    "Scenario",
+    "ScenarioError",
+    "WorkloadSpec",
+    "list_scenarios",
+    "load_scenario",
+    "scenario_from_dict",
+]
+
+ApiKind = Literal["completions", "chat"]
+LengthKind = Literal["fixed", "uniform", "normal", "pareto"]
+
+# Per distribution kind, its parameters and their types (loadgen.workload.LengthDist's meaning):
+# token counts are integers, the parameters of continuous distributions floats. Every kind also
+# takes the optional integer bounds ``min`` (default 1) and ``max``.
+_LENGTH_PARAMS: dict[str, dict[str, type]] = {
+    "fixed": {"value": int},
+    "uniform": {"low": int, "high": int},
+    "normal": {"mean": float, "std": float},
+    "pareto": {"shape": float, "scale": float},
+}
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+# Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
+OPEN_LOOP_USERS = 512
+
+
+@dataclass(frozen=True)
+class LengthSpec:
+    """A token-length distribution as the scenario gives it; unset parameters are None.
+
+    fixed: ``value``. uniform: integers ``low``..``high``, both inclusive. normal: ``mean`` and
+    ``std``. pareto: ``shape`` (alpha) and ``scale`` (the minimum, x_m). Every kind may be bounded
+    by ``min`` (the sampler's default: 1) and ``max``. Lengths are in tokens, at least 1.
+    The sampler is ``loadgen.workload.LengthDist`` (see :meth:`to_length_dist`).
+    """
+
+    kind: LengthKind
+    value: int | None = None
+    low: int | None = None
+    high: int | None = None
+    mean: float | None = None
+    std: float | None = None
+    shape: float | None = None
+    scale: float | None = None
+    min: int | None = None
+    max: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``kind`` plus the parameters that are set (the form the TOML file uses)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def to_length_dist(self) -> LengthDist:
+        """The same distribution as a ``loadgen.workload.LengthDist``, which samples it.
+
+        Imported here, not at module level, so that scenarios load and list without the load
+        generator's dependencies.
+        """
+        from loadgen.workload import LengthDist
+
+        return LengthDist(**self.to_dict())
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Service-level objectives for goodput, in milliseconds; None means "no objective"."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        """All three targets (None where unset); ``results.summary.compute_summary`` accepts
+        this."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SharedPrefixSpec:
+    """``[shared_prefix]``: ``num_prefixes`` system prompts of ``tokens`` tokens; each request
+    starts with one of them with probability ``share_ratio`` (input_len is then the length of
+    the request's own part)."""
+
+    tokens: int
+    num_prefixes: int = 1
+    share_ratio: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_shared_prefix(self) -> SharedPrefix:
+        from loadgen.workload import SharedPrefix
+
+        return SharedPrefix(**self.to_dict())
+
+
+@dataclass(frozen=True)
+class EngineSection:
+    """Settings for the reference engine; None means "the engine's default".
+
+    ``model_dir`` (a Hugging Face directory), when set, is the model instead of ``preset``.
+    ``kv_cache_memory_bytes`` is the KV cache budget in bytes; ``block_size`` is in tokens.
+
+    ``options`` passes further switches through unchanged (scalars or lists of scalars); the engine
+    validates them when it starts, since only it knows its switches.
+    """
+
+    preset: str = "tiny"
+    model_dir: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    seed: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+    block_size: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    enable_chunked_prefill: bool | None = None
+    num_threads: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One benchmark run's definition. Times in seconds unless the name says otherwise.
+
+    Closed loop (no ``arrival``): ``users`` concurrent users each send a request, read the whole
+    answer, wait ``think_time_s`` and send the next. Open loop (``arrival`` set, or a trace
+    workload): requests go out at planned times, and ``users`` is the most in flight at once
+    (the connection pool). ``ramp_up_s`` spreads the users' starts (closed) or ramps the
+    arrival rate up from 0 (open). The run stops after ``num_requests`` requests or
+    ``duration_s`` seconds, whichever comes first (at least one is set, except for a trace,
+    which ends with its last line). ``warmup_s`` and ``cooldown_s`` are cut from the start and
+    the end of the run for the summary's figures. ``input_len``/``output_len`` are None for
+    workloads that take lengths from a file. ``source`` says where the scenario was read from
+    and is not part of :meth:`to_dict`.
+    """
+
+    name: str
+    users: int
+    input_len: LengthSpec | None
+    output_len: LengthSpec | None
+    num_requests: int | None = None
+    duration_s: float | None = None
+    description: str = ""
+    seed: int = 0
+    think_time_s: float = 0.0
+    api: ApiKind = "completions"
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    slo: SLO = field(default_factory=SLO)
+    engine: EngineSection = field(default_factory=EngineSection)
+    shared_prefix: SharedPrefixSpec | None = None
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    arrival: ArrivalSpec | None = None
+    ramp_up_s: float = 0.0
+    source: str = field(default="<dict>", compare=False)
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests at planned times ([arrival], or a trace) rather than closed-loop users."""
+        return self.arrival is not None or self.workload.open_loop
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fully resolved scenario (defaults filled in) for run.json.
+
+        Unset optional values are None. ``scenario_from_dict(s.to_dict())`` gives back ``s``.
+        """
+        data = asdict(self)
+        data["input_len"] = self.input_len.to_dict() if self.input_len else None
+        data["output_len"] = self.output_len.to_dict() if self.output_len else None
+        data["shared_prefix"] = self.shared_prefix.to_dict() if self.shared_prefix else None
+        data["workload"] = self.workload.to_dict()
+        data["arrival"] = self.arrival.to_dict() if self.arrival else None
+        return {key: data[key] for key in _DICT_ORDER}
+
+
+# The order of run.json's scenario: identity, load shape, requests, measurement, engine.
+_DICT_ORDER = (
+    "name",
+    "description",
+    "seed",
+    "users",
+    "num_requests",
+    "duration_s",
+    "think_time_s",
+    "ramp_up_s",
+    "arrival",
+    "api",
+    "ignore_eos",
+    "temperature",
+    "workload",
+    "input_len",
+    "output_len",
+    "shared_prefix",
+    "warmup_s",
+    "cooldown_s",
+    "slo",
+    "engine",
+)
+
+
+def _read_length(table: Table, name: str) -> LengthSpec | None:
+    """A ``[input_len]``/``[output_len]`` table, validated (also by the sampler itself)."""
+    sub = table.table(name)
+    if sub is None:
+        return None
+    kind = sub.choice("kind", tuple(_LENGTH_PARAMS))
+    params: dict[str, Any] = {key: sub.get(key, typ) for key, typ in _LENGTH_PARAMS[kind].items()}
+    params["min"] = sub.get("min", int, None)
+    params["max"] = sub.get("max", int, None)
+    sub.finish(f"for kind '{kind}'")
+
+    for key in ("value", "low", "high", "min", "max"):
+        if params.get(key) is not None:
+            sub.check(key, params[key] >= 1, "must be at least 1 token", params[key])
+    if kind == "uniform":
+        sub.check("high", params["high"] >= params["low"], "must be >= low", params["high"])
+    if kind == "normal":
+        sub.check("mean", params["mean"] > 0, "must be > 0", params["mean"])
+        sub.check("std", params["std"] >= 0, "must be >= 0", params["std"])
+    if kind == "pareto":
+        sub.check("shape", params["shape"] > 0, "must be > 0", params["shape"])
+        sub.check("scale", params["scale"] > 0, "must be > 0", params["scale"])
+    lo, hi = params["min"] or 1, params["max"]
+    if hi is not None:
+        sub.check("max", hi >= lo, f"must be >= min ({lo})", hi)
+    # Bounds that miss the distribution's own range would turn (nearly) every sample into the
+    # bound: almost certainly a mistake, so say so instead of running a different workload.
+    bounds = f"[{lo}, {'inf' if hi is None else hi}]"
+    if kind == "uniform":
+        overlap = params["high"] >= lo and (hi is None or params["low"] <= hi)
+        sub.check("low", overlap, f"low..high must overlap min..max {bounds}", params["low"])
+    elif kind == "pareto":
+        # Pareto samples are >= scale, so only a max below it loses the distribution.
+        below = hi is None or params["scale"] <= hi
+        sub.check("scale", below, f"must be <= max ({hi}), the smallest sample", params["scale"])
+    else:
+        key = "value" if kind == "fixed" else "mean"
+        inside = params[key] >= lo and (hi is None or params[key] <= hi)
+        sub.check(key, inside, f"must lie within min..max {bounds}", params[key])
+    spec = LengthSpec(kind=kind, **params)
+    try:
+        # The sampler has the last word: a rule of its own the checks above miss still fails
+        # here, at load time and naming the file, rather than mid-run.
+        spec.to_length_dist()
+    except ValueError as exc:
+        raise table.error(name, str(exc)) from exc
+    return spec
+
+
+def _read_shared_prefix(table: Table) -> SharedPrefixSpec | None:
+    sub = table.table("shared_prefix")
+    if sub is None:
+        return None
+    tokens = sub.get("tokens", int)
+    num_prefixes = sub.get("num_prefixes", int, 1)
+    share_ratio = sub.get("share_ratio", float, 1.0)
+    sub.finish()
+    sub.check("tokens", tokens >= 1, "must be >= 1", tokens)
+    sub.check("num_prefixes", num_prefixes >= 1, "must be >= 1", num_prefixes)
+    sub.check("share_ratio", 0.0 <= share_ratio <= 1.0, "must be in 0..1", share_ratio)
+    return SharedPrefixSpec(tokens, num_prefixes, share_ratio)
+
+
+def _read_slo(table: Table) -> SLO:
+    sub = table.table("slo")
+    if sub is None:
+        return SLO()
+    values = {key: sub.get(key, float, None) for key in ("ttft_ms", "tpot_ms", "e2el_ms")}
+    sub.finish()
+    for key, value in values.items():
+        if value is not None:
+            sub.check(key, value > 0, "must be > 0 milliseconds", value)
+    return SLO(**values)
+
+
+def _read_engine(table: Table) -> EngineSection:
+    sub = table.table("engine")
+    if sub is None:
+        return EngineSection()
+    preset = sub.get("preset", str, "tiny")
+    model_dir = sub.get("model_dir", str, None)
+    dtype = sub.choice("dtype", _DTYPES, None)
+    device = sub.get("device", str, None)
+    seed = sub.get("seed", int, None)
+    sizes = {
+        key: sub.get(key, int, None)
+        for key in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_model_len",
+            "block_size",
+            "kv_cache_memory_bytes",
+        )
+    }
+    chunked = sub.get("enable_chunked_prefill", bool, None)
+    threads = sub.get("num_threads", int, None)
+    options = sub.options("options")
+    sub.finish()
+    sub.check("preset", bool(preset.strip()), "must not be empty", preset)
+    if seed is not None:
+        sub.check("seed", seed >= 0, "must be >= 0", seed)
+    for key, value in [*sizes.items(), ("num_threads", threads)]:
+        if value is not None:
+            sub.check(key, value >= 1, "must be >= 1", value)
+    block = sizes["block_size"]
+    if block is not None:
+        # Checked here too so the error names the scenario file, not just the engine's flag.
+        sub.check("block_size", block & (block - 1) == 0, "must be a power of two", block)
+    return EngineSection(
+        preset=preset,
+        model_dir=model_dir,
+        dtype=dtype,
+        device=device,
+        seed=seed,
+        **sizes,
+        enable_chunked_prefill=chunked,
+        num_threads=threads,
+        options=options,
+    )
+
+
+def scenario_from_dict(
+    data: Mapping[str, Any], source: str = "<dict>", default_name: str | None = None
+) -> Scenario:
+    """Validate a parsed scenario (a TOML document or a ``to_dict()`` result) into a Scenario.
+
+    ``source`` names the file in error messages; ``default_name`` is used when ``name`` is absent.
+    None values count as absent, so a resolved dict from run.json loads again.
+    Raises ScenarioError on any unknown key, wrong type or inconsistent value.
+    """
+    top = Table(data, source)
+    name = top.get("name", str, default_name)
+    if name is None:
+        raise top.error("name", "missing; expected a string")
+    users = top.get("users", int, None)
+    num_requests = top.get("num_requests", int, None)
+    duration_s = top.get("duration_s", float, None)
+    scalars = {
+        "description": top.get("description", str, ""),
+        "seed": top.get("seed", int, 0),
+        "think_time_s": top.get("think_time_s", float, 0.0),
+        "api": top.choice("api", ("completions", "chat"), "completions"),
+        "ignore_eos": top.get("ignore_eos", bool, False),
+        "temperature": top.get("temperature", float, 0.0),
+        "warmup_s": top.get("warmup_s", float, 0.0),
+        "cooldown_s": top.get("cooldown_s", float, 0.0),
+        "ramp_up_s": top.get("ramp_up_s", float, 0.0),
+    }
+    input_len = _read_length(top, "input_len")
+    output_len = _read_length(top, "output_len")
+    slo = _read_slo(top)
+    engine = _read_engine(top)
+    shared_prefix = _read_shared_prefix(top)
+    workload = read_workload(top, source)
+    arrival = read_arrival(top)
+    top.finish()
+    check_combination(
+        top, workload, arrival, input_len is not None, output_len is not None,
+        shared_prefix is not None,
+    )  # fmt: skip
+    open_loop = arrival is not None or workload.open_loop
+    if users is None:
+        if not open_loop:
+            raise top.error("users", "missing; expected an integer (closed-loop users)")
+        users = OPEN_LOOP_USERS
+
+    top.check("name", bool(name.strip()), "must not be empty", name)
+    top.check("users", users >= 1, "must be >= 1", users)
+    if num_requests is not None:
+        top.check("num_requests", num_requests >= 1, "must be >= 1", num_requests)
+    if duration_s is not None:
+        top.check("duration_s", duration_s > 0, "must be > 0 seconds", duration_s)
+    if num_requests is None and duration_s is None and workload.kind != "trace":
+        raise ScenarioError(f"{source}: set 'num_requests', 'duration_s' or both to end the run")
+    top.check("seed", scalars["seed"] >= 0, "must be >= 0", scalars["seed"])
+    for key in ("think_time_s", "temperature", "warmup_s", "cooldown_s", "ramp_up_s"):
+        top.check(key, scalars[key] >= 0, "must be >= 0", scalars[key])
+    if duration_s is not None:
+        cut = scalars["warmup_s"] + scalars["cooldown_s"]
+        top.check("cooldown_s", cut < duration_s, "warmup_s + cooldown_s must be < duration_s", cut)
+    return Scenario(
+        name=name,
+        users=users,
+        input_len=input_len,
+        output_len=output_len,
+        num_requests=num_requests,
+        duration_s=duration_s,
+        slo=slo,
+        engine=engine,
+        shared_prefix=shared_prefix,
+        workload=workload,
+        arrival=arrival,
+        source=source,
+        **scalars,
+    )
+
+
+def _shipped_dir() -> Any:
+    return resources.files("bench.scenario").joinpath("scenarios")
+
+
+def list_scenarios() -> list[str]:
+    """Names of the shipped scenarios, sorted."""
+    files = (p.name for p in _shipped_dir().iterdir())
+    return sorted(name.removesuffix(".toml") for name in files if name.endswith(".toml"))
+
+
+def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
+    """Load a shipped scenario by name, else a TOML file by path.
+
+    Raises ScenarioError for an unknown name (listing the shipped ones), a missing file, invalid
+    TOML or an invalid scenario.
+    """
+    text = os.fspath(name_or_path)
+    shipped = _shipped_dir().joinpath(f"{text}.toml")
+    if os.sep not in text and "/" not in text and shipped.is_file():
+        source, stem, content = str(shipped), text, shipped.read_text(encoding="utf-8")
+    elif os.path.isfile(text):
+        source = text
+        stem = os.path.splitext(os.path.basename(text))[0]
+        with open(text, encoding="utf-8") as fh:
+            content = fh.read()
+    else:
+        names = list_scenarios()
+        looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
+        if looks_like_path:
+            raise ScenarioError(f"scenario file not found: {text}")
+        raise ScenarioError(
+            f"unknown scenario '{text}'{suggest(text, names)}; shipped scenarios: "
+            f"{', '.join(names)}; or give the path of a .toml file"
+        )
+    try:
+        data = tomllib.loads(content)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{source}: not valid TOML: {exc}") from exc
+    return scenario_from_dict(data, source=source, default_name=stem)

@@ -1,0 +1,113 @@
+"""`bench simulate`: a scenario on a simulated device, in virtual time, written as a run folder.
+
+The scenario's [engine] table (and its options) configures the reference engine as for `bench
+run`, with ``device = "sim"`` and the virtual clock forced; ``gpu`` (and ``tp``) come from the
+options or the command line. The engine runs its real scheduler, KV cache manager, prefix cache
+and speculation bookkeeping on engine.sim.executor; bench.sim.loop plays the load plan against
+it. The folder holds requests.parquet, tokens.parquet, steps.parquet, run.json (with
+``"simulated": true`` in its hardware, the simulated device in engine.description.simulated, and
+the analytic section built from it) and summary.json from results.run_summary.summarize_run, so
+`bench report`, `bench compare` and the dashboards read it as any run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.run.environment import git_commit, hardware, package_versions
+from bench.run.load_plan import build_plan, load_section
+from bench.run.orchestrate import reference_settings
+from bench.scenario.scenario import Scenario
+from bench.sim.analytic import simulated_analytic
+from bench.sim.loop import run_plan_virtual
+from engine.config import EngineConfig
+from engine.llm_engine import LLMEngine
+from results.engine_steps import steps_frame
+from results.run_folder import RunFolder, load_run
+from results.run_summary import summarize_run
+
+ENGINE_NAME = "reference-sim"
+
+
+class SimulateError(RuntimeError):
+    """A simulation that cannot start; the message names the setting to change."""
+
+
+def simulate_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """EngineConfig fields: the scenario's engine table, then ``overrides``, on the simulated
+    device in virtual time. Unset (None) values are left to the engine's defaults."""
+    settings = {**reference_settings(scenario), **overrides}
+    settings.update(device="sim", sim_speedup=0.0)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    if "gpu" not in settings:
+        raise SimulateError(
+            "which device? pass --gpu (a100-80gb, h100-sxm, ..., or cpu) or set gpu in the "
+            "scenario's [engine.options]"
+        )
+    return settings
+
+
+def simulate(
+    scenario: Scenario, runs_dir: Path, overrides: Mapping[str, Any] | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """Simulate ``scenario`` (module docstring); returns the run folder and its summary."""
+    settings = simulate_settings(scenario, overrides or {})
+    started = datetime.now(UTC)
+    t_wall = time.perf_counter()
+    try:
+        engine = LLMEngine(EngineConfig(**settings))
+    except (TypeError, ValueError) as e:
+        raise SimulateError(f"engine settings {settings}: {e}") from e
+    description = engine.describe()
+    plan = build_plan(scenario, engine.tokenizer)
+    records = run_plan_virtual(engine, plan)
+    steps = steps_frame(engine.steps.since(0), 0)
+    wall_s = time.perf_counter() - t_wall
+
+    folder = RunFolder.create(runs_dir, scenario.name, ENGINE_NAME)
+    folder.write_requests(records)
+    folder.write_tokens(records)
+    folder.write_steps(steps)
+    sim = description["simulated"]
+    machine = hardware()
+    machine.update(gpus=[f"simulated {sim['gpu']}"] * sim["tp"], simulated=True)
+    folder.write_run_json(
+        {
+            "run_id": folder.run_id,
+            "scenario": scenario.to_dict(),
+            "engine": {
+                "adapter": "reference",
+                "url": None,
+                "launched": False,
+                "launch_command": None,
+                "settings": settings,
+                "startup_s": None,
+                "model": engine.served_model_name,
+                "description": description,
+                "stats_end": engine.stats(),
+            },
+            "recorded": {"steps": True, "samples": False},
+            "tokenizer": engine.tokenizer.name,
+            "hardware": machine,
+            "analytic": simulated_analytic(description),
+            "probes": {"messages": ["simulated run: no probes"]},
+            "load": load_section(plan, "virtual", 1),
+            "simulation": {
+                "wall_s": wall_s,
+                "simulated_s": engine.clock_ns() / 1e9,
+                "steps": engine.steps.num_steps,
+            },
+            "versions": package_versions(),
+            "git_commit": git_commit(),
+            "started_utc": started.isoformat(),
+            "ended_utc": datetime.now(UTC).isoformat(),
+            "client": {"clock": "virtual", "t0_ns": 0},
+        }
+    )
+    summary = summarize_run(load_run(folder.path))
+    folder.write_summary(summary)
+    return folder.path, summary

@@ -1,0 +1,216 @@
+"""The async front of the engine: results to asyncio, one wake-up per step.
+
+Two ways to run the engine behind it. AsyncLLM steps an LLMEngine in a background thread of the
+server's process (tests, notebooks). RemoteAsyncLLM talks to an engine core in its own process
+(engine/serving/core_process.py, what `bench serve` runs), so the step loop never waits on the
+server's
+GIL. Either way the server's coroutines submit requests and read their outputs from
+per-request asyncio queues, and a whole step's outputs reach the event loop in one
+call_soon_threadsafe, so cross-thread wake-ups cost one per step, not one per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from concurrent.futures import Future
+from typing import Any
+
+from engine.core.request import SamplingParams
+from engine.llm_engine import LLMEngine, RequestOutput
+from engine.serving.core_process import EngineCoreError, EngineCoreProcess, engine_call
+from engine.serving.metrics import EngineMetrics
+
+log = logging.getLogger(__name__)
+
+
+class EngineDeadError(RuntimeError):
+    """The step loop raised; every in-flight request fails with this error."""
+
+
+class AsyncLLM:
+    def __init__(self, engine: LLMEngine, metrics: EngineMetrics | None = None) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self._inbox: deque[tuple[str, str, list[int] | None, SamplingParams | None]] = deque()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._queues: dict[str, asyncio.Queue[RequestOutput | BaseException]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.dead: BaseException | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="engine-step-loop", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    async def generate(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> AsyncIterator[RequestOutput]:
+        """Yield the request's outputs until it finishes; abort it if the consumer leaves."""
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine's step loop failed: {self.dead!r}")
+        self.engine.check_request(len(prompt_token_ids), params)
+        queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
+        self._queues[request_id] = queue
+        self._submit(("add", request_id, prompt_token_ids, params))
+        finished = False
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, ValueError):
+                    raise item
+                if isinstance(item, BaseException):
+                    raise EngineDeadError(f"the engine's step loop failed: {item!r}") from item
+                yield item
+                if item.finished:
+                    finished = True
+                    return
+        finally:
+            self._queues.pop(request_id, None)
+            if not finished:
+                self.abort(request_id)
+
+    def abort(self, request_id: str) -> None:
+        self._submit(("abort", request_id, None, None))
+
+    def _submit(self, msg: tuple[str, str, list[int] | None, SamplingParams | None]) -> None:
+        self._inbox.append(msg)
+        self._wake.set()
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """describe() or steps_since(n) of the engine (JSON-safe)."""
+        return engine_call(self.engine, method, args)
+
+    def _drain_inbox(self) -> None:
+        while self._inbox:
+            op, rid, tokens, params = self._inbox.popleft()
+            if op == "add":
+                assert tokens is not None and params is not None
+                try:
+                    self.engine.add_request(rid, tokens, params)
+                except ValueError as e:
+                    self._post([e], [rid])
+            else:
+                self.engine.abort_request(rid)
+
+    def _run(self) -> None:
+        engine = self.engine
+        try:
+            while not self._stopping:
+                self._drain_inbox()
+                if not engine.has_unfinished_requests():
+                    # Aborts can empty the engine without a step: publish the idle state.
+                    if self.metrics is not None:
+                        self.metrics.record_idle(engine.block_pool.usage)
+                    self._wake.wait(timeout=1.0)
+                    self._wake.clear()
+                    continue
+                outputs = engine.step()
+                stats = engine.last_stats
+                if self.metrics is not None and stats is not None:
+                    self.metrics.record_step(stats)
+                if outputs:
+                    self._post(outputs)
+        except BaseException as e:  # the loop must report any failure, then stop
+            log.exception("engine step loop failed")
+            self.dead = e
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._fail_all, e)
+
+    def _post(self, items: list, request_ids: list[str] | None = None) -> None:
+        if self._loop is None or self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._dispatch, items, request_ids)
+
+    def _dispatch(self, items: list, request_ids: list[str] | None) -> None:
+        ids = request_ids or [o.request_id for o in items]
+        for rid, item in zip(ids, items, strict=True):
+            queue = self._queues.get(rid)
+            if queue is not None:
+                queue.put_nowait(item)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for queue in self._queues.values():
+            queue.put_nowait(error)
+
+
+class RemoteAsyncLLM(AsyncLLM):
+    """AsyncLLM over an engine core process: requests go down its pipe from the event loop's
+    thread, and a reader thread hands each step's outputs to the loop."""
+
+    def __init__(self, core: EngineCoreProcess, metrics: EngineMetrics | None = None) -> None:
+        super().__init__(core, metrics)  # type: ignore[arg-type]
+        self.core = core
+        self._calls: dict[int, Future[Any]] = {}
+        self._call_ids = itertools.count()
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._read, name="engine-core-reader", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        self.core.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _submit(self, msg: tuple[str, str, list[int] | None, SamplingParams | None]) -> None:
+        if self.dead is not None:
+            return
+        self.core.send(msg if msg[0] == "add" else msg[:2])
+
+    async def call(self, method: str, *args: Any) -> Any:
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine core died: {self.dead}")
+        call_id = next(self._call_ids)
+        future: Future[Any] = Future()
+        self._calls[call_id] = future
+        self.core.send(("call", call_id, method, args))
+        return await asyncio.wrap_future(future)
+
+    def _read(self) -> None:
+        conn = self.core.conn
+        try:
+            while True:
+                msg = conn.recv()
+                op = msg[0]
+                if op == "step":
+                    if self.metrics is not None:
+                        self.metrics.record_step(msg[2])
+                    self._post([RequestOutput(*fields) for fields in msg[1]])
+                elif op == "idle":
+                    if self.metrics is not None:
+                        self.metrics.record_idle(msg[1])
+                elif op == "rejected":
+                    self._post([ValueError(msg[2])], [msg[1]])
+                elif op == "result":
+                    future = self._calls.pop(msg[1], None)
+                    if future is not None:
+                        future.set_result(msg[2])
+                elif op == "dead":
+                    raise EngineCoreError(msg[1])
+        except (EOFError, OSError, EngineCoreError) as e:
+            if self._stopping:
+                return
+            error = e if isinstance(e, EngineCoreError) else EngineCoreError(
+                f"the engine core exited (exit code {self.core.process.exitcode})"
+            )  # fmt: skip
+            log.error("engine core failed: %s", error)
+            self.dead = error
+            for future in self._calls.values():
+                future.set_exception(EngineDeadError(str(error)))
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._fail_all, error)

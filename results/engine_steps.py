@@ -1,0 +1,103 @@
+"""steps.parquet: the engine's own per-step records, placed on the run's clock.
+
+Engines that expose /debug/steps (the reference engine) report each step's start and end in
+perf_counter_ns of their host. On Linux that is CLOCK_MONOTONIC, one clock for every process of
+the machine, so for an engine on the load generator's host subtracting the run's t0_ns gives
+seconds on the same axis as requests.parquet. For a remote engine the offset is unknown, and
+the steps are not placed on the run's clock (the caller decides; see ``same_host``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pandas as pd
+import pyarrow as pa
+
+# Counts per step; see engine.core.telemetry.STEP_COLUMNS for their definitions.
+STEP_COUNT_COLUMNS = (
+    "num_seqs",
+    "num_prefill_seqs",
+    "num_decode_seqs",
+    "num_prefill_tokens",
+    "num_decode_tokens",
+    "context_tokens",
+    "decode_context_tokens",
+    "attn_pairs",
+    "kv_blocks_used",
+    "kv_slots_used",
+    "kv_blocks_total",
+    "num_running",
+    "num_waiting",
+    "num_preemptions",
+)
+
+STEPS_SCHEMA = pa.schema(
+    [
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("start_s", pa.float64(), nullable=False),
+        pa.field("end_s", pa.float64(), nullable=False),
+        pa.field("forward_s", pa.float64(), nullable=False),
+        *(pa.field(name, pa.int64(), nullable=False) for name in STEP_COUNT_COLUMNS),
+    ]
+)
+
+
+def fetch_json(base_url: str, path: str, timeout_s: float = 10.0) -> Any | None:
+    """GET ``base_url + path`` as JSON; None when the engine does not offer it (any failure)."""
+    try:
+        r = httpx.get(base_url.rstrip("/") + path, timeout=timeout_s)
+    except httpx.HTTPError:
+        return None
+    if r.status_code != 200:
+        return None
+    try:
+        return r.json()
+    except ValueError:
+        return None
+
+
+def steps_frame(columns: dict[str, list[int]], t0_ns: int) -> pd.DataFrame:
+    """Steps that started at or after ``t0_ns``, times in seconds from the run's start."""
+    raw = pd.DataFrame({name: pd.Series(columns.get(name, []), dtype="int64") for name in (
+        "step", "start_ns", "end_ns", "forward_ns", *STEP_COUNT_COLUMNS
+    )})  # fmt: skip
+    raw = raw[raw["start_ns"] >= t0_ns].reset_index(drop=True)
+    out = pd.DataFrame(
+        {
+            "step": raw["step"],
+            "start_s": (raw["start_ns"] - t0_ns) / 1e9,
+            "end_s": (raw["end_ns"] - t0_ns) / 1e9,
+            "forward_s": raw["forward_ns"] / 1e9,
+        }
+    )
+    for name in STEP_COUNT_COLUMNS:
+        out[name] = raw[name]
+    return pa.Table.from_pandas(out, schema=STEPS_SCHEMA, preserve_index=False).to_pandas()
+
+
+def fetch_steps(base_url: str, t0_ns: int) -> pd.DataFrame | None:
+    """The engine's steps during the run, or None if it does not expose /debug/steps."""
+    data = fetch_json(base_url, "/debug/steps")
+    if not isinstance(data, dict) or data.get("clock") != "perf_counter_ns":
+        return None
+    return steps_frame(data.get("columns", {}), t0_ns)
+
+
+def decode_overhead_share(steps: pd.DataFrame) -> float | None:
+    """The share of decode steps' wall time spent outside the executor (model forward, logits,
+    sampling): scheduling, the update, outputs, telemetry, and the engine loop between steps
+    (for an engine core in its own process, its pipe). A step's wall time runs to the next
+    step's start while requests remain (num_running > 0), else to its own end. None without
+    decode-only steps."""
+    if steps.empty:
+        return None
+    nxt = steps["start_s"].shift(-1)
+    busy = (steps["num_running"] > 0) & nxt.notna()
+    wall = (nxt.where(busy, steps["end_s"]) - steps["start_s"]).clip(lower=0.0)
+    decode = (steps["num_prefill_tokens"] == 0) & (steps["num_decode_tokens"] > 0)
+    total = float(wall[decode].sum())
+    if not decode.any() or total <= 0:
+        return None
+    return 1.0 - float(steps.loc[decode, "forward_s"].sum()) / total

@@ -1,0 +1,52 @@
+"""summary.json of a run folder, from its files alone.
+
+One function for `bench run` (after the tables and run.json are written) and for anything that
+recomputes a summary from a folder (`bench report` when summary.json is missing, tests), so the
+two can never disagree:
+- the request figures (results.summary.compute_summary, with the scenario's window and SLOs),
+- "per_user_tps_by_phase" and "attribution" (results.attribution: prefill vs decode, memory- vs
+  compute-bound, MFU and MBU, from steps.parquet and run.json's "analytic"),
+- "probes" (results.samples_summary: energy per output token, GPU, CPU and engine gauges),
+- "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
+from results.client_check import client_health, read_client_table
+from results.run_folder import RunData
+from results.samples_summary import engine_flops_increase, samples_summary
+from results.summary import compute_summary, json_safe
+
+
+def request_summary(run: RunData) -> dict[str, Any]:
+    """compute_summary of the run's requests and tokens, with the window and SLOs its scenario
+    (run.json) set: the request figures of summary.json alone. Raises ValueError as it does."""
+    scenario = run.run_json.get("scenario") or {}
+    return compute_summary(
+        run.requests,
+        run.tokens,
+        scenario.get("warmup_s") or 0.0,
+        scenario.get("cooldown_s") or 0.0,
+        scenario.get("slo"),
+    )
+
+
+def summarize_run(run: RunData) -> dict[str, Any]:
+    """The summary.json dict of ``run`` (module docstring); deterministic for the same files."""
+    summary = request_summary(run)
+    window = summary["window"]
+    analytic = run.run_json.get("analytic")
+    summary["per_user_tps_by_phase"] = per_user_tps_by_phase(run.requests, window)
+    summary["attribution"] = step_attribution(run.steps, analytic, window)
+    summary["probes"] = samples_summary(run.samples, run.tokens, window)
+    summary["engine_estimates"] = engine_estimate_check(
+        run.requests, analytic, engine_flops_increase(run.samples)
+    )
+    # The load generator's self-check (client.parquet): lags, CPU, and the client-bound verdict.
+    summary["client"] = client_health(
+        read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
+    )
+    return json_safe(summary)

@@ -1,0 +1,102 @@
+"""Real regressions fail the gate: real `bench run`s of the reference engine on 127.0.0.1, a
+continuous-batching baseline against an engine slowed by step_delay_ms and against static
+batching. One short run per side (a few seconds each, tiny preset, one torch thread): 300
+requests, so that even the fast baseline spans the gate's minimum of throughput windows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bench.gate.baseline import RunGroup, load_run_group
+from bench.gate.rules import rules_from_dict
+from bench.gate.verdict import GateReport, evaluate
+from bench.run.orchestrate import RunOptions, run_benchmark
+from bench.scenario.scenario import load_scenario
+from engine.config import EngineConfig
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+# Outputs of 4..40 tokens: static batching keeps a batch until its longest answer ends, so
+# users with short answers wait, and new requests queue behind the whole batch.
+SCENARIO = """
+name = "gate-regression"
+users = 4
+num_requests = 300
+ignore_eos = true
+seed = 0
+warmup_s = 0.3
+
+[input_len]
+kind = "uniform"
+low = 16
+high = 48
+
+[output_len]
+kind = "uniform"
+low = 4
+high = 40
+
+[engine]
+preset = "tiny"
+device = "cpu"
+dtype = "float32"
+num_threads = 1
+{options}
+"""
+# Far looser than the regressions below (3x and more), far tighter than "no change at all".
+RULES = rules_from_dict(
+    {
+        "resamples": 1000,
+        "min_samples": 10,
+        "metrics": {
+            "throughput.output_tok_s": {"max_drop_pct": 20.0},
+            "tpot_ms.mean": {"max_rise_pct": 30.0},
+            "ttft_ms.mean": {"max_rise_pct": 30.0},
+        },
+    }
+)
+
+
+def run_group(tmp_path: Path, name: str, options: str = "") -> RunGroup:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SCENARIO.format(options=options))
+    opts = RunOptions(load_scenario(path), None, "reference", None, None, tmp_path / name, False)
+    with open("/dev/null", "w") as sink:
+        folder, summary = run_benchmark(opts, Console(file=sink))
+    assert summary["counts"]["all"]["ok"] == 300, summary["errors"]
+    group, _ = load_run_group([folder], name)
+    return group
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunGroup]:
+    yield run_group(tmp_path_factory.mktemp("continuous"), "continuous")
+
+
+def verdicts(report: GateReport) -> dict[str, str]:
+    return {r.metric: r.verdict for r in report.results}
+
+
+def test_an_engine_slowed_by_step_delay_fails(tmp_path: Path, baseline: RunGroup) -> None:
+    slow = run_group(tmp_path, "delayed", "\n[engine.options]\nstep_delay_ms = 10.0\n")
+    assert slow.engine["config"]["step_delay_ms"] == 10.0
+    report = evaluate(RULES, baseline, slow)
+    assert report.verdict == "fail" and report.exit_code == 1, report
+    assert verdicts(report)["tpot_ms.mean"] == "fail"
+    assert verdicts(report)["throughput.output_tok_s"] == "fail", report.results[0]
+    assert any("step_delay_ms: 0.0 -> 10.0" in note for note in report.notes)
+
+
+def test_static_batching_fails_against_continuous(tmp_path: Path, baseline: RunGroup) -> None:
+    if "batching" not in {f.name for f in fields(EngineConfig)}:
+        pytest.skip("the reference engine has no batching switch (EngineConfig.batching)")
+    static = run_group(tmp_path, "static", '\n[engine.options]\nbatching = "static"\n')
+    assert static.engine["config"]["batching"] == "static"
+    report = evaluate(RULES, baseline, static)
+    assert report.verdict == "fail", report
+    assert verdicts(report)["ttft_ms.mean"] == "fail"

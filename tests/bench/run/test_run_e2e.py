@@ -1,0 +1,164 @@
+"""`bench run` end to end: a real server on 127.0.0.1, the real client, the real run folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+
+from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from bench.scenario.scenario import load_scenario
+from engine.config import EngineConfig
+from engine_adapters.launcher import free_port
+from results.run_folder import load_run
+from results.run_summary import summarize_run
+from results.summary import compute_summary
+from tests.support.server_fixture import running_server
+
+SCENARIO = """
+name = "small"
+users = 8
+num_requests = 40
+ignore_eos = true
+seed = 3
+
+[input_len]
+kind = "uniform"
+low = {in_low}
+high = {in_high}
+
+[output_len]
+kind = "uniform"
+low = 4
+high = 24
+"""
+
+
+def write_scenario(tmp_path: Path, in_low: int = 8, in_high: int = 64) -> Path:
+    path = tmp_path / "small.toml"
+    path.write_text(SCENARIO.format(in_low=in_low, in_high=in_high))
+    return path
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=96)
+    with running_server(config) as url:
+        yield url
+
+
+def run(tmp_path: Path, url: str, scenario: Path) -> tuple[Path, dict]:
+    opts = RunOptions(
+        load_scenario(scenario), url, "reference", None, "tiny", tmp_path / "runs", live=False
+    )
+    return run_benchmark(opts, Console(file=open("/dev/null", "w")))
+
+
+def generation_tokens_total(base_url: str) -> float:
+    text = httpx.get(base_url + "/metrics").text
+    (value,) = (
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "vllm:generation_tokens_total"
+    )
+    return value
+
+
+def test_every_request_recorded_and_summary_recomputes(tmp_path: Path, base_url: str) -> None:
+    generated_before = generation_tokens_total(base_url)
+    folder, summary = run(tmp_path, base_url, write_scenario(tmp_path))
+    data = load_run(folder)
+    req = data.requests
+    assert len(req) == 40 and req["request_id"].is_unique
+    assert (req["status"] == "ok").all(), req[req["status"] != "ok"]["error"].tolist()
+    assert (req["output_tokens_source"] == "usage").all()
+    # Our count equals what the engine says it generated.
+    generated = generation_tokens_total(base_url) - generated_before
+    assert req["output_tokens"].sum() == generated == summary["tokens"]["output_tokens"]
+    # ignore_eos: the server generated exactly max_tokens, and the usage says so.
+    specs = data.run_json["scenario"]
+    assert specs["users"] == 8
+    assert req["output_tokens"].between(4, 24).all()
+    tokens_per_request = data.tokens.groupby("request_id")["n_tokens"].sum()
+    assert (tokens_per_request.loc[req["request_id"]].to_numpy() == req["output_tokens"]).all()
+    assert (req["first_token_s"] - req["sent_s"] <= req["done_s"] - req["sent_s"]).all()
+    assert (req["sent_s"] >= req["scheduled_s"]).all()
+    recomputed = summarize_run(data)
+    assert recomputed == json.loads((folder / "summary.json").read_text()) == summary
+    # Its request figures are compute_summary's, from requests.parquet and tokens.parquet alone.
+    assert compute_summary(data.requests, data.tokens, 0.0, 0.0, {}).items() <= summary.items()
+    assert data.run_json["engine"]["model"] == "tiny"
+    # The engine's own steps, on the run's clock, account for every token.
+    steps = data.steps
+    assert steps is not None and data.run_json["recorded"]["steps"]
+    assert steps["num_prefill_tokens"].sum() == req["prompt_tokens"].sum()
+    assert steps["num_decode_tokens"].sum() == (req["output_tokens"] - 1).sum()
+    assert steps["start_s"].min() >= 0 and steps["end_s"].max() <= req["done_s"].max()
+    assert (steps["forward_s"] <= steps["end_s"] - steps["start_s"]).all()
+    assert data.run_json["engine"]["description"]["model_config"]["num_key_value_heads"] == 2
+    assert data.run_json["hardware"]["cpu_count_logical"] >= 1
+
+
+def test_failed_requests_are_recorded_and_counted(tmp_path: Path, base_url: str) -> None:
+    # max_model_len is 96: prompts of 80..95 tokens plus up to 24 outputs overflow it often.
+    folder, summary = run(tmp_path, base_url, write_scenario(tmp_path, 80, 95))
+    req = pd.read_parquet(folder / "requests.parquet")
+    assert len(req) == 40
+    failed = req[req["status"] == "error"]
+    assert len(failed) > 0 and (failed["http_status"] == 400).all()
+    assert failed["error"].str.contains("maximum context length").all()
+    assert summary["counts"]["all"]["error"] == len(failed)
+    assert summary["counts"]["all"]["ok"] == 40 - len(failed)
+
+
+def test_unreachable_url_fails_fast_naming_it(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    t0 = time.monotonic()
+    with pytest.raises(RunError, match=url.replace(".", r"\.")):
+        run(tmp_path, url, write_scenario(tmp_path))
+    assert time.monotonic() - t0 < 10
+
+
+def test_cli_launches_the_reference_engine(tmp_path: Path) -> None:
+    scenario = tmp_path / "cli.toml"
+    scenario.write_text(
+        SCENARIO.format(in_low=8, in_high=16).replace("users = 8", "users = 4")
+        .replace("num_requests = 40", "num_requests = 8")
+    )  # fmt: skip
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--scenario", str(scenario),
+         "--runs-dir", str(runs), "--no-live"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (folder,) = runs.iterdir()
+    assert "run folder" in proc.stdout and folder.name in proc.stdout.replace("\n", "")
+    assert len(pd.read_parquet(folder / "requests.parquet")) == 8
+    report = subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(folder)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "TTFT" in report.stdout
+
+
+def test_cli_rejects_a_bad_scenario_naming_file_and_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SCENARIO.format(in_low=8, in_high=16) + "\nuserz = 3\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--scenario", str(bad), "--no-live"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "bad.toml" in proc.stdout and "userz" in proc.stdout

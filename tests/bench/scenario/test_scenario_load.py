@@ -1,0 +1,138 @@
+"""Scenario keys for workloads and arrivals, and the load plans they become."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench.run.load_plan import build_plan, load_section, planned_requests
+from bench.scenario.scenario import (
+    OPEN_LOOP_USERS,
+    ScenarioError,
+    load_scenario,
+    scenario_from_dict,
+)
+from tests.loadgen.test_server import make_tokenizer
+from tests.loadgen.test_workloads import write_sharegpt
+
+TOK = make_tokenizer()
+LENGTHS = {"input_len": {"kind": "fixed", "value": 8}, "output_len": {"kind": "fixed", "value": 4}}
+
+
+def scenario(**extra: Any):
+    data = {"name": "t", "num_requests": 6, "users": 2, **LENGTHS, **extra}
+    return scenario_from_dict({k: v for k, v in data.items() if v is not None}, source="t.toml")
+
+
+def test_open_loop_scenario_round_trips_and_plans() -> None:
+    s = scenario(users=None, arrival={"kind": "gamma", "rate_rps": 20.0, "burstiness": 0.5},
+                 ramp_up_s=0.5)  # fmt: skip
+    assert s.open_loop and s.users == OPEN_LOOP_USERS and s.ramp_up_s == 0.5
+    assert scenario_from_dict(s.to_dict()) == s
+    plan = build_plan(s, TOK)
+    assert plan.mode == "open" and len(plan.sessions) == 6 and plan.cap == OPEN_LOOP_USERS
+    assert np.array_equal(plan.schedule_s, build_plan(s, TOK).schedule_s)  # seeded
+    assert plan.ramp_up_s == 0.0  # the ramp is in the schedule
+    assert load_section(plan, "asyncio", 1)["mode"] == "open"
+
+
+def test_closed_loop_keeps_users_and_ramp() -> None:
+    s = scenario(ramp_up_s=1.0, think_time_s=0.1)
+    plan = build_plan(s, TOK)
+    assert plan.mode == "closed" and plan.users == 2 and plan.ramp_up_s == 1.0
+    assert [len(x) for x in plan.sessions] == [1] * 6 and plan.think_time_s == 0.1
+    assert scenario_from_dict(s.to_dict()) == s
+
+
+def test_sharegpt_and_multiturn_from_a_file(tmp_path: Path) -> None:
+    path = write_sharegpt(tmp_path / "sg.json")
+    s = scenario(input_len=None, output_len=None, workload={"kind": "sharegpt", "path": str(path),
+                 "max_input_tokens": 200})  # fmt: skip
+    plan = build_plan(s, TOK)
+    assert len(plan.requests) == 6 and all(r.max_tokens >= 4 for r in plan.requests)
+    fixed = scenario(input_len=None, workload={"kind": "sharegpt", "path": str(path)})
+    assert {r.max_tokens for r in build_plan(fixed, TOK).requests} == {4}
+    chats = scenario(input_len=None, output_len=None, api="chat",
+                     workload={"kind": "multiturn", "path": str(path), "turns": 2})  # fmt: skip
+    plan = build_plan(chats, TOK)
+    assert plan.mode == "closed" and sum(len(x) for x in plan.sessions) == 6
+    assert all(len(x) <= 2 for x in plan.sessions) and plan.requests[1].messages is not None
+    assert scenario_from_dict(chats.to_dict()) == chats
+
+
+def test_synthetic_multiturn_and_relative_paths(tmp_path: Path) -> None:
+    s = scenario(workload={"kind": "multiturn", "turns": 3, "system_prompt_tokens": 5})
+    plan = build_plan(s, TOK)
+    assert [len(x) for x in plan.sessions] == [3, 3]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(json.dumps({"timestamp": 100 * i, "input_length": 5 + i,
+                                           "output_length": 3}) for i in range(4)))  # fmt: skip
+    toml = tmp_path / "replay.toml"
+    toml.write_text('users = 3\n[workload]\nkind = "trace"\npath = "trace.jsonl"\n'
+                    "time_scale = 2.0\n")  # fmt: skip
+    replay = load_scenario(str(toml))
+    assert replay.workload.path == str(trace) and replay.open_loop and replay.users == 3
+    plan = build_plan(replay, TOK)
+    assert plan.mode == "open" and plan.schedule_s.tolist() == pytest.approx([0, 0.2, 0.4, 0.6])
+    assert [r.prompt_tokens for r in plan.requests] == [5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"workload": {"kind": "shargpt"}}, "workload.kind': expected one of .* did you mean"),
+        ({"workload": {"kind": "sharegpt"}, "input_len": None}, "workload.path': missing"),
+        (
+            {"workload": {"kind": "sharegpt", "path": "/no/such.json"}, "input_len": None},
+            "workload.path': no such file",
+        ),
+        (
+            {
+                "workload": {"kind": "trace", "path": "/etc/hostname", "turns": 2},
+                "input_len": None,
+                "output_len": None,
+            },
+            "unknown key 'workload.turns'",
+        ),
+        ({"workload": {"kind": "multiturn"}}, "workload.turns': missing"),
+        ({"workload": {"kind": "multiturn", "turns": 0}}, "workload.turns': must be >= 1"),
+        ({"input_len": None}, "key 'input_len': missing"),
+        (
+            {"workload": {"kind": "trace", "path": "/etc/hostname"}, "output_len": None},
+            "'input_len': workload kind 'trace' takes its prompts from a file",
+        ),
+        ({"arrival": {"kind": "poisson"}}, "arrival.rate_rps': missing"),
+        ({"arrival": {"kind": "poisson", "rate_rps": -1.0}}, "arrival.rate_rps': must be > 0"),
+        (
+            {"arrival": {"kind": "poisson", "rate_rps": 1.0, "burstiness": 2.0}},
+            "only kind 'gamma' takes burstiness",
+        ),
+        (
+            {
+                "arrival": {"kind": "poisson", "rate_rps": 1.0},
+                "workload": {"kind": "multiturn", "turns": 2},
+            },
+            "closed-loop users",
+        ),
+        ({"users": None}, "key 'users': missing"),
+        ({"ramp_up_s": -1.0}, "ramp_up_s': must be >= 0"),
+        (
+            {"shared_prefix": {"tokens": 4}, "workload": {"kind": "multiturn", "turns": 2}},
+            "only workload kind 'synthetic' takes shared prefixes",
+        ),
+    ],
+)
+def test_bad_keys_are_named(extra: dict, match: str) -> None:
+    with pytest.raises(ScenarioError, match=match):
+        scenario(**extra)
+
+
+def test_planned_requests_for_duration_runs() -> None:
+    assert planned_requests(scenario(num_requests=None, duration_s=30.0)) == 2 * 30
+    open_loop = scenario(num_requests=None, duration_s=10.0,
+                         arrival={"kind": "poisson", "rate_rps": 5.0})  # fmt: skip
+    assert planned_requests(open_loop) == 70

@@ -1,0 +1,114 @@
+"""Synthetic run folders for the gate's tests: a closed loop of fake requests, written with the
+real RunFolder writers and summarized by the real compute_summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from results.records import ChunkRecord, RequestRecord
+from results.run_folder import RunFolder
+from results.summary import compute_summary
+
+HARDWARE = {"cpu": "Fake CPU 9000", "cpu_count_logical": 2, "gpus": [], "memory_bytes": 1 << 34}
+
+
+def fake_records(
+    seed: int, requests: int, users: int, slowdown: float, errors: int = 0
+) -> list[RequestRecord]:
+    """A closed loop: each user sends its next request when the last one is done. TTFT about
+    20 ms and ITL about 8 ms (lognormal), times ``slowdown``; 16-32 output tokens."""
+    rng = np.random.default_rng(seed)
+    cursor_s = np.zeros(users)
+    records = []
+    for i in range(requests):
+        user = int(np.argmin(cursor_s))
+        sent = float(cursor_s[user])
+        rid = f"req-{i:05d}"
+        if i < errors:
+            records.append(
+                RequestRecord(
+                    rid,
+                    user,
+                    sent,
+                    sent,
+                    None,
+                    sent + 0.001,
+                    40,
+                    0,
+                    "usage",
+                    "error",
+                    "HTTP 500",
+                    500,
+                )
+            )
+            cursor_s[user] = sent + 0.001
+            continue
+        out = int(rng.integers(16, 33))
+        first = sent + 0.02 * slowdown * float(rng.lognormal(0.0, 0.3))
+        gaps = 0.008 * slowdown * rng.lognormal(0.0, 0.2, out - 1)
+        times = first + np.concatenate([[0.0], np.cumsum(gaps)])
+        chunks = [ChunkRecord(rid, k, float(t), 1) for k, t in enumerate(times)]
+        records.append(
+            RequestRecord(
+                rid,
+                user,
+                sent,
+                sent,
+                first,
+                float(times[-1]),
+                int(rng.integers(32, 65)),
+                out,
+                "usage",
+                "ok",
+                None,
+                200,
+                chunks,
+            )
+        )
+        cursor_s[user] = times[-1]
+    return records
+
+
+def write_fake_run(
+    root: Path,
+    seed: int = 0,
+    requests: int = 120,
+    users: int = 4,
+    slowdown: float = 1.0,
+    hardware: dict[str, Any] | None = None,
+    slo: dict[str, float | None] | None = None,
+    errors: int = 0,
+    scenario_name: str = "synthetic",
+    engine: dict[str, Any] | None = None,
+    warmup_s: float = 0.0,
+) -> Path:
+    """Write a complete run folder under ``root``; returns its path."""
+    records = fake_records(seed, requests, users, slowdown, errors)
+    folder = RunFolder.create(root, scenario_name, "fake")
+    requests_df = folder.write_requests(records)
+    tokens_df = folder.write_tokens(records)
+    slo = slo or {"ttft_ms": None, "tpot_ms": None, "e2el_ms": None}
+    folder.write_summary(compute_summary(requests_df, tokens_df, warmup_s, 0.0, slo))
+    folder.write_run_json(
+        {
+            "run_id": folder.run_id,
+            "scenario": {
+                "name": scenario_name,
+                "users": users,
+                "num_requests": requests,
+                "warmup_s": warmup_s,
+                "cooldown_s": 0.0,
+                "slo": slo,
+                "engine": {"preset": "tiny"},
+            },
+            "engine": engine or {"adapter": "fake", "model": "tiny", "settings": {"x": 1}},
+            "hardware": hardware or HARDWARE,
+            "versions": {"python": "3.11", "torch": "2.13.0"},
+            "git_commit": "abc123",
+            "started_utc": "2026-01-01T00:00:00+00:00",
+        }
+    )
+    return folder.path

@@ -1,0 +1,110 @@
+"""Shared steps of the real-engine tests: a tiny random Llama, a short scenario, the checks.
+
+The model is ENGINES.md's: hidden 256, 4 layers, 8 heads, 2 KV heads, vocab 4,096, written with
+transformers' save_pretrained and a `tokenizers` byte-level BPE (tests.support.hf_fixtures). The
+load
+runs through `bench run`'s own path (bench.run.orchestrate.run_benchmark) against the engine the
+adapter launched, so the probes scrape its /metrics into samples.parquet.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pandas as pd
+from rich.console import Console
+
+from bench.run.orchestrate import RunOptions, run_benchmark
+from bench.scenario.scenario import load_scenario
+from engine_adapters.base import EngineAdapter
+from probes.engine_metrics import normalize
+from results.run_folder import load_run
+from tests.support.hf_fixtures import make_hf_model_dir
+
+ENGINE_MODEL = {
+    "vocab_size": 4096,
+    "hidden_size": 256,
+    "intermediate_size": 704,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "max_position_embeddings": 2048,
+    "initializer_range": 0.02,
+}
+
+SCENARIO = """
+name = "{name}"
+users = {users}
+num_requests = {requests}
+ignore_eos = true
+seed = 5
+
+[input_len]
+kind = "uniform"
+low = 24
+high = 64
+
+[output_len]
+kind = "uniform"
+low = 16
+high = 48
+"""
+
+
+def tiny_model(folder: Path) -> Path:
+    return make_hf_model_dir(folder, **ENGINE_MODEL)
+
+
+def scrape(adapter: EngineAdapter, base_url: str) -> dict[str, float]:
+    """Our normalized name -> value (label sets summed) from one /metrics read."""
+    text = httpx.get(base_url + adapter.metrics_path, timeout=10).text
+    out: dict[str, float] = {}
+    for name, value, _ in normalize(text, adapter.metric_names):
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+def run_scenario(
+    tmp: Path, adapter: EngineAdapter, base_url: str, model_dir: Path, users: int, requests: int
+) -> tuple[Path, dict[str, Any], float]:
+    """`bench run --url` against the engine; returns folder, summary and generated-token delta."""
+    path = tmp / "scenario.toml"
+    path.write_text(SCENARIO.format(name=f"{adapter.name}-small", users=users, requests=requests))
+    before = scrape(adapter, base_url)["generation_tokens_total"]
+    opts = RunOptions(
+        load_scenario(path), base_url, adapter.name, None, str(model_dir), tmp / "runs",
+        live=False,
+    )  # fmt: skip
+    with open(os.devnull, "w") as sink:
+        folder, summary = run_benchmark(opts, Console(file=sink))
+    after = scrape(adapter, base_url)["generation_tokens_total"]
+    return folder, summary, after - before
+
+
+def check_run(
+    folder: Path, summary: dict[str, Any], generated: float, requests: int
+) -> pd.DataFrame:
+    """The checks both engines pass; returns the engine samples for engine-specific ones."""
+    data = load_run(folder)
+    req = data.requests
+    assert len(req) == requests
+    assert (req["status"] == "ok").all(), req.loc[req["status"] != "ok", "error"].tolist()
+    assert (req["output_tokens_source"] == "usage").all()
+    # Our count is the engine's own count of what it generated.
+    assert req["output_tokens"].sum() == generated == summary["tokens"]["output_tokens"]
+    # Per-user TPS for every request whose tokens came over time (a random model's junk text
+    # can make an engine hold a whole answer back as one chunk: no TPOT then).
+    timed = ((req["done_s"] > req["first_token_s"]) & (req["output_tokens"] > 1)).sum()
+    tps = summary["per_user_tps"]
+    assert tps["count"] == timed > requests // 2 and tps["p50"] > 0
+    samples = data.samples
+    assert samples is not None, "no samples.parquet: the engine /metrics were not scraped"
+    engine = samples[samples["source"] == "engine"]
+    for name in ("num_requests_running", "num_requests_waiting"):
+        assert (engine["name"] == name).any(), f"{name} was not scraped"
+    assert engine.loc[engine["name"] == "num_requests_running", "value"].max() >= 1
+    return engine
