@@ -21,10 +21,9 @@ from pathlib import Path
 
 
 def _default_convert_dir() -> Path | None:
-    root = os.environ.get("LLM_PERF_LAB_ENGINES") or str(
-        Path.home() / ".cache" / "llm-perf-lab" / "engines"
-    )
-    found = sorted(Path(root).glob("llama-server-*/convert/convert_hf_to_gguf.py"))
+    # perfmodel.cache.engines_dir, spelled out: this script runs in the engines' own interpreters.
+    root = Path(os.environ.get("LLM_PERF_LAB_CACHE") or Path.home() / ".cache" / "llm-perf-lab")
+    found = sorted((root / "engines").glob("llama-server-*/convert/convert_hf_to_gguf.py"))
     return found[-1].parent if found else None
 
 
