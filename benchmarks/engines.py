@@ -2,7 +2,7 @@
 
     python benchmarks/engines.py [--work DIR] [--users 1,100] [--skip vllm,llamacpp]
 
-Builds the tiny random Llama of shared/ENGINES.md once (hidden 256, 4 layers, 8 heads, 2 KV
+Builds the tiny random Llama of benchmarks/README.md once (hidden 256, 4 layers, 8 heads, 2 KV
 heads, vocab 4,096; an HF directory, and a GGUF for llama.cpp), serves each engine on 127.0.0.1
 in turn, drives each with our own load generator (`bench run --url`, prompts of 128 tokens, 128
 output tokens, ignore_eos) at each user count, and prints one table with every figure and its

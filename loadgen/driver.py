@@ -21,7 +21,8 @@ from loadgen.clock import RunClock
 from loadgen.closed_loop import LiveCounters, run_closed_loop
 from loadgen.open_loop import run_open_loop
 from loadgen.protocols import TokenizerLike
-from loadgen.selfcheck import ClientMonitor, ClientSamples
+from loadgen.selfcheck import ClientMonitor
+from results.client_samples import ClientSamples
 from results.records import RequestRecord, RequestSpec
 
 __all__ = ["ClientConfig", "LoadMode", "LoadPlan", "LoadResult", "run_plan"]

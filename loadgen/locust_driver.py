@@ -35,7 +35,7 @@ from loadgen.locust_job import (
     write_job,
 )
 from loadgen.protocols import TokenizerLike
-from loadgen.selfcheck import ClientSamples
+from results.client_samples import ClientSamples
 from results.records import RequestRecord
 
 __all__ = ["LocustError", "locust_commands", "run_locust"]

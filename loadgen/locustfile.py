@@ -32,8 +32,8 @@ from locust.runners import MasterRunner, WorkerRunner
 from loadgen.clock import RunClock
 from loadgen.locust_job import CLIENT_FILE, JOB_ENV, RECORDS_FILE, read_job, record_to_wire
 from loadgen.openai_stream import StreamAccumulator, StreamError, error_message_from_body
-from loadgen.selfcheck import ClientSamples
 from loadgen.sse import SSEParser
+from results.client_samples import ClientSamples
 from results.records import RequestRecord, RequestSpec
 
 if JOB_ENV not in os.environ:

@@ -23,45 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
 
 from loadgen.clock import RunClock
+from results.client_samples import ClientSamples
 
-__all__ = ["CLIENT_SERIES", "ClientMonitor", "ClientSamples"]
+__all__ = ["ClientMonitor"]
 
-# The series names a monitor writes (the client table's ``name`` column).
-CLIENT_SERIES: tuple[str, ...] = ("schedule_lag_s", "loop_lag_s", "cpu_s")
 _NS = 1_000_000_000
-
-
-@dataclass
-class ClientSamples:
-    """Columns of client-table rows: ``t_s`` (run seconds), ``worker``, ``name``, ``value``."""
-
-    t_s: list[float] = field(default_factory=list)
-    worker: list[int] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    value: list[float] = field(default_factory=list)
-
-    def add(self, t_s: float, worker: int, name: str, value: float) -> None:
-        self.t_s.append(t_s)
-        self.worker.append(worker)
-        self.name.append(name)
-        self.value.append(value)
-
-    def extend(self, other: ClientSamples) -> None:
-        """Append every row of ``other`` (e.g. a worker process's samples)."""
-        self.t_s += other.t_s
-        self.worker += other.worker
-        self.name += other.name
-        self.value += other.value
-
-    def __len__(self) -> int:
-        return len(self.t_s)
-
-    def columns(self) -> dict[str, list]:
-        """The four columns by name (for a DataFrame or an Arrow table)."""
-        return {"t_s": self.t_s, "worker": self.worker, "name": self.name, "value": self.value}
 
 
 class ClientMonitor:

@@ -36,7 +36,7 @@ from loadgen.clock import RunClock
 from loadgen.closed_loop import LiveCounters
 from loadgen.driver import ClientConfig, LoadPlan, LoadResult, run_plan
 from loadgen.protocols import TokenizerLike
-from loadgen.selfcheck import ClientSamples
+from results.client_samples import ClientSamples
 from results.records import RequestRecord
 
 __all__ = ["ShardError", "run_load", "run_plan_sharded", "shard_plan"]

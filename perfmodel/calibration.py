@@ -1,137 +1,28 @@
-"""`bench calibrate`: this machine's achieved matmul FLOP/s per dtype and stream-triad bandwidth.
+"""The saved calibration of this machine: `bench calibrate`'s measured roofs, as JSON.
 
 A CPU has no datasheet roof worth plotting, so a CPU run's roofline uses these measurements (and a
-GPU's can be compared with its datasheet). Each figure is the best of repeated timings within a
-time budget: a roof is what the machine can reach, not what it reaches on average.
+GPU's can be compared with its datasheet). bench.experiments.calibrate measures them; this module
+only names, writes and reads the file (version 1), so the analytic model never imports torch.
 
-- matmul: C = A @ B with square n x n operands, 2 * n^3 FLOPs each, with torch's intra-op threads
-  (recorded); fp32 and bf16 on the CPU; fp32 (TF32 off), bf16 and fp16 on a GPU.
-- triad: a = b + s * c over float32 arrays far larger than the caches (McCalpin's STREAM triad, one
-  fused torch.add), counting 3 arrays * 4 bytes per element as STREAM does (no write-allocate).
-
-Saved as JSON at ~/.cache/llm-perf-lab/calibration.json (or $LLM_PERF_LAB_CALIBRATION, or a path
-given); perfmodel.hardware.spec_from_calibration turns it into roofs.
+Saved at perfmodel.cache.calibration_path() (``$LLM_PERF_LAB_CACHE/calibration.json``) or a path
+given; perfmodel.hardware.spec_from_calibration turns it into roofs.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-CALIBRATION_ENV = "LLM_PERF_LAB_CALIBRATION"
-CPU_MATMUL_DTYPES = ("fp32", "bf16")
-GPU_MATMUL_DTYPES = ("fp32", "bf16", "fp16")
-_TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+from perfmodel.cache import calibration_path
+
+__all__ = ["default_path", "load", "save"]
 
 
 def default_path() -> Path:
-    """Where calibrations are saved and looked up: $LLM_PERF_LAB_CALIBRATION, else the cache."""
-    env = os.environ.get(CALIBRATION_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "llm-perf-lab" / "calibration.json"
-
-
-def _best_rate(
-    run: Callable[[], Any], work: float, budget_s: float, sync: Callable[[], None]
-) -> tuple[float, int]:
-    """Best work/second over repeated timed calls of ``run`` within ``budget_s`` (>= 3 calls,
-    after one warm-up call)."""
-    run()
-    sync()
-    best_s = float("inf")
-    deadline = time.perf_counter() + budget_s
-    calls = 0
-    while calls < 3 or time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        run()
-        sync()
-        best_s = min(best_s, time.perf_counter() - t0)
-        calls += 1
-    return work / best_s, calls
-
-
-def measure_matmul(dtype: str, n: int, budget_s: float, device: str = "cpu") -> dict[str, Any]:
-    """Achieved FLOP/s of an n x n x n matmul in ``dtype`` on ``device``."""
-    import torch
-
-    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
-    gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
-    b = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
-    out = torch.empty(n, n, dtype=torch_dtype, device=device)
-    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
-    rate, calls = _best_rate(lambda: torch.mm(a, b, out=out), 2.0 * n**3, budget_s, sync)
-    return {"flops_per_s": rate, "n": n, "calls": calls}
-
-
-def measure_triad(num_elements: int, budget_s: float, device: str = "cpu") -> dict[str, Any]:
-    """Achieved bytes/s of a = b + s * c over float32 arrays of ``num_elements``."""
-    import torch
-
-    b = torch.ones(num_elements, device=device)
-    c = torch.full((num_elements,), 2.0, device=device)
-    a = torch.empty(num_elements, device=device)
-    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
-    work = 3.0 * 4 * num_elements
-    rate, calls = _best_rate(lambda: torch.add(b, c, alpha=3.0, out=a), work, budget_s, sync)
-    return {"bytes_per_s": rate, "array_bytes": 4 * num_elements, "calls": calls}
-
-
-def calibrate(
-    budget_s: float = 0.5,
-    cpu_matmul_n: int = 1024,
-    cpu_triad_elements: int = 32 * 2**20,
-    gpu: bool = True,
-    host: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Measure the CPU (and every CUDA GPU when ``gpu``); ``budget_s`` seconds per figure.
-
-    ``host`` (e.g. the CPU's model name) is stored as given, to tell later readers which machine
-    the figures belong to.
-    """
-    import torch
-
-    cpu: dict[str, Any] = {"matmul_flops_per_s": {}, "matmul": {}}
-    for dtype in CPU_MATMUL_DTYPES:
-        m = measure_matmul(dtype, cpu_matmul_n, budget_s)
-        cpu["matmul_flops_per_s"][dtype] = m["flops_per_s"]
-        cpu["matmul"][dtype] = m
-    triad = measure_triad(cpu_triad_elements, budget_s)
-    cpu.update(triad_bytes_per_s=triad["bytes_per_s"], triad=triad)
-    result: dict[str, Any] = {
-        "version": 1,
-        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": {**(host or {}), "cpu_count_logical": os.cpu_count()},
-        "torch": torch.__version__,
-        "num_threads": torch.get_num_threads(),
-        "budget_s": budget_s,
-        "cpu": cpu,
-        "gpus": [],
-    }
-    if gpu and torch.cuda.is_available():
-        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
-        for index in range(torch.cuda.device_count()):
-            result["gpus"].append(_calibrate_gpu(index, budget_s))
-    return result
-
-
-def _calibrate_gpu(index: int, budget_s: float) -> dict[str, Any]:
-    import torch
-
-    device = f"cuda:{index}"
-    props = torch.cuda.get_device_properties(index)
-    entry: dict[str, Any] = {"index": index, "name": props.name, "memory_bytes": props.total_memory}
-    entry["matmul_flops_per_s"] = {
-        dtype: measure_matmul(dtype, 8192, budget_s, device)["flops_per_s"]
-        for dtype in GPU_MATMUL_DTYPES
-    }
-    # 4 x 256 Mi float32 = 1 GiB per array: far beyond any GPU's L2.
-    entry["triad_bytes_per_s"] = measure_triad(256 * 2**20, budget_s, device)["bytes_per_s"]
-    return entry
+    """Where calibrations are saved and looked up (perfmodel.cache.calibration_path)."""
+    return calibration_path()
 
 
 def save(calibration: dict[str, Any], path: Path | None = None) -> Path:

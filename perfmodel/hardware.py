@@ -7,7 +7,7 @@ twice these. A dtype missing from ``peak_flops_per_s`` has no tensor-core path o
 A100 has no FP8).
 
 The roofline's ridge point is ``peak_flops_per_s[dtype] / memory_bytes_per_s`` in FLOP/byte: an
-A100 in BF16 with 2.0 TB/s gives 312e12 / 2.0e12 = 156 (DESIGN.md).
+A100 in BF16 with 2.0 TB/s gives 312e12 / 2.0e12 = 156 (docs/ARCHITECTURE.md).
 
 A CPU has no datasheet peak worth using; `bench calibrate` measures this machine's matmul FLOP/s
 and stream-triad bandwidth instead (perfmodel.calibration), and :func:`spec_from_calibration` turns

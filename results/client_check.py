@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from loadgen.selfcheck import ClientSamples
+from results.client_samples import ClientSamples
 from results.summary import LATENCY_PERCENTILES, distribution, json_safe
 
 __all__ = [

@@ -30,7 +30,7 @@ TokenSource = Literal["usage", "tokenizer", "chunks"]
 
 API_KINDS: tuple[str, ...] = get_args(Api)
 
-# Column order of requests.parquet (DESIGN.md), plus output_tokens_source.
+# Column order of requests.parquet (docs/ARCHITECTURE.md), plus output_tokens_source.
 REQUEST_COLUMNS: tuple[str, ...] = (
     "request_id",
     "user_id",

@@ -1,4 +1,4 @@
-"""The run folder: the one contract between a run and everything that reads it (DESIGN.md).
+"""The run folder: the one contract between a run and everything that reads it.
 
 ``runs/<UTC %Y%m%dT%H%M%SZ>-<scenario>-<engine>/`` holds ``run.json``, ``requests.parquet``,
 ``tokens.parquet`` and ``summary.json`` (other writers add their own files beside them). Every

@@ -1,6 +1,6 @@
 """A run's summary figures, computed from requests.parquet and tokens.parquet and nothing else.
 
-Definitions follow DESIGN.md and vLLM's ``bench serve`` where it defines the figure:
+Definitions follow docs/ARCHITECTURE.md and vLLM's ``bench serve`` where it defines the figure:
 
 - TTFT = first_token_s - sent_s; also first_token_s - scheduled_s. E2EL = done_s - sent_s;
   also done_s - scheduled_s.

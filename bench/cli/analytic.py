@@ -178,18 +178,19 @@ def capacity(
 def calibrate(
     output: Annotated[
         Path | None,
-        typer.Option(help="Where to save (default: $LLM_PERF_LAB_CALIBRATION or cache)."),
+        typer.Option(help="Where to save (default: $LLM_PERF_LAB_CACHE/calibration.json)."),
     ] = None,
     seconds: Annotated[float, typer.Option(help="Time budget per figure, seconds.")] = 0.5,
     gpu: Annotated[bool, typer.Option(help="Also measure every CUDA GPU.")] = True,
 ) -> None:
     """Measure this machine's matmul FLOP/s per dtype and stream-triad bandwidth; save them."""
+    from bench.experiments.calibrate import calibrate
     from bench.run.environment import cpu_name
     from perfmodel import calibration as cal
 
     if seconds <= 0:
         raise _fail(f"--seconds must be > 0, got {seconds}")
-    result = cal.calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()})
+    result = calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()})
     table = Table(title=f"calibration ({result['num_threads']} torch threads)")
     for name in ("device", "matmul FLOP/s by dtype", "triad bytes/s"):
         table.add_column(name)

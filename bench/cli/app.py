@@ -1,4 +1,8 @@
-"""The `bench` command line: serve, run, report."""
+"""The `bench` command line: serve, run, report.
+
+The commands import what they run inside their own functions (as every module of bench.cli does),
+so that `bench --help` and the analytic commands start without loading torch or the engine.
+"""
 
 from __future__ import annotations
 

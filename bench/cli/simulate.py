@@ -93,8 +93,9 @@ def sim_calibrate(
     ] = 1,
 ) -> None:
     """Fit the simulated CPU's efficiencies and overheads to real steps of the torch executor."""
+    from bench.sim.measure import measure_steps
     from engine.llm_engine import load_model_spec
-    from engine.sim.calibration import calibration_from_steps, measure_steps, save
+    from engine.sim.calibration import calibration_from_steps, save
     from engine.sim.cost import CPU, device_roofs
     from perfmodel import calibration as calibrate
     from perfmodel.roofline import Precision

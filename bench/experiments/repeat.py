@@ -17,24 +17,21 @@ every run, so a group cut short still lists the runs it finished (and ``error`` 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from results.run_folder import RUN_JSON, RunFolder, RunFolderError
+from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from results.run_folder import RunFolder
+from results.run_group import GROUP_FORMAT, GROUP_JSON
 from results.summary import json_safe
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bench.run.orchestrate import RunOptions
-
-__all__ = ["GROUP_FORMAT", "GROUP_JSON", "expand_run_paths", "run_repeated"]
-
-GROUP_JSON = "group.json"
-GROUP_FORMAT = "llm-perf-lab/run-group"
+__all__ = ["run_repeated"]
 
 
 def _write_manifest(group: Path, manifest: dict[str, Any]) -> None:
@@ -54,8 +51,6 @@ def run_repeated(
     ``on_run(index, folder, summary)`` is called after each run (index from 0), e.g. to print
     its summary. A RunError from any run is re-raised after group.json records it.
     """
-    from bench.run.orchestrate import RunError, run_benchmark
-
     if repeat < 1:
         raise ValueError(f"--repeat must be >= 1, got {repeat}")
     engine = "reference" if opts.url is None else opts.engine
@@ -92,28 +87,3 @@ def run_repeated(
         manifest["ended_utc"] = datetime.now(UTC).isoformat()
         _write_manifest(group, manifest)
     return group, folders
-
-
-def expand_run_paths(paths: Sequence[Path | str]) -> list[Path]:
-    """Run folders from command-line paths: a run folder stays, a group folder gives its runs.
-
-    Raises RunFolderError for a path that is neither, or for a group whose manifest is broken.
-    """
-    out: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        manifest_path = path / GROUP_JSON
-        if (path / RUN_JSON).is_file() or not manifest_path.is_file():
-            out.append(path)  # load_run reports a path that is no run folder
-            continue
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-            names = manifest["runs"]
-            if manifest.get("format") != GROUP_FORMAT or not isinstance(names, list):
-                raise ValueError(f"format {manifest.get('format')!r}")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise RunFolderError(f"{manifest_path}: not a run-group manifest: {exc}") from None
-        if not names:
-            raise RunFolderError(f"{path}: the group has no finished run")
-        out += [path / str(name) for name in names]
-    return out

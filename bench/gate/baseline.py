@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.gate.samples import RunSamples, samples_from_run
+from bench.scenario.scenario import ScenarioError, scenario_from_dict
 from results.run_folder import RunFolderError, load_run
+from results.run_group import expand_run_paths
 from results.summary import json_safe
 
 __all__ = [
@@ -103,8 +105,6 @@ def workloads(scenarios: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     comparable across versions: each is re-read by this version's scenario reader, so a key
     added since a run was made takes its default on both sides. When any cannot be re-read
     (a key since removed), all are compared as written."""
-    from bench.scenario.scenario import ScenarioError, scenario_from_dict
-
     try:
         resolved = [scenario_from_dict(s, "run.json scenario").to_dict() for s in scenarios]
     except (ScenarioError, TypeError, ValueError):
@@ -124,14 +124,12 @@ def _check_same(label: str, run_ids: Sequence[str], items: Sequence[Any], what: 
 
 
 def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[dict[str, Any]]]:
-    """Read run folders (see bench.experiments.repeat.expand_run_paths) into a RunGroup plus
-    summaries.
+    """Read run folders (a group folder gives its runs: results.run_group.expand_run_paths)
+    into a RunGroup plus summaries.
 
     Raises BaselineError when a folder is unreadable or the runs differ in hardware, workload
     or engine configuration.
     """
-    from bench.experiments.repeat import expand_run_paths
-
     if not paths:
         raise BaselineError(f"{label}: no run folders given")
     try:

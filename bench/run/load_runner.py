@@ -24,6 +24,7 @@ from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.clock import RunClock
 from loadgen.driver import ClientConfig, LoadPlan, LoadResult
+from loadgen.locust_driver import LocustError, run_locust
 from loadgen.protocols import TokenizerLike
 from loadgen.workers import run_load
 from results.client_check import write_client_table
@@ -84,7 +85,6 @@ async def drive_load(
         return await run_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters
         )
-    from loadgen.locust_driver import LocustError, run_locust
 
     def tell(job: Path, command: list[str]) -> None:
         if remote_workers and console is not None:

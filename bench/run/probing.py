@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
+from bench.run.sim_analytic import simulated_analytic
 from engine_adapters.base import EngineAdapter
 from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.reference import serve_command
@@ -135,8 +136,6 @@ def analytic_section(
 ) -> dict[str, Any]:
     """run.json's "analytic" (module docstring); ``model_spec`` names the model for engines
     that do not describe themselves (a preset or HF directory, e.g. the --tokenizer)."""
-    from bench.sim.analytic import simulated_analytic
-
     simulated = simulated_analytic(description)
     if simulated is not None:
         return simulated

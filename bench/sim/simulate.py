@@ -21,8 +21,8 @@ from typing import Any
 from bench.run.environment import git_commit, hardware, package_versions
 from bench.run.load_plan import build_plan, load_section
 from bench.run.orchestrate import reference_settings
+from bench.run.sim_analytic import simulated_analytic
 from bench.scenario.scenario import Scenario
-from bench.sim.analytic import simulated_analytic
 from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine

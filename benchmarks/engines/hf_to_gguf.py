@@ -5,7 +5,7 @@
 llama.cpp's convert_hf_to_gguf.py identifies a BPE tokenizer's pre-tokenizer by hashing how it
 splits a test string, and refuses tokenizers it has no hash for, such as the byte-level BPE the
 tests train locally. Such a tokenizer splits like GPT-2's, so this wrapper answers "gpt-2" for an
-unknown hash (shared/ENGINES.md) and otherwise runs the converter unchanged. ``--convert-dir``
+unknown hash (benchmarks/README.md) and otherwise runs the converter unchanged. ``--convert-dir``
 is the folder holding convert_hf_to_gguf.py (with conversion/ and gguf-py beside it); by default
 the engine cache's (benchmarks/engines/install-llama-server.sh). Needs torch, numpy and
 transformers in the running Python.
@@ -21,10 +21,9 @@ from pathlib import Path
 
 
 def _default_convert_dir() -> Path | None:
-    root = os.environ.get("LLM_PERF_LAB_ENGINES") or str(
-        Path.home() / ".cache" / "llm-perf-lab" / "engines"
-    )
-    found = sorted(Path(root).glob("llama-server-*/convert/convert_hf_to_gguf.py"))
+    # perfmodel.cache.engines_dir, spelled out: this script runs in the engines' own interpreters.
+    root = Path(os.environ.get("LLM_PERF_LAB_CACHE") or Path.home() / ".cache" / "llm-perf-lab")
+    found = sorted((root / "engines").glob("llama-server-*/convert/convert_hf_to_gguf.py"))
     return found[-1].parent if found else None
 
 

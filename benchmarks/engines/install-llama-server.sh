@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-server from the llama-cpp-python sdist (its vendored llama.cpp), once,
 # under the engine cache: a machine that keeps ~/.cache/llm-perf-lab/engines/ (or
-# $LLM_PERF_LAB_ENGINES) never builds it again. About 7.5 minutes on 2 cores; one static binary.
+# $LLM_PERF_LAB_CACHE/engines) never builds it again. About 7.5 minutes on 2 cores; one static binary.
 # Also keeps the sdist's GGUF converter (convert_hf_to_gguf.py, its conversion/ package and
 # gguf-py) beside it: tests convert a tiny Hugging Face Llama to GGUF with it
 # (benchmarks/engines/hf_to_gguf.py). Prints the binary's path on its last line.
 set -euo pipefail
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-ROOT="${LLM_PERF_LAB_ENGINES:-$HOME/.cache/llm-perf-lab/engines}"
+ROOT="${LLM_PERF_LAB_CACHE:-$HOME/.cache/llm-perf-lab}/engines"
 DEST="$ROOT/llama-server-$VERSION"
 BIN="$DEST/bin/llama-server"
 

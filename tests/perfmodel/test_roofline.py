@@ -59,7 +59,7 @@ def test_int4_kv_gives_about_4x_the_users_of_fp16() -> None:
 
 
 def test_ridge_points() -> None:
-    assert ridge_point(312e12, 2.0e12) == 156  # DESIGN.md's A100 figure
+    assert ridge_point(312e12, 2.0e12) == 156  # docs/ARCHITECTURE.md's A100 figure
     # The datasheet's A100 80GB SXM bandwidth is 2,039 GB/s: 153 FLOP/B, within 2% of 156.
     assert get_gpu("a100-80gb").ridge_flop_per_byte("bf16") == pytest.approx(156, rel=0.02)
     assert get_gpu("h100-sxm").ridge_flop_per_byte("bf16") == pytest.approx(295, abs=1)

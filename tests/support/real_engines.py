@@ -1,10 +1,10 @@
 """Shared steps of the real-engine tests: a tiny random Llama, a short scenario, the checks.
 
-The model is ENGINES.md's: hidden 256, 4 layers, 8 heads, 2 KV heads, vocab 4,096, written with
-transformers' save_pretrained and a `tokenizers` byte-level BPE (tests.support.hf_fixtures). The
-load
-runs through `bench run`'s own path (bench.run.orchestrate.run_benchmark) against the engine the
-adapter launched, so the probes scrape its /metrics into samples.parquet.
+The model is the one benchmarks/README.md describes: hidden 256, 4 layers, 8 heads, 2 KV heads,
+vocab 4,096, written with transformers' save_pretrained and a `tokenizers` byte-level BPE
+(tests.support.hf_fixtures). The load runs through `bench run`'s own path
+(bench.run.orchestrate.run_benchmark) against the engine the adapter launched, so the probes
+scrape its /metrics into samples.parquet.
 """
 
 from __future__ import annotations

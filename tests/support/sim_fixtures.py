@@ -12,7 +12,7 @@ from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.core.scheduler import SchedulerOutput
 from engine.llm_engine import LLMEngine
-from perfmodel.calibration import CALIBRATION_ENV
+from tests.support.cache import isolated_cache
 
 # A made-up CPU (fixed figures, so tests do not depend on this machine's calibration).
 FAKE_CALIBRATION: dict[str, Any] = {
@@ -27,9 +27,8 @@ FAKE_CALIBRATION: dict[str, Any] = {
 
 def use_fake_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point `bench calibrate`'s file (and so the sim calibration's folder) into tmp_path."""
-    path = tmp_path / "calibration.json"
+    path = isolated_cache(monkeypatch, tmp_path / "cache") / "calibration.json"
     path.write_text(json.dumps(FAKE_CALIBRATION))
-    monkeypatch.setenv(CALIBRATION_ENV, str(path))
     return path
 
 

@@ -16,6 +16,7 @@ from bench.run.probing import find_roofs
 from perfmodel import calibration as cal
 from perfmodel.hardware import find_by_nvml_name, get_gpu, spec_from_calibration
 from probes.nsys import NsysUnavailable, find_nsys, nsys_command, report_path
+from tests.support.cache import isolated_cache
 
 
 @pytest.fixture
@@ -86,8 +87,7 @@ def test_a_local_config_json_is_a_model(app: typer.Typer, tmp_path: Path) -> Non
 def test_calibrate_measures_saves_and_gives_roofs(
     app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "calibration.json"
-    monkeypatch.setenv(cal.CALIBRATION_ENV, str(path))
+    path = isolated_cache(monkeypatch, tmp_path / "cache") / "calibration.json"
     code, text = invoke(app, "calibrate", "--seconds", "0.05", "--no-gpu")
     assert code == 0, text
     assert "fp32" in text and path.name in text.replace("\n", "")

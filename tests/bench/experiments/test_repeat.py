@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bench.experiments.repeat import GROUP_JSON, expand_run_paths, run_repeated
+from bench.experiments.repeat import run_repeated
 from bench.gate.baseline import load_run_group
 from bench.run.orchestrate import RunError, RunOptions
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from engine_adapters.launcher import free_port
+from results.run_group import GROUP_JSON, expand_run_paths
 from tests.support.server_fixture import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

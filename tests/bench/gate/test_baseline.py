@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.experiments.repeat import GROUP_FORMAT, GROUP_JSON, expand_run_paths
 from bench.gate.baseline import (
     BaselineError,
     dumps_compact,
@@ -22,6 +21,7 @@ from bench.gate.rules import metric_spec
 from bench.gate.stats import point_estimate
 from bench.gate.verdict import unit_data
 from results.run_folder import load_run
+from results.run_group import GROUP_FORMAT, GROUP_JSON, expand_run_paths
 from tests.support.gate_fakes import HARDWARE, write_fake_run
 from tests.support.paths import REPO_ROOT
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from bench.experiments.calibrate import calibrate
 from bench.run.environment import cpu_name
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
@@ -18,6 +19,7 @@ from engine.config import EngineConfig
 from perfmodel import calibration as cal
 from results.run_folder import load_run
 from results.run_summary import summarize_run
+from tests.support.cache import isolated_cache
 from tests.support.server_fixture import running_server
 
 SCENARIO = """
@@ -49,9 +51,8 @@ def base_url() -> Iterator[str]:
 @pytest.fixture
 def calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A real (short) calibration of this CPU, where the run looks for one."""
-    path = tmp_path / "calibration.json"
-    monkeypatch.setenv(cal.CALIBRATION_ENV, str(path))
-    measured = cal.calibrate(budget_s=0.02, cpu_matmul_n=256, cpu_triad_elements=2**21,
+    isolated_cache(monkeypatch, tmp_path / "cache")
+    measured = calibrate(budget_s=0.02, cpu_matmul_n=256, cpu_triad_elements=2**21,
                              gpu=False, host={"cpu": cpu_name()})  # fmt: skip
     return cal.save(measured)
 

@@ -166,6 +166,6 @@ def test_bench_simulate_command_writes_a_run_folder(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    (folder,) = (p for p in tmp_path.iterdir() if p.is_dir())
+    (folder,) = (p for p in tmp_path.iterdir() if (p / "run.json").is_file())
     for name in ("run.json", "requests.parquet", "tokens.parquet", "steps.parquet", "summary.json"):
         assert (folder / name).is_file(), name

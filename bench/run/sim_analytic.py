@@ -1,8 +1,7 @@
 """run.json's "analytic" section for an engine on the simulated device.
 
-Kept apart from bench.sim.simulate (which pulls in the engine) so that bench.run.probing can build
-the
-same section for `bench run` against `bench serve --device sim` without importing torch.
+Beside bench.run.probing, which builds the same section for `bench run` against
+`bench serve --device sim`, and apart from bench.sim.simulate, which pulls in the engine (torch).
 """
 
 from __future__ import annotations
