@@ -12,9 +12,9 @@ import typer
 from typer.testing import CliRunner
 
 from bench.cli.analytic import register
-from bench.run.probing import find_roofs
 from perfmodel import calibration as cal
 from perfmodel.hardware import find_by_nvml_name, get_gpu, spec_from_calibration
+from perfmodel.roofs import find_roofs
 from probes.nsys import NsysUnavailable, find_nsys, nsys_command, report_path
 
 
@@ -97,7 +97,9 @@ def test_calibrate_measures_saves_and_gives_roofs(
     spec = spec_from_calibration(saved)
     assert spec.peak_for("float32") == saved["cpu"]["matmul_flops_per_s"]["fp32"]
     roofs, reason = find_roofs("cpu", "fp32", [], saved["host"]["cpu"])
-    assert reason is None and roofs["bytes_per_s"] == saved["cpu"]["triad_bytes_per_s"]
+    assert reason is None and roofs is not None
+    assert roofs.bytes_per_s == saved["cpu"]["triad_bytes_per_s"]
+    assert roofs.source.startswith("bench calibrate")
     roofs, reason = find_roofs("cpu", "fp32", [], "another CPU")
     assert roofs is None and "measured on" in reason
     path.unlink()
@@ -107,7 +109,8 @@ def test_calibrate_measures_saves_and_gives_roofs(
 
 def test_gpu_roofs_come_from_the_table_by_nvml_name() -> None:
     roofs, reason = find_roofs("cuda:0", "bf16", ["NVIDIA H100 80GB HBM3"], "cpu")
-    assert reason is None and roofs["flops_per_s"] == get_gpu("h100-sxm").peak_for("bf16")
+    assert reason is None and roofs is not None
+    assert roofs.flops_per_s == get_gpu("h100-sxm").peak_for("bf16")
     assert find_roofs("cuda", "bf16", ["NVIDIA H100 NVL"], "cpu")[0] is None
     assert find_by_nvml_name("NVIDIA A100-SXM4-40GB").key == "a100-40gb-sxm"
 
