@@ -40,7 +40,22 @@ def test_roofline_prints_a_table_and_writes_a_self_contained_figure(
     assert "prefill" in text and "decode" in text and "compute" in text and "memory" in text
     html = out.read_text()
     assert len(html) > 1_000_000  # plotly.js is embedded: the file opens offline
-    assert "Plotly.newPlot" in html and "B=64" in html and "bf16 roof" in html
+    assert "Plotly.newPlot" in html and "B=64" in html
+    # The roofs are the hardware table's, named as the run dashboard names them; an A100 has
+    # no fp8 peak, so no second (dashed) roof.
+    assert "roofs: NVIDIA A100 80GB SXM bf16" in html
+    assert "roofs: NVIDIA A100 80GB SXM fp8" not in html
+
+
+def test_roofline_draws_a_second_roof_for_fp8_where_the_gpu_has_one(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    out = tmp_path / "fig.html"
+    code, text = invoke(app, "roofline", "--model", "llama-3-8b", "--gpu", "h100-sxm",
+                        "--batch", "8", "--output", str(out))  # fmt: skip
+    assert code == 0, text
+    html = out.read_text()
+    assert "roofs: NVIDIA H100 SXM bf16" in html and "roofs: NVIDIA H100 SXM fp8" in html
 
 
 def test_capacity_json_gives_the_seeds_figures(app: typer.Typer) -> None:
