@@ -89,14 +89,14 @@ DEFINITIONS: dict[str, MetricDefinition] = {
     "mfu": MetricDefinition(
         "MFU",
         "%",
-        "Model FLOPs utilization: achieved FLOP/s (analytic FLOPs / step time) over the "
-        "hardware's peak FLOP/s.",
+        "Model FLOPs utilization: achieved FLOP/s (analytic FLOPs / forward time, inside "
+        "the executor) over the hardware's peak FLOP/s.",
     ),
     "mbu": MetricDefinition(
         "MBU",
         "%",
         "Model bandwidth utilization: achieved bytes/s (weights, KV read and write, "
-        "activations / step time) over the hardware's peak memory bandwidth.",
+        "activations / forward time) over the hardware's peak memory bandwidth.",
     ),
     "joules_per_output_token": MetricDefinition(
         "Energy per output token",

@@ -17,6 +17,11 @@ and bytes of the whole step and of its prefill and decode parts:
   at position 0 (exact without chunked prefill continuations) and the rest is decode context.
 - Per-user TPS by phase, per measured ok request: prefill = prompt tokens / TTFT, decode = 1 /
   TPOT (tokens/s).
+
+This module is the one place these figures are computed: summary.json stores them
+(results.run_summary) and the dashboards read them from there, or, for a folder whose
+summary.json lacks them, call :func:`step_attribution` on the folder. :func:`step_costs` gives
+the whole-step FLOPs and bytes the dashboards' per-step dots are drawn from.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import pandas as pd
 
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, CostModel, Precision, StepCost
+from perfmodel.roofs import Roofs
 from results.summary import TPS_PERCENTILES, distribution
 
 
@@ -79,9 +85,39 @@ def _parts(steps: pd.DataFrame) -> tuple[Batch, Batch, Batch, str]:
     return whole, prefill, decode, how
 
 
+def cost_model(analytic: Mapping[str, Any]) -> CostModel:
+    """The analytic model run.json's "analytic" section describes (results.analytic).
+
+    Raises ValueError naming what is missing or malformed.
+    """
+    if not analytic.get("model_config"):
+        raise ValueError("run.json's analytic section has no model shape (model_config)")
+    try:
+        config = ModelConfig.from_dict(analytic["model_config"])
+        precision = Precision(**analytic["precision"])
+        return CostModel(config, precision, int(analytic.get("tp") or 1))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"run.json's analytic section is malformed: {exc}") from exc
+
+
+def step_costs(steps: pd.DataFrame, analytic: Mapping[str, Any]) -> pd.DataFrame:
+    """Analytic ``flops`` and ``bytes`` of each whole step of ``steps`` (all of them, in order,
+    same index), as :func:`step_attribution` counts them. Raises ValueError as
+    :func:`cost_model` does."""
+    whole = cost_model(analytic).step(_parts(steps)[0])
+    shape = (len(steps),)
+    return pd.DataFrame(
+        {
+            "flops": np.broadcast_to(np.asarray(whole.flops, dtype=np.float64), shape),
+            "bytes": np.broadcast_to(np.asarray(whole.bytes, dtype=np.float64), shape),
+        },
+        index=steps.index,
+    )
+
+
 def _phase(
     cost: StepCost, whole: StepCost, share: np.ndarray, time_s: np.ndarray, forward_s: np.ndarray,
-    tokens: np.ndarray, roofs: Mapping[str, float] | None,
+    tokens: np.ndarray, roofs: Roofs | None,
 ) -> dict[str, Any]:  # fmt: skip
     flops = float(np.sum(cost.flops))
     # The part's own traffic, plus its share of the weights the step read once for both parts.
@@ -98,15 +134,17 @@ def _phase(
         "mbu": None,
     }
     if roofs and fwd > 0:
-        out["mfu"] = flops / fwd / roofs["flops_per_s"]
-        out["mbu"] = num_bytes / fwd / roofs["bytes_per_s"]
+        out["mfu"] = flops / fwd / roofs.flops_per_s
+        out["mbu"] = num_bytes / fwd / roofs.bytes_per_s
     return out
 
 
 def step_attribution(
     steps: pd.DataFrame | None, analytic: Mapping[str, Any] | None, window: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The time attribution of the steps in ``window`` (module docstring)."""
+    """The time attribution of the steps in ``window`` (module docstring); ``{"available":
+    False, "reason": ...}`` when the run lacks what it needs. Raises ValueError for a malformed
+    analytic section (:func:`cost_model`)."""
     if steps is None:
         return {"available": False, "reason": "no steps.parquet: the engine records no steps"}
     if not analytic or not analytic.get("model_config"):
@@ -115,15 +153,14 @@ def step_attribution(
     if start is None or stop is None:
         return {"available": False, "reason": "the run has no measured window"}
     sel = steps[(steps["start_s"] >= start) & (steps["start_s"] < stop)]
-    config = ModelConfig.from_dict(analytic["model_config"])
-    model = CostModel(config, Precision(**analytic["precision"]), int(analytic.get("tp", 1)))
-    roofs = analytic.get("roofs")
+    model = cost_model(analytic)
+    roofs = Roofs.from_dict(analytic.get("roofs"))
     whole_b, prefill_b, decode_b, context_how = _parts(sel)
     whole, prefill, decode = model.step(whole_b), model.step(prefill_b), model.step(decode_b)
     time_s = (sel["end_s"] - sel["start_s"]).to_numpy(dtype=np.float64)
     forward_s = sel["forward_s"].to_numpy(dtype=np.float64)
     if roofs:
-        peak_f, peak_b = roofs["flops_per_s"], roofs["bytes_per_s"]
+        peak_f, peak_b = roofs.flops_per_s, roofs.bytes_per_s
         cost_p = np.where(prefill_b.num_tokens > 0, prefill.roofline_time_s(peak_f, peak_b), 0.0)
         cost_d = np.where(decode_b.num_tokens > 0, decode.roofline_time_s(peak_f, peak_b), 0.0)
         compute_bound = np.asarray(whole.compute_bound(peak_f, peak_b), dtype=bool)
@@ -156,7 +193,7 @@ def step_attribution(
         "achieved_bytes_per_s": num_bytes / fwd if fwd > 0 else None,
         "mfu": None,
         "mbu": None,
-        "roofs": roofs,
+        "roofs": analytic.get("roofs") if roofs else None,
         "prefill": _phase(prefill, whole, share_p, time_s, forward_s, prefill_b.num_tokens, roofs),
         "decode": _phase(
             decode, whole, 1.0 - share_p, time_s, forward_s, decode_b.num_tokens, roofs
@@ -164,8 +201,8 @@ def step_attribution(
         "bound_time_s": None,
     }
     if roofs and fwd > 0:
-        out["mfu"] = flops / fwd / roofs["flops_per_s"]
-        out["mbu"] = num_bytes / fwd / roofs["bytes_per_s"]
+        out["mfu"] = flops / fwd / roofs.flops_per_s
+        out["mbu"] = num_bytes / fwd / roofs.bytes_per_s
     if compute_bound is not None:
         out["bound_time_s"] = {
             "memory": float(time_s[~compute_bound].sum()),
@@ -182,8 +219,7 @@ def engine_estimate_check(
     if engine_flops is None or not analytic or not analytic.get("model_config"):
         return None
     ok = run_requests[(run_requests["status"] == "ok") & (run_requests["output_tokens"] >= 1)]
-    config = ModelConfig.from_dict(analytic["model_config"])
-    model = CostModel(config, Precision(**analytic["precision"]), int(analytic.get("tp", 1)))
+    model = cost_model(analytic)
     ours = float(
         np.sum(
             model.request_flops(

@@ -19,6 +19,7 @@ from rich.table import Table
 from perfmodel.hardware import HardwareSpec, get_gpu
 from perfmodel.models import resolve_model
 from perfmodel.roofline import Batch, CostModel, Precision
+from perfmodel.roofs import table_roofs
 
 console = Console(width=None if sys.stdout.isatty() else 132)
 
@@ -81,14 +82,14 @@ def roofline(
     ] = None,
 ) -> None:
     """Analytic roofline of one model on one GPU: prefill and decode points, a table, a figure."""
-    from dashboards.roofline_figure import Point, Roof, roofline_figure, write_html
+    from dashboards.roofline import RooflinePoint, analytic_roofline_figure, write_figure_html
 
     cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
     try:
-        peak = spec.peak_for(cost.precision.activation_dtype)
+        roof = table_roofs(spec, cost.precision.activation_dtype)
     except ValueError as e:
         raise _fail(f"{e}; choose the compute dtype with --dtype") from e
-    bw = spec.memory_bytes_per_s
+    peak, bw = roof.flops_per_s, roof.bytes_per_s
     prompt_tokens = prompt or context
     rows = [("prefill", 1, prompt_tokens, Batch.prefill(prompt_tokens))]
     rows += [("decode", b, context, Batch.decode(b, context)) for b in _ints(batch, "batch")]
@@ -96,7 +97,7 @@ def roofline(
     table = Table(
         title=f"{cost.config.name} on {tp} x {spec.name}, weights {p.weight_dtype}, "
         f"KV {p.kv_dtype}, compute {p.activation_dtype}: peak {peak / 1e12:.0f} TFLOP/s, "
-        f"{bw / 1e12:.2f} TB/s, ridge {peak / bw:.0f} FLOP/B (per GPU)"
+        f"{bw / 1e12:.2f} TB/s, ridge {roof.ridge_flop_per_byte:.0f} FLOP/B (per GPU)"
     )
     for name in ("phase", "batch", "context", "GFLOP", "weights GB", "KV GB", "FLOP/B", "bound",
                  "time ms", "tok/s", "tok/s per user"):  # fmt: skip
@@ -116,18 +117,20 @@ def roofline(
         )  # fmt: skip
         label = f"B={b}" if phase == "decode" else f"{ctx} tok"
         hover = (
-            f"{phase} {label}, context {ctx}<br>{step.flops / 1e9:,.1f} GFLOP, "
-            f"{step.bytes / 1e9:.2f} GB, {step.arithmetic_intensity:.1f} FLOP/B<br>"
-            f"{bound}-bound, {t * 1e3:.2f} ms per step"
+            f"{phase} {label}, context {ctx}",
+            f"{step.flops / 1e9:,.1f} GFLOP, {step.bytes / 1e9:.2f} GB, "
+            f"{step.arithmetic_intensity:.1f} FLOP/B",
+            f"{bound}-bound, {t * 1e3:.2f} ms per step",
         )
-        points.append(Point(phase, label, step.arithmetic_intensity, step.flops / t, hover))
+        intensity, flops_per_s = float(step.arithmetic_intensity), float(step.flops) / t
+        points.append(RooflinePoint(phase, label, intensity, flops_per_s, hover))
     console.print(table)
-    roofs = [Roof(p.activation_dtype, peak, bw)]
-    if "fp8" in spec.peak_flops_per_s and p.activation_dtype != "fp8":
-        roofs.append(Roof("fp8", spec.peak_flops_per_s["fp8"], bw))
-    fig = roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
+    roofs = [roof]
+    if "fp8" in spec.peak_flops_per_s and roof.compute_dtype != "fp8":
+        roofs.append(table_roofs(spec, "fp8"))
+    fig = analytic_roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
     path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
-    console.print(f"figure: [bold]{write_html(fig, path)}[/bold]")
+    console.print(f"figure: [bold]{write_figure_html(fig, path)}[/bold]")
 
 
 def capacity(

@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from perfmodel.roofs import Roofs
+
 
 def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The analytic section (bench.run.probing.analytic_section's shape) of an engine whose
+    """The analytic section (results.analytic's shape) of an engine whose
     /debug/engine ``description`` says it runs on the simulated device; None for any other.
 
     The model, precision and TP degree are those simulated; the roofs are the simulated part's
@@ -23,18 +25,16 @@ def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] 
     assert description is not None
     model = sim["time_model"]
     roofs = model["roofs"]
-    flops, nbytes = roofs["peak_flops_per_s"], roofs["peak_bytes_per_s"]
     return {
         "model_config": description.get("model_config"),
         "precision": model["precision"],
         "tp": model["tp"],
-        "roofs": {
-            "name": roofs["name"],
-            "source": f"simulated device: {roofs['sources'].get('peaks')}",
-            "compute_dtype": roofs["compute_dtype"],
-            "flops_per_s": flops,
-            "bytes_per_s": nbytes,
-            "ridge_flop_per_byte": flops / nbytes,
-        },
+        "roofs": Roofs(
+            name=roofs["name"],
+            source=f"simulated device: {roofs['sources'].get('peaks')}",
+            compute_dtype=roofs["compute_dtype"],
+            flops_per_s=roofs["peak_flops_per_s"],
+            bytes_per_s=roofs["peak_bytes_per_s"],
+        ).to_dict(),
         "notes": ["simulated device", *(sim.get("notes") or [])],
     }

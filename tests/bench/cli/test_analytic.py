@@ -12,9 +12,9 @@ import typer
 from typer.testing import CliRunner
 
 from bench.cli.analytic import register
-from bench.run.probing import find_roofs
 from perfmodel import calibration as cal
 from perfmodel.hardware import find_by_nvml_name, get_gpu, spec_from_calibration
+from perfmodel.roofs import find_roofs
 from probes.nsys import NsysUnavailable, find_nsys, nsys_command, report_path
 from tests.support.cache import isolated_cache
 
@@ -41,7 +41,22 @@ def test_roofline_prints_a_table_and_writes_a_self_contained_figure(
     assert "prefill" in text and "decode" in text and "compute" in text and "memory" in text
     html = out.read_text()
     assert len(html) > 1_000_000  # plotly.js is embedded: the file opens offline
-    assert "Plotly.newPlot" in html and "B=64" in html and "bf16 roof" in html
+    assert "Plotly.newPlot" in html and "B=64" in html
+    # The roofs are the hardware table's, named as the run dashboard names them; an A100 has
+    # no fp8 peak, so no second (dashed) roof.
+    assert "roofs: NVIDIA A100 80GB SXM bf16" in html
+    assert "roofs: NVIDIA A100 80GB SXM fp8" not in html
+
+
+def test_roofline_draws_a_second_roof_for_fp8_where_the_gpu_has_one(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    out = tmp_path / "fig.html"
+    code, text = invoke(app, "roofline", "--model", "llama-3-8b", "--gpu", "h100-sxm",
+                        "--batch", "8", "--output", str(out))  # fmt: skip
+    assert code == 0, text
+    html = out.read_text()
+    assert "roofs: NVIDIA H100 SXM bf16" in html and "roofs: NVIDIA H100 SXM fp8" in html
 
 
 def test_capacity_json_gives_the_seeds_figures(app: typer.Typer) -> None:
@@ -97,7 +112,9 @@ def test_calibrate_measures_saves_and_gives_roofs(
     spec = spec_from_calibration(saved)
     assert spec.peak_for("float32") == saved["cpu"]["matmul_flops_per_s"]["fp32"]
     roofs, reason = find_roofs("cpu", "fp32", [], saved["host"]["cpu"])
-    assert reason is None and roofs["bytes_per_s"] == saved["cpu"]["triad_bytes_per_s"]
+    assert reason is None and roofs is not None
+    assert roofs.bytes_per_s == saved["cpu"]["triad_bytes_per_s"]
+    assert roofs.source.startswith("bench calibrate")
     roofs, reason = find_roofs("cpu", "fp32", [], "another CPU")
     assert roofs is None and "measured on" in reason
     path.unlink()
@@ -107,7 +124,8 @@ def test_calibrate_measures_saves_and_gives_roofs(
 
 def test_gpu_roofs_come_from_the_table_by_nvml_name() -> None:
     roofs, reason = find_roofs("cuda:0", "bf16", ["NVIDIA H100 80GB HBM3"], "cpu")
-    assert reason is None and roofs["flops_per_s"] == get_gpu("h100-sxm").peak_for("bf16")
+    assert reason is None and roofs is not None
+    assert roofs.flops_per_s == get_gpu("h100-sxm").peak_for("bf16")
     assert find_roofs("cuda", "bf16", ["NVIDIA H100 NVL"], "cpu")[0] is None
     assert find_by_nvml_name("NVIDIA A100-SXM4-40GB").key == "a100-40gb-sxm"
 

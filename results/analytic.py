@@ -1,0 +1,112 @@
+"""run.json's "analytic" section: what the analytic model assumes about a run's engine.
+
+The model shape, the weight, KV and activation dtypes, the TP degree, and the roofs (peak FLOP/s
+and bytes/s) MFU and MBU are measured against (perfmodel.roofs.find_roofs: the hardware table for
+a known GPU, `bench calibrate`'s figures for a CPU). Every assumption is written down, so the
+summary can be recomputed from the run folder alone:
+
+    {"model_config": {...} | None, "precision": {"weight_dtype", "kv_dtype",
+     "activation_dtype"}, "tp": int, "roofs": perfmodel.roofs.Roofs.to_dict() | None,
+     "notes": [str, ...]}
+
+`bench run` writes it (:func:`analytic_section`, from the engine's /debug/engine description);
+readers of a folder written before run.json had it rebuild it the same way (:func:`run_analytic`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfmodel.models import resolve_model, short_dtype
+from perfmodel.roofs import find_roofs
+
+__all__ = ["analytic_section", "engine_precision", "run_analytic"]
+
+# fp8 KV caches are named by their torch dtype in an engine's description.
+_FP8_NAMES = {"float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
+
+def engine_precision(description: Mapping[str, Any] | None, config_dtype: str) -> dict[str, str]:
+    """Weight, KV and activation dtypes of an engine (the reference engine says them in
+    /debug/engine's ``description``); the checkpoint's ``config_dtype`` for all three when the
+    engine does not describe itself."""
+    if not description:
+        dtype = short_dtype(config_dtype)
+        return {"weight_dtype": dtype, "kv_dtype": dtype, "activation_dtype": dtype}
+    dtype = short_dtype(str(description.get("dtype") or config_dtype))
+    engine_config = description.get("engine_config") or {}
+    quant = engine_config.get("quantization")
+    weights = quant if quant in ("int8", "int4") else dtype
+    kv = short_dtype(str(description.get("kv_cache_dtype") or dtype))
+    return {"weight_dtype": weights, "kv_dtype": _FP8_NAMES.get(kv, kv), "activation_dtype": dtype}
+
+
+def analytic_section(
+    description: Mapping[str, Any] | None,
+    model_spec: str | None,
+    local: bool,
+    gpu_names: list[str],
+    cpu_name: str,
+    calibration_path: Path | None = None,
+) -> dict[str, Any]:
+    """The section (module docstring) for an engine that ``description`` describes (None for
+    an engine that does not); ``model_spec`` names the model for engines that do not describe
+    themselves (a preset or HF directory, e.g. the --tokenizer). ``local``: the engine runs on
+    this host, whose GPUs (NVML names) and CPU are given, so its roofs can be looked up."""
+    notes: list[str] = []
+    config_dict = (description or {}).get("model_config")
+    if config_dict is None and model_spec:
+        try:
+            config_dict = resolve_model(model_spec).to_dict()
+            notes.append(f"model shape from {model_spec!r}; tensor parallelism assumed 1")
+        except ValueError as exc:
+            notes.append(f"model shape unknown: {exc}")
+    if config_dict is None:
+        return {"model_config": None, "roofs": None, "notes": notes or ["model shape unknown"]}
+    precision = engine_precision(description, str(config_dict.get("dtype", "bfloat16")))
+    if not description:
+        notes.append("dtypes assumed from the checkpoint's dtype (the engine does not say)")
+    roofs, reason = None, "the engine runs on another host; no roofs"
+    if local:
+        device = str((description or {}).get("device") or ("cuda" if gpu_names else "cpu"))
+        roofs, reason = find_roofs(
+            device, precision["activation_dtype"], gpu_names, cpu_name, calibration_path
+        )
+    if reason:
+        notes.append(reason)
+    return {
+        "model_config": config_dict,
+        "precision": precision,
+        "tp": 1,
+        "roofs": roofs.to_dict() if roofs else None,
+        "notes": notes,
+    }
+
+
+def run_analytic(run_json: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json's "analytic" section, or for a folder written before run.json had one, the same
+    section rebuilt from the engine's description and the run's hardware, as `bench run` would
+    have built it on this machine (a CPU's roofs are this machine's calibration, used only when
+    it names the run's CPU); a note says it was rebuilt."""
+    analytic = run_json.get("analytic")
+    if isinstance(analytic, Mapping):
+        return dict(analytic)
+    engine = run_json.get("engine")
+    description = engine.get("description") if isinstance(engine, Mapping) else None
+    hardware = run_json.get("hardware")
+    hardware = hardware if isinstance(hardware, Mapping) else {}
+    rebuilt = analytic_section(
+        description if isinstance(description, Mapping) else None,
+        None,
+        True,
+        [str(g) for g in hardware.get("gpus") or []],
+        str(hardware.get("cpu") or ""),
+    )
+    rebuilt["notes"] = [
+        "run.json has no analytic section (an older run folder): rebuilt from the engine's "
+        "description and the run's hardware",
+        *rebuilt["notes"],
+    ]
+    return rebuilt
