@@ -22,11 +22,12 @@ from engine.core.executor import Executor
 from engine.core.kv_cache_manager import KVCacheManager
 from engine.core.request import Request, SamplingParams
 from engine.core.scheduler import Scheduler, SchedulerOutput
+from engine.core.speculation import Proposer, SpecStats
 from engine.core.telemetry import NvtxRanges, StepRecorder
 from engine.model.kv_dtype import resolve_kv_cache_dtype
 from engine.model.model_runner import ModelRunner, num_kv_blocks_for
 from engine.model.quant import QuantReport, quantize_model
-from engine.model.spec_decode import DraftModelProposer, NgramProposer, Proposer, SpecStats
+from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramProposer
 from engine.model.weights import load_hf_directory, load_model
 from engine.native import attention as native_attention
 from engine.native import lib as native_lib
@@ -200,10 +201,10 @@ class LLMEngine:
                 native_decode=self._native_decode(kv_dtype),
             )
         self.executor = executor
-        # The simulated device keeps virtual time; every other executor runs in real time.
-        self.clock_ns: Callable[[], int] = getattr(executor, "clock_ns", time.perf_counter_ns)
-        self.kv_cache_dtype = getattr(executor, "kv_cache_dtype", self.dtype)
-        self.weight_bytes = getattr(executor, "weight_bytes", None)
+        # The simulated device may keep virtual time; the torch executor runs in real time.
+        self.clock_ns: Callable[[], int] = executor.clock_ns
+        self.kv_cache_dtype = executor.kv_cache_dtype or self.dtype
+        self.weight_bytes = executor.weight_bytes
         self.proposer = self._make_proposer(executor)
         self.block_pool = BlockPool(
             executor.num_kv_blocks, config.block_size, enable_caching=config.prefix_caching
@@ -219,8 +220,7 @@ class LLMEngine:
             config.enable_chunked_prefill,
             config.batching,  # type: ignore[arg-type]
             num_lookahead_tokens=config.num_speculative_tokens
-            if isinstance(self.proposer, DraftModelProposer)
-            or getattr(self.proposer, "writes_lookahead", False)
+            if self.proposer is not None and self.proposer.writes_lookahead
             else 0,
         )
         eos = self.model_config.eos_token_ids or self.tokenizer.eos_token_ids
@@ -268,13 +268,15 @@ class LLMEngine:
         c = self.config
         if c.speculative == "off":
             return None
-        make_proposer = getattr(executor, "make_proposer", None)
-        if make_proposer is not None:  # the simulated device drafts at a stated acceptance rate
-            return make_proposer(c.num_speculative_tokens, c.speculative == "draft")
+        # The simulated device drafts at a stated acceptance rate; the torch executor has no
+        # proposer of its own and gets the model's.
+        own = executor.make_proposer(c.num_speculative_tokens, c.speculative == "draft")
+        if own is not None:
+            return own
         if not isinstance(executor, ModelRunner):
             raise ValueError("speculative decoding needs the torch executor")
         if c.speculative == "ngram":
-            proposer: Proposer = NgramProposer(
+            proposer: ModelProposer = NgramProposer(
                 c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max
             )
         else:
@@ -294,8 +296,8 @@ class LLMEngine:
         return proposer
 
     @property
-    def spec_stats(self) -> SpecStats | None:
-        return getattr(self.executor, "spec_stats", None)
+    def spec_stats(self) -> SpecStats:
+        return self.executor.spec_stats
 
     @property
     def served_model_name(self) -> str:
@@ -322,16 +324,12 @@ class LLMEngine:
                 torch.empty((), dtype=self.kv_cache_dtype).element_size()
             ),
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
-            "attention_backend": "native"
-            if getattr(self.executor, "native_decode", False)
-            else "torch",
-            "custom_ops": "native"
-            if getattr(getattr(self.executor, "model", None), "native_ops", False)
-            else "torch",
+            "attention_backend": "native" if self.executor.native_decode else "torch",
+            "custom_ops": "native" if self.executor.native_custom_ops else "torch",
             "prefix_caching": self.config.prefix_caching,
             "weight_bytes": self.weight_bytes,
             "quantization": self.quant_report.to_dict() if self.quant_report else None,
-            "simulated": self.executor.describe() if self.simulated else None,  # type: ignore[attr-defined]
+            "simulated": self.executor.describe(),
             "stats": self.stats(),
         }
 
@@ -420,8 +418,6 @@ class LLMEngine:
 
     def _spec_counters(self) -> dict[str, Any]:
         spec = self.spec_stats
-        if spec is None:
-            return {}
         return {
             "spec_num_drafts_total": spec.num_drafts,
             "spec_num_draft_tokens_total": spec.num_draft_tokens,
@@ -440,10 +436,10 @@ class LLMEngine:
             "prefix_cache_queries": kv.prefix_cache_queries,
             "prefix_cache_hits": kv.prefix_cache_hits,
             "prefix_cache_evictions": self.block_pool.num_evictions,
-            "spec_num_drafts": spec.num_drafts if spec else 0,
-            "spec_num_draft_tokens": spec.num_draft_tokens if spec else 0,
-            "spec_num_accepted_tokens": spec.num_accepted_tokens if spec else 0,
-            "spec_accepted_per_position": list(spec.accepted_per_position) if spec else [],
+            "spec_num_drafts": spec.num_drafts,
+            "spec_num_draft_tokens": spec.num_draft_tokens,
+            "spec_num_accepted_tokens": spec.num_accepted_tokens,
+            "spec_accepted_per_position": list(spec.accepted_per_position),
         }
 
     def _propose(self) -> None:

@@ -1,15 +1,21 @@
 """The executor interface: runs one scheduled batch and returns the sampled tokens.
 
 vLLM's scheduler / executor split. The scheduler decides what runs; an executor runs it. The
-torch executor (engine.model.model_runner.ModelRunner) runs the model on a CPU or GPU; a simulated
-device can implement the same interface without a model, advancing a clock instead.
+torch executor (engine.model.model_runner.ModelRunner) runs the model on a CPU or GPU; the
+simulated device (engine.sim.executor.SimExecutor) implements the same interface without a
+model, advancing a clock instead. ``Executor`` declares every member the engine reads: a member
+that does not apply to an executor returns the neutral value its docstring names, so the
+engine never probes for one.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
+
+import torch
 
 from engine.core.scheduler import SchedulerOutput
+from engine.core.speculation import Proposer, SpecStats
 
 
 class Executor(Protocol):
@@ -23,7 +29,55 @@ class Executor(Protocol):
         """
         ...
 
+    def clock_ns(self) -> int:
+        """The time the engine stamps steps and arrivals with, in integer nanoseconds:
+        time.perf_counter_ns for an executor that runs in real time, the simulated device's
+        virtual clock when it runs faster than real time."""
+        ...
+
+    def make_proposer(self, num_speculative_tokens: int, writes_lookahead: bool) -> Proposer | None:
+        """This executor's own proposer of ``num_speculative_tokens`` tokens per step, or None
+        when it has none and the engine builds the model's (n-gram or draft model) for it.
+        ``writes_lookahead``: the proposer stands for a draft model (see Proposer). Raises
+        ValueError, naming the setting, when the executor cannot speculate as configured."""
+        ...
+
+    def describe(self) -> dict[str, Any] | None:
+        """The simulated device's description (JSON-safe: its GPU, time model, capacity and
+        clock mode), or None for an executor on a real device, which the engine describes."""
+        ...
+
     @property
     def num_kv_blocks(self) -> int:
         """How many KV blocks of the engine's block size this executor holds memory for."""
+        ...
+
+    @property
+    def kv_cache_dtype(self) -> torch.dtype | None:
+        """The dtype the KV cache stores (its element size sets the KV bytes per token); None
+        means the engine's activation dtype."""
+        ...
+
+    @property
+    def weight_bytes(self) -> int | None:
+        """Bytes the model's weights occupy on this executor's device, as loaded (quantized
+        layers at their packed size); None for an executor that holds no weights."""
+        ...
+
+    @property
+    def native_decode(self) -> bool:
+        """Whether decode attention runs in the C kernel (engine.native.attention); False for
+        an executor that runs no kernels."""
+        ...
+
+    @property
+    def native_custom_ops(self) -> bool:
+        """Whether small-batch linear layers and add + RMSNorm run in the C kernels; False for
+        an executor that runs no kernels."""
+        ...
+
+    @property
+    def spec_stats(self) -> SpecStats:
+        """The verifier's acceptance counters since the executor was built (all zero when
+        speculative decoding is off)."""
         ...

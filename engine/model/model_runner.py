@@ -6,10 +6,14 @@ prefill chunks. KV memory is allocated here, once, from the engine's memory budg
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import numpy as np
 import torch
 
 from engine.core.scheduler import ScheduledRequest, SchedulerOutput
+from engine.core.speculation import SpecStats
 from engine.model.attention import AttentionMetadata
 from engine.model.decode_stack import DecodeStack, why_not
 from engine.model.kv_dtype import allocate_kv_caches
@@ -17,7 +21,7 @@ from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import weight_bytes
 from engine.model.rejection_sampler import greedy_verify, rejection_sample
 from engine.model.sampler import Sampler, processed_probs
-from engine.model.spec_decode import Proposer, SpecStats
+from engine.model.spec_decode import ModelProposer
 from perfmodel.model_config import ModelConfig
 
 _CPU_KV_DEFAULT_BYTES = 512 * 1024**2
@@ -55,7 +59,11 @@ def num_kv_blocks_for(
 
 
 class ModelRunner:
-    """Implements engine.core.executor.Executor with a LlamaForCausalLM."""
+    """Implements engine.core.executor.Executor with a LlamaForCausalLM, in real time.
+
+    Its proposers are the model's (n-gram lookup or a draft model): the engine builds one and
+    sets ``proposer``, which then sees every forward (ModelProposer.observe).
+    """
 
     def __init__(
         self,
@@ -95,12 +103,28 @@ class ModelRunner:
         self.sampler = Sampler(seed)
         self.weight_bytes = weight_bytes(model)
         # Set by the engine when speculative decoding is on.
-        self.proposer: Proposer | None = None
+        self.proposer: ModelProposer | None = None
         self.spec_stats = SpecStats()
 
     @property
     def num_kv_blocks(self) -> int:
         return self._num_blocks
+
+    @property
+    def native_custom_ops(self) -> bool:
+        return self.model.native_ops
+
+    def clock_ns(self) -> int:
+        """Real time: time.perf_counter_ns."""
+        return time.perf_counter_ns()
+
+    def make_proposer(self, num_speculative_tokens: int, writes_lookahead: bool) -> None:
+        """None: the engine builds the model's proposer (class docstring)."""
+        return None
+
+    def describe(self) -> dict[str, Any] | None:
+        """None: a real device, which the engine describes itself."""
+        return None
 
     @torch.inference_mode()
     def execute_model(

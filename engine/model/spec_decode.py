@@ -13,55 +13,31 @@ Proposers:
 A proposer writes ``request.spec_token_ids`` (and, for sampled requests with a model draft,
 ``request.spec_draft_probs``, the distributions the drafts were drawn from, needed by the
 rejection sampler). Draft K/V are written up to k positions past the request's tokens: the
-scheduler allocates that lookahead.
+scheduler allocates that lookahead. The proposer interface the engine calls and the acceptance
+counters are engine.core.speculation's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import torch
 
 from engine.core.request import Request
+from engine.core.speculation import Proposer
 from engine.model.attention import AttentionMetadata
 from engine.model.llama import LlamaForCausalLM
 from engine.model.sampler import processed_probs
 
 
-@dataclass
-class SpecStats:
-    """Counters as vLLM's vllm:spec_decode_* metrics."""
+class ModelProposer(Proposer, Protocol):
+    """A proposer the torch executor drives: it also sees every target forward."""
 
-    num_drafts: int = 0
-    num_draft_tokens: int = 0
-    num_accepted_tokens: int = 0
-    accepted_per_position: list[int] = field(default_factory=list)
-
-    def record(self, num_draft_tokens: int, num_accepted: int) -> None:
-        self.num_drafts += 1
-        self.num_draft_tokens += num_draft_tokens
-        self.num_accepted_tokens += num_accepted
-        while len(self.accepted_per_position) < num_draft_tokens:
-            self.accepted_per_position.append(0)
-        for j in range(num_accepted):
-            self.accepted_per_position[j] += 1
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
-
-
-class Proposer(Protocol):
     def observe(
         self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
     ) -> None:
         """See every target forward's input (a separate draft keeps its cache with it)."""
-        ...
-
-    def propose(self, requests: list[Request], block_tables: dict[str, list[int]]) -> None:
-        """Set each request's spec_token_ids (and spec_draft_probs) for its next step."""
         ...
 
 
@@ -86,6 +62,9 @@ def ngram_lookup(tokens: np.ndarray, min_n: int, max_n: int, k: int) -> list[int
 
 
 class NgramProposer:
+    # Drafts come from the request's own tokens: no K/V is written ahead of them.
+    writes_lookahead = False
+
     def __init__(self, k: int, min_n: int, max_n: int) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError(
@@ -105,6 +84,9 @@ class NgramProposer:
 
 class DraftModelProposer:
     """Proposes with a draft model; ``num_layers`` set means the target's first layers."""
+
+    # The draft runs k positions past the request's tokens and writes their K/V.
+    writes_lookahead = True
 
     def __init__(
         self,

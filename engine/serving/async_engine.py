@@ -22,7 +22,20 @@ from typing import Any
 
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine, RequestOutput
-from engine.serving.core_process import EngineCoreError, EngineCoreProcess, engine_call
+from engine.serving.core_messages import (
+    AbortRequest,
+    AddRequest,
+    Call,
+    CallResult,
+    CoreDied,
+    CoreEvent,
+    Idle,
+    Query,
+    Rejected,
+    StepOutputs,
+    unexpected,
+)
+from engine.serving.core_process import EngineCoreError, EngineCoreProcess, answer
 from engine.serving.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
@@ -36,7 +49,7 @@ class AsyncLLM:
     def __init__(self, engine: LLMEngine, metrics: EngineMetrics | None = None) -> None:
         self.engine = engine
         self.metrics = metrics
-        self._inbox: deque[tuple[str, str, list[int] | None, SamplingParams | None]] = deque()
+        self._inbox: deque[AddRequest | AbortRequest] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._queues: dict[str, asyncio.Queue[RequestOutput | BaseException]] = {}
@@ -64,7 +77,7 @@ class AsyncLLM:
         self.engine.check_request(len(prompt_token_ids), params)
         queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
         self._queues[request_id] = queue
-        self._submit(("add", request_id, prompt_token_ids, params))
+        self._submit(AddRequest(request_id, prompt_token_ids, params))
         finished = False
         try:
             while True:
@@ -83,27 +96,28 @@ class AsyncLLM:
                 self.abort(request_id)
 
     def abort(self, request_id: str) -> None:
-        self._submit(("abort", request_id, None, None))
+        self._submit(AbortRequest(request_id))
 
-    def _submit(self, msg: tuple[str, str, list[int] | None, SamplingParams | None]) -> None:
+    def _submit(self, msg: AddRequest | AbortRequest) -> None:
         self._inbox.append(msg)
         self._wake.set()
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """describe() or steps_since(n) of the engine (JSON-safe)."""
-        return engine_call(self.engine, method, args)
+    async def call(self, query: Query) -> Any:
+        """The engine's answer to ``query`` (core_messages.Describe or StepsSince; JSON-safe)."""
+        return answer(self.engine, query)
 
     def _drain_inbox(self) -> None:
         while self._inbox:
-            op, rid, tokens, params = self._inbox.popleft()
-            if op == "add":
-                assert tokens is not None and params is not None
-                try:
-                    self.engine.add_request(rid, tokens, params)
-                except ValueError as e:
-                    self._post([e], [rid])
-            else:
-                self.engine.abort_request(rid)
+            match msg := self._inbox.popleft():
+                case AddRequest(request_id=rid, prompt_token_ids=prompt, params=params):
+                    try:
+                        self.engine.add_request(rid, prompt, params)
+                    except ValueError as e:
+                        self._post([e], [rid])
+                case AbortRequest(request_id=rid):
+                    self.engine.abort_request(rid)
+                case _:
+                    raise TypeError(unexpected(msg, AddRequest | AbortRequest))
 
     def _run(self) -> None:
         engine = self.engine
@@ -167,41 +181,43 @@ class RemoteAsyncLLM(AsyncLLM):
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def _submit(self, msg: tuple[str, str, list[int] | None, SamplingParams | None]) -> None:
+    def _submit(self, msg: AddRequest | AbortRequest) -> None:
         if self.dead is not None:
             return
-        self.core.send(msg if msg[0] == "add" else msg[:2])
+        self.core.send(msg)
 
-    async def call(self, method: str, *args: Any) -> Any:
+    async def call(self, query: Query) -> Any:
         if self.dead is not None:
             raise EngineDeadError(f"the engine core died: {self.dead}")
         call_id = next(self._call_ids)
         future: Future[Any] = Future()
         self._calls[call_id] = future
-        self.core.send(("call", call_id, method, args))
+        self.core.send(Call(call_id, query))
         return await asyncio.wrap_future(future)
 
     def _read(self) -> None:
         conn = self.core.conn
         try:
             while True:
-                msg = conn.recv()
-                op = msg[0]
-                if op == "step":
-                    if self.metrics is not None:
-                        self.metrics.record_step(msg[2])
-                    self._post([RequestOutput(*fields) for fields in msg[1]])
-                elif op == "idle":
-                    if self.metrics is not None:
-                        self.metrics.record_idle(msg[1])
-                elif op == "rejected":
-                    self._post([ValueError(msg[2])], [msg[1]])
-                elif op == "result":
-                    future = self._calls.pop(msg[1], None)
-                    if future is not None:
-                        future.set_result(msg[2])
-                elif op == "dead":
-                    raise EngineCoreError(msg[1])
+                msg: CoreEvent = conn.recv()
+                match msg:
+                    case StepOutputs():
+                        if self.metrics is not None:
+                            self.metrics.record_step(msg.stats)
+                        self._post(msg.outputs())
+                    case Idle(kv_cache_usage=usage):
+                        if self.metrics is not None:
+                            self.metrics.record_idle(usage)
+                    case Rejected(request_id=rid, message=message):
+                        self._post([ValueError(message)], [rid])
+                    case CallResult(call_id=call_id, value=value):
+                        future = self._calls.pop(call_id, None)
+                        if future is not None:
+                            future.set_result(value)
+                    case CoreDied(reason=reason):
+                        raise EngineCoreError(reason)
+                    case _:
+                        raise EngineCoreError(unexpected(msg, CoreEvent))
         except (EOFError, OSError, EngineCoreError) as e:
             if self._stopping:
                 return

@@ -7,14 +7,8 @@ interval (5 ms) while it encodes and writes SSE events. At 100 streams that cont
 the step time. Here a child process owns the LLMEngine and steps it without pause; the server
 process keeps the tokenizer, the HTTP front and the metrics.
 
-Wire protocol, one multiprocessing Pipe (pickled tuples):
-  server -> core: ("add", request_id, prompt_token_ids, SamplingParams), ("abort", request_id),
-                  ("call", call_id, method, args) for describe / steps_since, ("shutdown",)
-  core -> server: ("ready", limits), ("step", outputs, StepStats), ("idle", kv_cache_usage),
-                  ("rejected", request_id, message), ("result", call_id, value),
-                  ("dead", message)
-A step's outputs travel as plain tuples in RequestOutput's field order: one message per step,
-so the server wakes once per step, not once per token.
+The two speak the typed messages of engine.serving.core_messages over one multiprocessing
+Pipe: requests and queries down, one StepOutputs per step up.
 """
 
 from __future__ import annotations
@@ -33,6 +27,25 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine, check_request_fits, load_model_spec
 from engine.llm_engine import load_tokenizer as _load_tokenizer
 from engine.native.cpu_allocator import retain_freed_memory
+from engine.serving.core_messages import (
+    AbortRequest,
+    AddRequest,
+    Call,
+    CallResult,
+    CoreDied,
+    CoreStartup,
+    Describe,
+    Idle,
+    Query,
+    Ready,
+    Rejected,
+    Shutdown,
+    StartupFailed,
+    StepOutputs,
+    StepsSince,
+    ToCore,
+    unexpected,
+)
 from engine.tokenizer.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -55,7 +68,8 @@ def default_core_threads() -> int:
 
 
 def core_main(config: EngineConfig, conn: Connection) -> None:
-    """The child's entry point: build the engine, report its limits, then serve the pipe."""
+    """The child's entry point: build the engine, report Ready (or StartupFailed), then
+    serve the pipe."""
     why = (
         retain_freed_memory()
     )  # this process exists to run the model (engine/native/cpu_allocator.py)
@@ -68,25 +82,22 @@ def core_main(config: EngineConfig, conn: Connection) -> None:
     try:
         engine = LLMEngine(config)
     except BaseException as e:
-        conn.send(("dead", f"{type(e).__name__}: {e}"))
+        conn.send(StartupFailed(f"{type(e).__name__}: {e}"))
         return
-    conn.send(
-        (
-            "ready",
-            {
-                "max_model_len": engine.max_model_len,
-                "kv_capacity_tokens": engine.max_tokens_capacity,
-                "served_model_name": engine.served_model_name,
-            },
-        )
-    )
+    conn.send(Ready(engine.max_model_len, engine.max_tokens_capacity, engine.served_model_name))
+    serve(engine, conn)
+
+
+def serve(engine: LLMEngine, conn: Connection) -> None:
+    """Step ``engine`` and answer the pipe until Shutdown or the server goes away. Any
+    failure, a message that is not ToCore's included, is sent as CoreDied and ends serving."""
     try:
         _serve(engine, conn)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         return  # the server went away
     except BaseException as e:
         with contextlib.suppress(OSError, ValueError):
-            conn.send(("dead", repr(e)))
+            conn.send(CoreDied(repr(e)))
 
 
 def _serve(engine: LLMEngine, conn: Connection) -> None:
@@ -95,44 +106,43 @@ def _serve(engine: LLMEngine, conn: Connection) -> None:
         busy = engine.has_unfinished_requests()
         # Take everything that arrived since the last step; block only when there is no work.
         while conn.poll(0 if busy else _IDLE_REPORT_S):
-            msg = conn.recv()
-            op = msg[0]
-            if op == "add":
-                try:
-                    engine.add_request(msg[1], msg[2], msg[3])
-                except ValueError as e:
-                    conn.send(("rejected", msg[1], str(e)))
-            elif op == "abort":
-                engine.abort_request(msg[1])
-            elif op == "call":
-                conn.send(("result", msg[1], engine_call(engine, msg[2], msg[3])))
-            elif op == "shutdown":
-                return
+            msg: ToCore = conn.recv()
+            match msg:
+                case AddRequest(request_id=rid, prompt_token_ids=prompt, params=params):
+                    try:
+                        engine.add_request(rid, prompt, params)
+                    except ValueError as e:
+                        conn.send(Rejected(rid, str(e)))
+                case AbortRequest(request_id=rid):
+                    engine.abort_request(rid)
+                case Call(call_id=call_id, query=query):
+                    conn.send(CallResult(call_id, answer(engine, query)))
+                case Shutdown():
+                    return
+                case _:
+                    raise TypeError(unexpected(msg, ToCore))
             busy = engine.has_unfinished_requests()
         if not busy:
             now = time.monotonic()
             if now - last_idle_report >= _IDLE_REPORT_S:
-                conn.send(("idle", engine.block_pool.usage))
+                conn.send(Idle(engine.block_pool.usage))
                 last_idle_report = now
             continue
         outputs = engine.step()
-        # Flat tuples, built by hand: dataclasses.astuple deep-copies every field (5% of the
-        # core's time at 100 streams).
-        rows = [
-            (o.request_id, o.new_token_ids, o.num_prompt_tokens, o.num_output_tokens,
-             o.finished, o.finish_reason)
-            for o in outputs
-        ]  # fmt: skip
-        conn.send(("step", rows, engine.last_stats))
+        stats = engine.last_stats
+        assert stats is not None, "LLMEngine.step() sets last_stats"
+        conn.send(StepOutputs.of(outputs, stats))
 
 
-def engine_call(engine: LLMEngine, method: str, args: tuple[Any, ...]) -> Any:
-    """The engine's read-only calls the server makes: describe() and steps_since(n)."""
-    if method == "describe":
-        return engine.describe()
-    if method == "steps_since":
-        return engine.steps.since(*args)
-    raise ValueError(f"unknown engine core call {method!r}")
+def answer(engine: LLMEngine, query: Query) -> Any:
+    """The engine's read-only answer to a query (JSON-safe), for either front."""
+    match query:
+        case Describe():
+            return engine.describe()
+        case StepsSince(since=since):
+            return engine.steps.since(since)
+        case _:
+            raise TypeError(unexpected(query, Query))
 
 
 class EngineCoreProcess:
@@ -152,39 +162,44 @@ class EngineCoreProcess:
         )
         self.process.start()
         child_conn.close()
-        limits = self._wait_ready(start_timeout_s)
-        self.max_model_len: int = limits["max_model_len"]
-        self.max_tokens_capacity: int = limits["kv_capacity_tokens"]
-        self.served_model_name: str = limits["served_model_name"]
+        ready = self._wait_ready(start_timeout_s)
+        self.max_model_len = ready.max_model_len
+        self.max_tokens_capacity = ready.kv_capacity_tokens
+        self.served_model_name = ready.served_model_name
 
-    def _wait_ready(self, timeout_s: float) -> dict[str, Any]:
+    def _wait_ready(self, timeout_s: float) -> Ready:
         if not self.conn.poll(timeout_s):
             self.close()
             raise EngineCoreError(f"the engine core did not start within {timeout_s:.0f} s")
         try:
-            msg = self.conn.recv()
+            msg: CoreStartup = self.conn.recv()
         except EOFError:
             self.process.join(timeout=5)
             raise EngineCoreError(
                 f"the engine core exited during start (exit code {self.process.exitcode})"
             ) from None
-        if msg[0] != "ready":
-            self.close()
-            raise EngineCoreError(str(msg[1]))
-        return msg[1]
+        match msg:
+            case Ready():
+                return msg
+            case StartupFailed(reason=reason):
+                self.close()
+                raise EngineCoreError(reason)
+            case _:
+                self.close()
+                raise EngineCoreError(unexpected(msg, CoreStartup))
 
     def check_request(self, num_prompt_tokens: int, params: SamplingParams) -> None:
         """As LLMEngine.check_request, from the limits the core reported."""
         check_request_fits(num_prompt_tokens, params, self.max_model_len, self.max_tokens_capacity)
 
-    def send(self, msg: tuple[Any, ...]) -> None:
+    def send(self, msg: ToCore) -> None:
         self.conn.send(msg)
 
     def close(self) -> None:
         """Ask the core to stop, then make sure it has."""
         if self.process.is_alive():
             with contextlib.suppress(OSError, ValueError):
-                self.conn.send(("shutdown",))
+                self.conn.send(Shutdown())
             self.process.join(timeout=10)
             if self.process.is_alive():
                 self.process.terminate()

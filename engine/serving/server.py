@@ -28,6 +28,7 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.native.cpu_allocator import retain_freed_memory
 from engine.serving.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLLM
+from engine.serving.core_messages import Describe, StepsSince
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.metrics import EngineMetrics
 from engine.serving.output_processor import RequestTextState, TextDelta
@@ -286,7 +287,7 @@ def build_app(engine: LLMEngine | EngineCoreProcess) -> FastAPI:
     @app.get("/debug/engine")
     async def engine_info() -> dict[str, Any]:
         """What this engine runs: its settings, the model's shape, dtypes and KV capacity."""
-        return await llm.call("describe")
+        return await llm.call(Describe())
 
     @app.get("/debug/steps")
     async def steps(since: int = 0) -> dict[str, Any]:
@@ -294,7 +295,7 @@ def build_app(engine: LLMEngine | EngineCoreProcess) -> FastAPI:
 
         Times are time.perf_counter_ns of the engine's host (CLOCK_MONOTONIC on Linux).
         """
-        return {"clock": "perf_counter_ns", "columns": await llm.call("steps_since", since)}
+        return {"clock": "perf_counter_ns", "columns": await llm.call(StepsSince(since))}
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:

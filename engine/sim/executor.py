@@ -14,7 +14,6 @@ Bernoulli, stopping at the first rejection) and adds one token of its own, as a 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ import torch
 
 from engine.core.request import Request
 from engine.core.scheduler import SchedulerOutput
-from engine.model.spec_decode import SpecStats
+from engine.core.speculation import SpecStats
 from engine.sim.cost import StepTime, StepTimeModel
 from perfmodel.roofline import Batch
 
@@ -80,9 +79,6 @@ class SimProposer:
         self.rng = rng
         self.writes_lookahead = writes_lookahead
 
-    def observe(self, *_: object) -> None:
-        """No model, no cache to keep up."""
-
     def propose(self, requests: list[Request], block_tables: dict[str, list[int]]) -> None:
         if not requests:
             return
@@ -98,7 +94,13 @@ class SimExecutor:
     ``num_kv_blocks`` is the simulated device's KV capacity in blocks (engine.sim.setup sizes
     it as `bench capacity` does). ``speedup`` 0 runs on the virtual clock ``clock``; above 0 in
     real time. ``acceptance_rate`` is the probability that each draft token is accepted.
+    ``kv_cache_dtype`` None: the engine's activation dtype.
     """
+
+    # The device loads no weights (the modelled ones are in describe()) and runs no kernels.
+    weight_bytes = None
+    native_decode = False
+    native_custom_ops = False
 
     def __init__(
         self,
@@ -126,9 +128,6 @@ class SimExecutor:
         self.info = info or {}
         self.clock = VirtualClock()
         self.pacer = RealTimePacer(speedup) if speedup > 0 else None
-        self.clock_ns: Callable[[], int] = (
-            time.perf_counter_ns if self.pacer is not None else self.clock.now_ns
-        )
         seeds = np.random.SeedSequence(seed).spawn(3)
         self._token_rng, self._accept_rng, self._draft_rng = (
             np.random.default_rng(s) for s in seeds
@@ -143,14 +142,20 @@ class SimExecutor:
     def num_kv_blocks(self) -> int:
         return self._num_blocks
 
-    def make_proposer(self, k: int, writes_lookahead: bool) -> SimProposer:
+    def clock_ns(self) -> int:
+        """The virtual clock (``speedup`` 0), else real time (time.perf_counter_ns)."""
+        return time.perf_counter_ns() if self.pacer is not None else self.clock.now_ns()
+
+    def make_proposer(self, num_speculative_tokens: int, writes_lookahead: bool) -> SimProposer:
         """The proposer of this device's speculative decoding (needs an acceptance rate)."""
         if self.acceptance_rate is None:
             raise ValueError(
                 "speculative decoding on the simulated device needs a stated acceptance rate: "
                 "set sim_acceptance_rate (0..1)"
             )
-        self.proposer = SimProposer(k, self.vocab_size, self._draft_rng, writes_lookahead)
+        self.proposer = SimProposer(
+            num_speculative_tokens, self.vocab_size, self._draft_rng, writes_lookahead
+        )
         return self.proposer
 
     def execute_model(

@@ -12,14 +12,20 @@ import uvicorn
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
+from engine.serving.core_process import EngineCoreProcess
 from engine.serving.server import build_app
 from engine_adapters.launcher import free_port
 
 
 @contextmanager
-def running_server(config: EngineConfig, startup_timeout_s: float = 60.0) -> Iterator[str]:
-    """Serve ``config`` on a free port; yields the base URL, stops the server on exit."""
-    engine = LLMEngine(config)
+def running_server(
+    config: EngineConfig, startup_timeout_s: float = 60.0, core_process: bool = False
+) -> Iterator[str]:
+    """Serve ``config`` on a free port; yields the base URL, stops the server on exit.
+
+    The engine steps in a thread of this process, or with ``core_process`` in a child process
+    named "engine-core" (as `bench serve` runs it), which the server closes when it stops."""
+    engine = EngineCoreProcess(config) if core_process else LLMEngine(config)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from engine.model.rejection_sampler import greedy_verify, rejection_sample
-from engine.model.spec_decode import SpecStats, ngram_lookup
+from engine.model.spec_decode import ngram_lookup
 
 
 def test_ngram_lookup_takes_the_latest_longest_match() -> None:
@@ -60,13 +60,3 @@ def test_rejection_sampler_with_a_deterministic_draft() -> None:
         counts[rejection_sample(torch.stack([p, p]), [0], None, g)[0]] += 1
     expected = p.numpy() * 20_000
     assert float(((counts - expected) ** 2 / expected).sum()) < 13.8  # 2 dof, 99.9%
-
-
-def test_spec_stats_count_acceptance_per_position() -> None:
-    stats = SpecStats()
-    stats.record(3, 2)
-    stats.record(3, 0)
-    stats.record(2, 2)
-    assert (stats.num_drafts, stats.num_draft_tokens, stats.num_accepted_tokens) == (3, 8, 4)
-    assert stats.accepted_per_position == [2, 2, 0]
-    assert stats.acceptance_rate == 0.5

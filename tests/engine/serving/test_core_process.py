@@ -1,20 +1,25 @@
-"""The engine core in its own process: same tokens as in-process, errors and death reported."""
+"""The engine core in its own process: same tokens as in-process, errors and death reported
+(to the requests in flight and to /health)."""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.serving.async_engine import EngineDeadError, RemoteAsyncLLM
+from engine.serving.core_messages import Describe, StepsSince
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.metrics import EngineMetrics
 from tests.support.engine_fixtures import make_engine, ragged_workload
+from tests.support.server_fixture import running_server
 
 SETTINGS = {"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 1, "max_model_len": 256}
 
@@ -64,8 +69,8 @@ def test_tokens_match_the_in_process_engine(core: EngineCoreProcess) -> None:
 
 def test_calls_and_rejections_cross_the_pipe(core: EngineCoreProcess) -> None:
     async def body(llm: RemoteAsyncLLM):
-        described = await llm.call("describe")
-        steps = await llm.call("steps_since", 0)
+        described = await llm.call(Describe())
+        steps = await llm.call(StepsSince(0))
         # The server checks limits itself; a request the core refuses comes back as ValueError.
         with pytest.raises(ValueError, match="maximum context length"):
             await _collect(llm, "long", [5] * 300, SamplingParams(max_tokens=1))
@@ -96,3 +101,22 @@ def test_a_dead_core_fails_requests_instead_of_hanging(core: EngineCoreProcess) 
             await _collect(llm, "after", [1, 2, 3], SamplingParams(max_tokens=2))
 
     _run(core, body)
+
+
+def test_a_dead_core_fails_the_stream_in_flight_and_health_says_503() -> None:
+    # 20 ms a step: the 200-token stream is still running when the core is killed.
+    config = EngineConfig(**SETTINGS, step_delay_ms=20.0)
+    body = {"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 200, "ignore_eos": True}
+    with running_server(config, core_process=True) as base_url:
+        (child,) = [p for p in multiprocessing.active_children() if p.name == "engine-core"]
+        url = base_url + "/v1/completions"
+        with httpx.stream("POST", url, json={**body, "stream": True}, timeout=30) as response:
+            events = (line for line in response.iter_lines() if line.startswith("data: "))
+            assert '"text"' in next(events)
+            assert child.pid is not None
+            os.kill(child.pid, signal.SIGKILL)
+            rest = list(events)
+        assert rest[-1] == "data: [DONE]"
+        assert "the engine core exited (exit code" in rest[-2]
+        assert httpx.get(base_url + "/health").status_code == 503
+        assert httpx.post(url, json=body, timeout=30).status_code == 500
