@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
+from engine.sim.executor import SimExecutor
 from loadgen.driver import LoadPlan
 from results.records import ChunkRecord, RequestRecord, RequestSpec
 
@@ -188,7 +189,10 @@ def run_plan_virtual(engine: LLMEngine, plan: LoadPlan) -> list[RequestRecord]:
         for u in range(plan.users):
             loop.due(plan.ramp_up_s * u / plan.users, u, -1, 0)
     end_s = plan.duration_s
-    clock = engine.executor.clock  # type: ignore[attr-defined]
+    executor = engine.executor
+    if not isinstance(executor, SimExecutor):
+        raise TypeError("the virtual-time loop needs an engine on the simulated device (sim)")
+    clock = executor.clock
     while True:
         _fire(loop, orders)
         if engine.has_unfinished_requests():
