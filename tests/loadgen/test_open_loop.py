@@ -14,8 +14,9 @@ from loadgen.closed_loop import LiveCounters
 from loadgen.open_loop import run_open_loop
 from loadgen.selfcheck import ClientMonitor
 from results.records import RequestRecord
-from tests.loadgen.test_closed_loop import make_requests, streaming_handler
-from tests.loadgen.test_server import LocalServer, run
+from tests.support.http_server import LocalServer, run
+from tests.support.loadgen_requests import make_requests
+from tests.support.sse_streams import streaming_handler
 
 pytestmark = pytest.mark.timeout(30)
 

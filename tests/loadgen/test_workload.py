@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from loadgen.workload import LengthDist, WorkloadError, synthetic_requests
-from tests.loadgen.test_server import make_tokenizer
+from tests.support.tokenizers import make_tokenizer
 
 DISTS = {
     "fixed": LengthDist("fixed", value=128),

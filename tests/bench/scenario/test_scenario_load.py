@@ -16,8 +16,8 @@ from bench.scenario.scenario import (
     load_scenario,
     scenario_from_dict,
 )
-from tests.loadgen.test_server import make_tokenizer
-from tests.loadgen.test_workloads import write_sharegpt
+from tests.support.sharegpt import write_sharegpt
+from tests.support.tokenizers import make_tokenizer
 
 TOK = make_tokenizer()
 LENGTHS = {"input_len": {"kind": "fixed", "value": 8}, "output_len": {"kind": "fixed", "value": 4}}

@@ -8,7 +8,7 @@ import pytest
 
 from bench.scenario.scenario import ScenarioError, load_scenario
 from loadgen.workload import LengthDist, SharedPrefix, WorkloadError, synthetic_requests
-from tests.loadgen.test_server import make_tokenizer
+from tests.support.tokenizers import make_tokenizer
 
 
 def test_prefixes_are_shared_and_counts_exact() -> None:
