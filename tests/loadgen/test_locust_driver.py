@@ -15,7 +15,8 @@ from engine.tokenizer.tokenizer import Tokenizer
 from loadgen.clock import RunClock
 from loadgen.driver import ClientConfig, LoadPlan
 from loadgen.locust_driver import LocustError, run_locust
-from loadgen.workload import LengthDist, synthetic_requests
+from loadgen.workload import synthetic_requests
+from loadgen.workload_spec import LengthDist
 
 pytestmark = [
     pytest.mark.slow,

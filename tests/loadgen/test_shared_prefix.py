@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from bench.scenario.scenario import ScenarioError, load_scenario
-from loadgen.workload import LengthDist, SharedPrefix, WorkloadError, synthetic_requests
+from loadgen.workload import synthetic_requests
+from loadgen.workload_spec import LengthDist, SharedPrefix, WorkloadError
 from tests.support.tokenizers import make_tokenizer
 
 

@@ -11,7 +11,7 @@ import pytest
 from loadgen.multiturn import sessions_turns, sharegpt_sessions, synthetic_sessions
 from loadgen.sharegpt import load_sharegpt, sharegpt_requests
 from loadgen.trace import load_trace, trace_requests
-from loadgen.workload import LengthDist, WorkloadError
+from loadgen.workload_spec import LengthDist, WorkloadError
 from tests.support.sharegpt import write_sharegpt
 from tests.support.tokenizers import make_tokenizer
 
