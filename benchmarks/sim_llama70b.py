@@ -30,18 +30,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.scenario.scenario import LengthSpec, Scenario, load_scenario
+from bench.scenario.scenario import Scenario, load_scenario
 from bench.sim.simulate import simulate
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
+from loadgen.workload_spec import LengthDist
 
 DEVICE: dict[str, Any] = {"model": "llama-3-70b", "gpu": "a100-80gb", "tp": 4}
 WORKLOADS = {
-    "lab 96-160/96-160": (LengthSpec("uniform", low=96, high=160),
-                          LengthSpec("uniform", low=96, high=160)),
-    "chat 512-2048/128-512": (LengthSpec("uniform", low=512, high=2048),
-                              LengthSpec("uniform", low=128, high=512)),
+    "lab 96-160/96-160": (LengthDist("uniform", low=96, high=160),
+                          LengthDist("uniform", low=96, high=160)),
+    "chat 512-2048/128-512": (LengthDist("uniform", low=512, high=2048),
+                              LengthDist("uniform", low=128, high=512)),
 }  # fmt: skip
 MODES = {
     "continuous + paged": {},
@@ -49,7 +50,7 @@ MODES = {
 }
 
 
-def scenario(users: int, requests: int, lengths: tuple[LengthSpec, LengthSpec]) -> Scenario:
+def scenario(users: int, requests: int, lengths: tuple[LengthDist, LengthDist]) -> Scenario:
     base = load_scenario("100-users")
     return dataclasses.replace(
         base, name=f"sim-70b-{users}-users", users=users, num_requests=requests,

@@ -32,8 +32,9 @@ from rich.table import Table
 
 from bench.cli.simulate import sim_calibrate
 from bench.run.orchestrate import RunOptions, run_benchmark
-from bench.scenario.scenario import LengthSpec, Scenario, load_scenario
+from bench.scenario.scenario import Scenario, load_scenario
 from bench.sim.simulate import simulate
+from loadgen.workload_spec import LengthDist
 
 METRICS = (
     ("output tok/s", ("throughput", "output_tok_s")),
@@ -55,8 +56,8 @@ def calibration_scenario(users: int) -> Scenario:
     base = scenario_for(100)
     return dataclasses.replace(
         base, name=f"sim-calibration-{users}-users", users=users, num_requests=3 * users,
-        seed=1, input_len=LengthSpec("uniform", low=48, high=320),
-        output_len=LengthSpec("uniform", low=32, high=128),
+        seed=1, input_len=LengthDist("uniform", low=48, high=320),
+        output_len=LengthDist("uniform", low=32, high=128),
     )  # fmt: skip
 
 

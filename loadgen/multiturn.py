@@ -28,7 +28,8 @@ import numpy as np
 
 from loadgen.protocols import TokenizerLike
 from loadgen.sharegpt import MIN_TOKENS, Turn, load_sharegpt
-from loadgen.workload import LengthDist, WorkloadError, _clean_token_pool, exact_length_prompt
+from loadgen.workload import _clean_token_pool, exact_length_prompt
+from loadgen.workload_spec import LengthDist, WorkloadError
 from results.records import Api, RequestSpec
 
 __all__ = ["sessions_turns", "sharegpt_sessions", "synthetic_sessions", "turn_request"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.workload import LengthDist, WorkloadError
+from loadgen.workload_spec import LengthDist, WorkloadError
 from results.records import Api, RequestSpec
 
 __all__ = ["Turn", "load_sharegpt", "sharegpt_requests"]

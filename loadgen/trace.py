@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.workload import WorkloadError, _clean_token_pool, exact_length_prompt
+from loadgen.workload import _clean_token_pool, exact_length_prompt
+from loadgen.workload_spec import WorkloadError
 from results.records import Api, RequestSpec
 
 __all__ = ["TraceEntry", "load_trace", "trace_requests"]

@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.scenario.scenario import ArrivalSpec, Scenario, ScenarioError
+from bench.scenario.scenario import Scenario, ScenarioError
+from loadgen.arrivals import ArrivalProcess
 from results.summary import json_safe
 
 __all__ = [
@@ -120,7 +121,7 @@ def scenario_at(
         changes["arrival"] = (
             dataclasses.replace(old, rate_rps=float(value))
             if old
-            else ArrivalSpec("poisson", value)
+            else ArrivalProcess("poisson", float(value))
         )
     return dataclasses.replace(scenario, **changes)
 

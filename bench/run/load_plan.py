@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 from bench.scenario.scenario import Scenario
-from loadgen.arrivals import ArrivalProcess
 from loadgen.driver import LoadPlan
 from loadgen.multiturn import sharegpt_sessions, synthetic_sessions
 from loadgen.protocols import TokenizerLike
@@ -73,8 +72,8 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
         else:
             assert scenario.input_len and scenario.output_len and workload.turns
             sessions = synthetic_sessions(
-                tokenizer, n, workload.turns, scenario.input_len.to_length_dist(),
-                scenario.output_len.to_length_dist(), scenario.seed, **common,
+                tokenizer, n, workload.turns, scenario.input_len, scenario.output_len,
+                scenario.seed, **common,
                 system_prompt_tokens=workload.system_prompt_tokens or 0,
             )  # fmt: skip
     else:
@@ -83,27 +82,19 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
             assert workload.path is not None
             specs = sharegpt_requests(
                 workload.path, tokenizer, n, scenario.seed, **common,
-                output_len=scenario.output_len.to_length_dist() if scenario.output_len else None,
+                output_len=scenario.output_len,
                 max_input_tokens=workload.max_input_tokens,
                 max_output_tokens=workload.max_output_tokens,
             )  # fmt: skip
         else:
             assert scenario.input_len and scenario.output_len
-            prefix = scenario.shared_prefix
             specs = synthetic_requests(
-                tokenizer, n, scenario.input_len.to_length_dist(),
-                scenario.output_len.to_length_dist(), seed=scenario.seed, **common,
-                shared_prefix=prefix.to_shared_prefix() if prefix else None,
+                tokenizer, n, scenario.input_len, scenario.output_len, seed=scenario.seed,
+                **common, shared_prefix=scenario.shared_prefix,
             )  # fmt: skip
         sessions = [[spec] for spec in specs]
         if scenario.arrival is not None:
-            process = ArrivalProcess(
-                scenario.arrival.kind,
-                scenario.arrival.rate_rps,
-                scenario.arrival.burstiness,
-                scenario.ramp_up_s,
-            )
-            schedule = process.schedule(len(sessions), scenario.seed)
+            schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
     return LoadPlan(
         mode="open" if schedule is not None else "closed",
         sessions=sessions,

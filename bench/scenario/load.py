@@ -15,74 +15,34 @@
 ``[arrival]`` makes the load open loop: ``kind`` = poisson | gamma | constant, ``rate_rps``
 (requests/s), ``burstiness`` (gamma's shape; 1 = Poisson). A relative ``path`` is taken from
 the scenario file's folder.
+
+The tables become the load generator's own types (``loadgen.workload_spec.WorkloadSpec``,
+``loadgen.arrivals.ArrivalProcess``), which check their values; this module reads the TOML and
+reports what they reject at the file's key (:func:`construct`).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from bench.scenario.toml_table import Table
+from loadgen.arrivals import ARRIVAL_KINDS, ArrivalProcess
+from loadgen.workload_spec import WORKLOAD_KINDS, WORKLOAD_PARAMS, ParameterError, WorkloadSpec
 
-__all__ = ["ARRIVAL_KINDS", "WORKLOAD_KINDS", "ArrivalSpec", "WorkloadSpec", "read_arrival",
-           "read_workload"]  # fmt: skip
+__all__ = ["check_combination", "construct", "read_arrival", "read_workload"]
 
-WorkloadKind = Literal["synthetic", "sharegpt", "multiturn", "trace"]
-WORKLOAD_KINDS: tuple[str, ...] = ("synthetic", "sharegpt", "multiturn", "trace")
-ARRIVAL_KINDS: tuple[str, ...] = ("poisson", "gamma", "constant")
-
-# Per workload kind: its keys and their types.
-_KEYS: dict[str, dict[str, type]] = {
-    "synthetic": {},
-    "sharegpt": {"path": str, "max_input_tokens": int, "max_output_tokens": int},
-    "multiturn": {
-        "turns": int,
-        "path": str,
-        "system_prompt_tokens": int,
-        "max_context_tokens": int,
-    },
-    "trace": {"path": str, "time_scale": float},
-}
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """``[workload]`` (module docstring); parameters a kind does not take are None."""
-
-    kind: WorkloadKind = "synthetic"
-    path: str | None = None
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    turns: int | None = None
-    system_prompt_tokens: int | None = None
-    max_context_tokens: int | None = None
-    time_scale: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    @property
-    def open_loop(self) -> bool:
-        """A trace sets its own arrival times."""
-        return self.kind == "trace"
-
-    @property
-    def sessions(self) -> bool:
-        """Multi-turn sessions need closed-loop users."""
-        return self.kind == "multiturn"
-
-
-@dataclass(frozen=True)
-class ArrivalSpec:
-    """``[arrival]``: open-loop arrivals (loadgen.arrivals.ArrivalProcess's meaning)."""
-
-    kind: Literal["poisson", "gamma", "constant"]
-    rate_rps: float
-    burstiness: float = 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def construct(table: Table, factory: Callable[..., T], **values: Any) -> T:
+    """``factory(**values)``: a load generator type, which checks itself; a parameter it rejects
+    is reported at that key of ``table``, naming the file."""
+    try:
+        return factory(**values)
+    except ParameterError as exc:
+        raise table.error(exc.field, exc.problem) from exc
 
 
 def _resolve(path: str, source: str) -> str:
@@ -99,34 +59,17 @@ def read_workload(table: Table, source: str) -> WorkloadSpec:
     if sub is None:
         return WorkloadSpec()
     kind = sub.choice("kind", WORKLOAD_KINDS)
-    values = {key: sub.get(key, typ, None) for key, typ in _KEYS[kind].items()}
+    values = {key: sub.get(key, typ, None) for key, typ in WORKLOAD_PARAMS[kind].items()}
     sub.finish(f"for kind '{kind}'")
-    needs_path = kind in ("sharegpt", "trace")
-    if needs_path and values["path"] is None:
-        raise sub.error("path", f"missing; kind '{kind}' reads its requests from a file")
-    if kind == "multiturn" and values["path"] is None and values["turns"] is None:
-        raise sub.error("turns", "missing; set turns (synthetic chats) or path (a ShareGPT file)")
     if values.get("path") is not None:
         values["path"] = _resolve(values["path"], source)
-        sub.check("path", os.path.isfile(values["path"]), "no such file", values["path"])
-    for key in ("max_input_tokens", "max_output_tokens", "turns", "max_context_tokens"):
-        if values.get(key) is not None:
-            sub.check(key, values[key] >= 1, "must be >= 1", values[key])
-    if values.get("system_prompt_tokens") is not None:
-        value = values["system_prompt_tokens"]
-        sub.check("system_prompt_tokens", value >= 0, "must be >= 0 tokens", value)
-        if values.get("path") is not None:
-            raise sub.error(
-                "system_prompt_tokens", "is for synthetic chats; a ShareGPT file has its own"
-            )
-    if kind == "trace":
-        scale = values["time_scale"]
-        if scale is not None:
-            sub.check("time_scale", scale > 0, "must be > 0", scale)
-    return WorkloadSpec(kind=kind, **values)
+    workload = construct(sub, WorkloadSpec, kind=kind, **values)
+    if workload.path is not None:
+        sub.check("path", os.path.isfile(workload.path), "no such file", workload.path)
+    return workload
 
 
-def read_arrival(table: Table) -> ArrivalSpec | None:
+def read_arrival(table: Table) -> ArrivalProcess | None:
     """The ``[arrival]`` table, or None (closed loop) when absent."""
     sub = table.table("arrival")
     if sub is None:
@@ -135,17 +78,13 @@ def read_arrival(table: Table) -> ArrivalSpec | None:
     rate = sub.get("rate_rps", float)
     burstiness = sub.get("burstiness", float, 1.0)
     sub.finish()
-    sub.check("rate_rps", rate > 0, "must be > 0 requests/s", rate)
-    sub.check("burstiness", burstiness > 0, "must be > 0 (the gamma shape)", burstiness)
-    if kind != "gamma":
-        sub.check("burstiness", burstiness == 1.0, "only kind 'gamma' takes burstiness", burstiness)
-    return ArrivalSpec(kind, rate, burstiness)
+    return construct(sub, ArrivalProcess, kind=kind, rate_rps=rate, burstiness=burstiness)
 
 
 def check_combination(
     top: Table,
     workload: WorkloadSpec,
-    arrival: ArrivalSpec | None,
+    arrival: ArrivalProcess | None,
     has_input_len: bool,
     has_output_len: bool,
     has_shared_prefix: bool,

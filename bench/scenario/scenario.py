@@ -17,85 +17,36 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from bench.scenario.load import (
-    ArrivalSpec,
-    WorkloadSpec,
-    check_combination,
-    read_arrival,
-    read_workload,
-)
+from bench.scenario.load import check_combination, construct, read_arrival, read_workload
 from bench.scenario.toml_table import ScenarioError, Table, suggest
-
-if TYPE_CHECKING:
-    from loadgen.workload import LengthDist, SharedPrefix
+from loadgen.arrivals import ArrivalProcess
+from loadgen.workload_spec import (
+    LENGTH_BOUNDS,
+    LENGTH_KINDS,
+    LENGTH_PARAMS,
+    LengthDist,
+    SharedPrefix,
+    WorkloadSpec,
+)
 
 __all__ = [
     "OPEN_LOOP_USERS",
     "SLO",
-    "ArrivalSpec",
     "EngineSection",
-    "LengthSpec",
     "Scenario",
     "ScenarioError",
-    "WorkloadSpec",
     "list_scenarios",
     "load_scenario",
     "scenario_from_dict",
 ]
 
 ApiKind = Literal["completions", "chat"]
-LengthKind = Literal["fixed", "uniform", "normal", "pareto"]
 
-# Per distribution kind, its parameters and their types (loadgen.workload.LengthDist's meaning):
-# token counts are integers, the parameters of continuous distributions floats. Every kind also
-# takes the optional integer bounds ``min`` (default 1) and ``max``.
-_LENGTH_PARAMS: dict[str, dict[str, type]] = {
-    "fixed": {"value": int},
-    "uniform": {"low": int, "high": int},
-    "normal": {"mean": float, "std": float},
-    "pareto": {"shape": float, "scale": float},
-}
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 # Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
 OPEN_LOOP_USERS = 512
-
-
-@dataclass(frozen=True)
-class LengthSpec:
-    """A token-length distribution as the scenario gives it; unset parameters are None.
-
-    fixed: ``value``. uniform: integers ``low``..``high``, both inclusive. normal: ``mean`` and
-    ``std``. pareto: ``shape`` (alpha) and ``scale`` (the minimum, x_m). Every kind may be bounded
-    by ``min`` (the sampler's default: 1) and ``max``. Lengths are in tokens, at least 1.
-    The sampler is ``loadgen.workload.LengthDist`` (see :meth:`to_length_dist`).
-    """
-
-    kind: LengthKind
-    value: int | None = None
-    low: int | None = None
-    high: int | None = None
-    mean: float | None = None
-    std: float | None = None
-    shape: float | None = None
-    scale: float | None = None
-    min: int | None = None
-    max: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """``kind`` plus the parameters that are set (the form the TOML file uses)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def to_length_dist(self) -> LengthDist:
-        """The same distribution as a ``loadgen.workload.LengthDist``, which samples it.
-
-        Imported here, not at module level, so that scenarios load and list without the load
-        generator's dependencies.
-        """
-        from loadgen.workload import LengthDist
-
-        return LengthDist(**self.to_dict())
 
 
 @dataclass(frozen=True)
@@ -110,25 +61,6 @@ class SLO:
         """All three targets (None where unset); ``results.summary.compute_summary`` accepts
         this."""
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class SharedPrefixSpec:
-    """``[shared_prefix]``: ``num_prefixes`` system prompts of ``tokens`` tokens; each request
-    starts with one of them with probability ``share_ratio`` (input_len is then the length of
-    the request's own part)."""
-
-    tokens: int
-    num_prefixes: int = 1
-    share_ratio: float = 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_shared_prefix(self) -> SharedPrefix:
-        from loadgen.workload import SharedPrefix
-
-        return SharedPrefix(**self.to_dict())
 
 
 @dataclass(frozen=True)
@@ -178,8 +110,8 @@ class Scenario:
 
     name: str
     users: int
-    input_len: LengthSpec | None
-    output_len: LengthSpec | None
+    input_len: LengthDist | None
+    output_len: LengthDist | None
     num_requests: int | None = None
     duration_s: float | None = None
     description: str = ""
@@ -192,9 +124,9 @@ class Scenario:
     cooldown_s: float = 0.0
     slo: SLO = field(default_factory=SLO)
     engine: EngineSection = field(default_factory=EngineSection)
-    shared_prefix: SharedPrefixSpec | None = None
+    shared_prefix: SharedPrefix | None = None
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
-    arrival: ArrivalSpec | None = None
+    arrival: ArrivalProcess | None = None
     ramp_up_s: float = 0.0
     source: str = field(default="<dict>", compare=False)
 
@@ -242,56 +174,23 @@ _DICT_ORDER = (
 )
 
 
-def _read_length(table: Table, name: str) -> LengthSpec | None:
-    """A ``[input_len]``/``[output_len]`` table, validated (also by the sampler itself)."""
+def _read_length(table: Table, name: str) -> LengthDist | None:
+    """A ``[input_len]``/``[output_len]`` table (``loadgen.workload_spec.LengthDist``)."""
     sub = table.table(name)
     if sub is None:
         return None
-    kind = sub.choice("kind", tuple(_LENGTH_PARAMS))
-    params: dict[str, Any] = {key: sub.get(key, typ) for key, typ in _LENGTH_PARAMS[kind].items()}
-    params["min"] = sub.get("min", int, None)
-    params["max"] = sub.get("max", int, None)
+    kind = sub.choice("kind", LENGTH_KINDS)
+    params = {key: sub.get(key, typ) for key, typ in LENGTH_PARAMS[kind].items()}
+    for key, typ in LENGTH_BOUNDS.items():
+        bound = sub.get(key, typ, None)
+        if bound is not None:  # unset: the sampler's default
+            params[key] = bound
     sub.finish(f"for kind '{kind}'")
-
-    for key in ("value", "low", "high", "min", "max"):
-        if params.get(key) is not None:
-            sub.check(key, params[key] >= 1, "must be at least 1 token", params[key])
-    if kind == "uniform":
-        sub.check("high", params["high"] >= params["low"], "must be >= low", params["high"])
-    if kind == "normal":
-        sub.check("mean", params["mean"] > 0, "must be > 0", params["mean"])
-        sub.check("std", params["std"] >= 0, "must be >= 0", params["std"])
-    if kind == "pareto":
-        sub.check("shape", params["shape"] > 0, "must be > 0", params["shape"])
-        sub.check("scale", params["scale"] > 0, "must be > 0", params["scale"])
-    lo, hi = params["min"] or 1, params["max"]
-    if hi is not None:
-        sub.check("max", hi >= lo, f"must be >= min ({lo})", hi)
-    # Bounds that miss the distribution's own range would turn (nearly) every sample into the
-    # bound: almost certainly a mistake, so say so instead of running a different workload.
-    bounds = f"[{lo}, {'inf' if hi is None else hi}]"
-    if kind == "uniform":
-        overlap = params["high"] >= lo and (hi is None or params["low"] <= hi)
-        sub.check("low", overlap, f"low..high must overlap min..max {bounds}", params["low"])
-    elif kind == "pareto":
-        # Pareto samples are >= scale, so only a max below it loses the distribution.
-        below = hi is None or params["scale"] <= hi
-        sub.check("scale", below, f"must be <= max ({hi}), the smallest sample", params["scale"])
-    else:
-        key = "value" if kind == "fixed" else "mean"
-        inside = params[key] >= lo and (hi is None or params[key] <= hi)
-        sub.check(key, inside, f"must lie within min..max {bounds}", params[key])
-    spec = LengthSpec(kind=kind, **params)
-    try:
-        # The sampler has the last word: a rule of its own the checks above miss still fails
-        # here, at load time and naming the file, rather than mid-run.
-        spec.to_length_dist()
-    except ValueError as exc:
-        raise table.error(name, str(exc)) from exc
-    return spec
+    return construct(sub, LengthDist, kind=kind, **params)
 
 
-def _read_shared_prefix(table: Table) -> SharedPrefixSpec | None:
+def _read_shared_prefix(table: Table) -> SharedPrefix | None:
+    """The ``[shared_prefix]`` table (``loadgen.workload_spec.SharedPrefix``)."""
     sub = table.table("shared_prefix")
     if sub is None:
         return None
@@ -299,10 +198,9 @@ def _read_shared_prefix(table: Table) -> SharedPrefixSpec | None:
     num_prefixes = sub.get("num_prefixes", int, 1)
     share_ratio = sub.get("share_ratio", float, 1.0)
     sub.finish()
-    sub.check("tokens", tokens >= 1, "must be >= 1", tokens)
-    sub.check("num_prefixes", num_prefixes >= 1, "must be >= 1", num_prefixes)
-    sub.check("share_ratio", 0.0 <= share_ratio <= 1.0, "must be in 0..1", share_ratio)
-    return SharedPrefixSpec(tokens, num_prefixes, share_ratio)
+    return construct(
+        sub, SharedPrefix, tokens=tokens, num_prefixes=num_prefixes, share_ratio=share_ratio
+    )
 
 
 def _read_slo(table: Table) -> SLO:

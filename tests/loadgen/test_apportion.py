@@ -7,7 +7,7 @@ import random
 import pytest
 
 from loadgen.apportion import apportion_tokens, chunk_token_weights, largest_remainder
-from tests.loadgen.test_server import make_tokenizer
+from tests.support.tokenizers import make_tokenizer
 
 
 def test_one_token_per_chunk_when_totals_match() -> None:

@@ -12,19 +12,10 @@ import pytest
 from loadgen.client import StreamingClient
 from loadgen.clock import RunClock
 from results.records import RequestRecord
-from tests.loadgen.test_server import (
-    FIXTURE_STREAMS,
-    HttpRequest,
-    LocalServer,
-    Response,
-    fixture_events,
-    make_tokenizer,
-    replay_handler,
-    run,
-    send_once,
-    spec,
-    text_events,
-)
+from tests.support.http_server import HttpRequest, LocalServer, Response, run
+from tests.support.loadgen_requests import send_once, spec
+from tests.support.sse_streams import FIXTURE_STREAMS, fixture_events, replay_handler, text_events
+from tests.support.tokenizers import make_tokenizer
 
 pytestmark = pytest.mark.timeout(30)
 

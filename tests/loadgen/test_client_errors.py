@@ -15,19 +15,9 @@ import pytest
 from loadgen.client import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
 from results.records import RequestRecord
-from tests.loadgen.test_server import (
-    HttpRequest,
-    LocalServer,
-    Response,
-    fixture_events,
-    free_port,
-    replay_handler,
-    run,
-    send_once,
-    spec,
-    sse_event,
-    text_events,
-)
+from tests.support.http_server import HttpRequest, LocalServer, Response, free_port, run
+from tests.support.loadgen_requests import send_once, spec
+from tests.support.sse_streams import fixture_events, replay_handler, sse_event, text_events
 
 pytestmark = pytest.mark.timeout(30)
 

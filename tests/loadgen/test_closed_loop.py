@@ -12,39 +12,11 @@ from loadgen.client import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.closed_loop import LiveCounters, run_closed_loop
 from results.records import RequestRecord, RequestSpec
-from tests.loadgen.test_server import HttpRequest, LocalServer, Response, run, sse_event
+from tests.support.http_server import LocalServer, run
+from tests.support.loadgen_requests import make_requests
+from tests.support.sse_streams import streaming_handler
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def make_requests(n: int, fail_every: int = 0) -> list[RequestSpec]:
-    return [
-        RequestSpec(
-            request_id=f"req-{i:03d}",
-            prompt="FAIL" if fail_every and i % fail_every == 0 else f"prompt {i}",
-            prompt_tokens=2,
-            max_tokens=4,
-        )
-        for i in range(n)
-    ]
-
-
-def streaming_handler(n_chunks: int, delay_s: float):
-    """Streams ``n_chunks`` one-token chunks ``delay_s`` apart; prompt "FAIL" gets a 500."""
-
-    async def handler(request: HttpRequest, response: Response) -> None:
-        if request.json()["prompt"] == "FAIL":
-            await response.send_json(500, {"error": {"message": "injected failure"}})
-            return
-        await response.start_stream()
-        for i in range(n_chunks):
-            await asyncio.sleep(delay_s)
-            await response.send(sse_event({"choices": [{"text": f" t{i}", "index": 0}]}))
-        usage = {"completion_tokens": n_chunks, "prompt_tokens": 2}
-        await response.send(sse_event({"choices": [], "usage": usage}) + sse_event("[DONE]"))
-        await response.end()
-
-    return handler
 
 
 async def drive(

@@ -6,7 +6,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ from engine.tokenizer.tokenizer import Tokenizer
 from loadgen.clock import RunClock
 from loadgen.driver import ClientConfig, LoadPlan
 from loadgen.locust_driver import LocustError, run_locust
-from loadgen.workload import LengthDist, synthetic_requests
-from tests.support.server_fixture import running_server
+from loadgen.workload import synthetic_requests
+from loadgen.workload_spec import LengthDist
 
 pytestmark = [
     pytest.mark.slow,
@@ -28,11 +27,8 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
-    with running_server(config) as url:
-        yield url
+# The engine the module's base_url fixture (tests/conftest.py) serves.
+SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
 
 
 def plan(n: int, users: int) -> LoadPlan:

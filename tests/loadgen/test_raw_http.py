@@ -10,14 +10,9 @@ import pytest
 from loadgen.client import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.raw_http import Connection, RemoteProtocolError
-from tests.loadgen.test_server import (
-    FIXTURE_STREAMS,
-    LocalServer,
-    fixture_events,
-    replay_handler,
-    run,
-    spec,
-)
+from tests.support.http_server import LocalServer, run
+from tests.support.loadgen_requests import spec
+from tests.support.sse_streams import FIXTURE_STREAMS, fixture_events, replay_handler
 
 pytestmark = pytest.mark.timeout(30)
 

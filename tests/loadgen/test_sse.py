@@ -7,7 +7,7 @@ import random
 import pytest
 
 from loadgen.sse import SSEParser
-from tests.loadgen.test_server import FIXTURE_STREAMS, FIXTURES_DIR
+from tests.support.sse_streams import FIXTURE_STREAMS, fixture_stream
 
 
 def feed_all(pieces: list[bytes]) -> tuple[list[str], SSEParser]:
@@ -100,7 +100,7 @@ def test_invalid_utf8_raises() -> None:
 
 @pytest.mark.parametrize("name", sorted(FIXTURE_STREAMS))
 def test_fixture_streams_parse_identically_under_random_splits(name: str) -> None:
-    raw = (FIXTURES_DIR / FIXTURE_STREAMS[name][0]).read_bytes()
+    raw = fixture_stream(name)
     whole, parser = feed_all([raw])
     assert parser.done
     assert len(whole) == raw.count(b"data: ") - 1  # every event but [DONE]

@@ -14,8 +14,9 @@ from loadgen.closed_loop import LiveCounters
 from loadgen.driver import ClientConfig, LoadPlan
 from loadgen.workers import run_load, shard_plan
 from results.records import RequestSpec
-from tests.loadgen.test_closed_loop import make_requests, streaming_handler
-from tests.loadgen.test_server import LocalServer, run
+from tests.support.http_server import LocalServer, run
+from tests.support.loadgen_requests import make_requests
+from tests.support.sse_streams import streaming_handler
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -6,38 +6,18 @@ import itertools
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from loadgen.multiturn import sessions_turns, sharegpt_sessions, synthetic_sessions
 from loadgen.sharegpt import load_sharegpt, sharegpt_requests
 from loadgen.trace import load_trace, trace_requests
-from loadgen.workload import LengthDist, WorkloadError
-from tests.loadgen.test_server import make_tokenizer
+from loadgen.workload_spec import LengthDist, WorkloadError
+from tests.support.sharegpt import write_sharegpt
+from tests.support.tokenizers import make_tokenizer
 
 pytestmark = pytest.mark.timeout(60)
 
 TOK = make_tokenizer()
-WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "seven", "hum")
-
-
-def sentence(n_words: int, seed: int) -> str:
-    rng = np.random.default_rng(seed)
-    return " ".join(rng.choice(WORDS, size=n_words).tolist())
-
-
-def write_sharegpt(path: Path, n: int = 12, turns: int = 3) -> Path:
-    """A small ShareGPT-format file: ``n`` conversations of ``turns`` exchanges each."""
-    data = []
-    for i in range(n):
-        conversation = []
-        for k in range(turns):
-            conversation.append({"from": "human", "value": sentence(6 + i % 5, 100 * i + k)})
-            conversation.append({"from": "gpt", "value": sentence(10 + k, 100 * i + k + 50)})
-        data.append({"id": f"c{i}", "conversations": conversation})
-    data.append({"id": "short", "conversations": [{"from": "human", "value": "hi"}]})
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
 
 
 def test_sharegpt_requests_take_prompts_and_answer_lengths(tmp_path: Path) -> None:

@@ -1,35 +1,16 @@
-"""Helpers for the simulated-device tests: a fixed CPU calibration, sim engines, step logs."""
+"""Helpers for the simulated-device tests: sim engines and step logs.
+
+The sim engines time steps from a calibration: tests use the ``fake_calibration`` fixture.
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.core.scheduler import SchedulerOutput
 from engine.llm_engine import LLMEngine
-from tests.support.cache import isolated_cache
-
-# A made-up CPU (fixed figures, so tests do not depend on this machine's calibration).
-FAKE_CALIBRATION: dict[str, Any] = {
-    "version": 1,
-    "created_utc": "2026-01-01T00:00:00+00:00",
-    "host": {"cpu": "Test CPU"},
-    "num_threads": 1,
-    "cpu": {"matmul_flops_per_s": {"fp32": 50e9, "bf16": 100e9}, "triad_bytes_per_s": 10e9},
-    "gpus": [],
-}
-
-
-def use_fake_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point `bench calibrate`'s file (and so the sim calibration's folder) into tmp_path."""
-    path = isolated_cache(monkeypatch, tmp_path / "cache") / "calibration.json"
-    path.write_text(json.dumps(FAKE_CALIBRATION))
-    return path
 
 
 def sim_engine(**overrides: Any) -> LLMEngine:

@@ -6,7 +6,6 @@ engine served in this process on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from engine_adapters.launcher import free_port
 from results.run_group import GROUP_JSON, expand_run_paths
-from tests.support.server_fixture import running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -39,11 +37,8 @@ value = 6
 """
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", num_threads=1)
-    with running_server(config) as url:
-        yield url
+# The engine the module's base_url fixture (tests/conftest.py) serves.
+SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", num_threads=1)
 
 
 def options(tmp_path: Path, url: str) -> RunOptions:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from perfmodel import calibration as cal
 from results.run_folder import load_run
 from results.run_summary import summarize_run
 from tests.support.cache import isolated_cache
-from tests.support.server_fixture import running_server
 
 SCENARIO = """
 name = "probed"
@@ -41,11 +39,8 @@ high = 24
 """
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
-    with running_server(config) as url:
-        yield url
+# The engine the module's base_url fixture (tests/conftest.py) serves.
+SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
 
 
 @pytest.fixture

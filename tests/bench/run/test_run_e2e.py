@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,6 @@ from engine_adapters.launcher import free_port
 from results.run_folder import load_run
 from results.run_summary import summarize_run
 from results.summary import compute_summary
-from tests.support.server_fixture import running_server
 
 SCENARIO = """
 name = "small"
@@ -49,11 +47,8 @@ def write_scenario(tmp_path: Path, in_low: int = 8, in_high: int = 64) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=96)
-    with running_server(config) as url:
-        yield url
+# The engine the module's base_url fixture (tests/conftest.py) serves.
+SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=96)
 
 
 def run(tmp_path: Path, url: str, scenario: Path) -> tuple[Path, dict]:

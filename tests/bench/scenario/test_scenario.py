@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from bench.scenario.scenario import (
-    LengthSpec,
     Scenario,
     ScenarioError,
     list_scenarios,
     load_scenario,
     scenario_from_dict,
 )
+from loadgen.workload_spec import LengthDist
 
 SOURCE = "my.toml"
 
@@ -83,8 +83,8 @@ def test_shipped_scenarios_load_by_name() -> None:
     many = load_scenario("100-users")
     assert (many.name, many.users, many.num_requests, many.seed) == ("100-users", 100, 300, 0)
     assert many.ignore_eos is True
-    assert many.input_len == LengthSpec(kind="uniform", low=96, high=160)
-    assert many.output_len == LengthSpec(kind="uniform", low=96, high=160)
+    assert many.input_len == LengthDist(kind="uniform", low=96, high=160)
+    assert many.output_len == LengthDist(kind="uniform", low=96, high=160)
     one = load_scenario("1-user")
     assert (one.users, one.num_requests) == (1, 30)
     assert one.input_len == many.input_len and one.output_len == many.output_len
@@ -196,7 +196,7 @@ def test_length_distributions_are_checked_for_consistency() -> None:
     assert "key 'input_len.shape': must be > 0" in _error(_with(input_len=pareto))
     pareto["shape"] = 1.5
     spec = scenario_from_dict(_with(input_len=pareto)).input_len
-    assert spec == LengthSpec(kind="pareto", shape=1.5, scale=10.0)
+    assert spec == LengthDist(kind="pareto", shape=1.5, scale=10.0)
     pareto["max"] = 8
     assert "key 'input_len.scale': must be <= max (8)" in _error(_with(input_len=pareto))
     bounded = {"kind": "uniform", "low": 8, "high": 16, "max": 4}
@@ -232,8 +232,8 @@ def test_scenario_is_frozen_and_compares_without_source() -> None:
         a.users = 5  # type: ignore[misc]
 
 
-def test_to_length_dist_uses_loadgen() -> None:
-    workload = pytest.importorskip("loadgen.workload")
-    dist = scenario_from_dict(_with(input_len__max=12)).input_len.to_length_dist()
-    assert isinstance(dist, workload.LengthDist)
+def test_lengths_are_the_samplers_own_type() -> None:
+    dist = scenario_from_dict(_with(input_len__max=12)).input_len
+    assert isinstance(dist, LengthDist)
     assert (dist.kind, dist.low, dist.high, dist.min, dist.max) == ("uniform", 8, 16, 1, 12)
+    assert dist.to_dict() == {"kind": "uniform", "low": 8, "high": 16, "max": 12}

@@ -20,7 +20,11 @@ from perfmodel.presets import get_preset
 from perfmodel.roofline import Precision
 from results.run_folder import load_run
 from results.run_summary import summarize_run
-from tests.support.sim_fixtures import sim_engine, use_fake_calibration
+from tests.support.sim_fixtures import sim_engine
+
+# Every test here times its steps from the fixed CPU calibration (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fake_calibration")
+
 
 SCENARIO = """
 name = "sim-test"
@@ -50,11 +54,6 @@ def scenario_file(tmp_path: Path, preset: str = "tiny", users: int = 6, requests
     path.write_text(SCENARIO.format(preset=preset, users=users, requests=requests, extra=extra,
                                     options=options))  # fmt: skip
     return path
-
-
-@pytest.fixture(autouse=True)
-def _calibrated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    use_fake_calibration(tmp_path, monkeypatch)
 
 
 def test_closed_loop_run_folder_reads_like_a_served_run(tmp_path: Path) -> None:

@@ -19,11 +19,6 @@ BLOCK_SIZE, NUM_BLOCKS = 4, 96
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 3e-2}
 
 
-@pytest.fixture(autouse=True)
-def _few_threads() -> None:
-    torch.set_num_threads(1)
-
-
 def dense_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
     """q [q_len, Hq, D] at positions start.., k and v [ctx, Hkv, D] for positions 0..ctx-1."""
     group = q.shape[1] // k.shape[1]

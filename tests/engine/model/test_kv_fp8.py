@@ -38,11 +38,6 @@ CPU = torch.device("cpu")
 BLOCK_SIZE = 8
 
 
-@pytest.fixture(autouse=True)
-def _few_threads() -> None:
-    torch.set_num_threads(1)
-
-
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return float((actual.float() - expected.float()).norm() / expected.float().norm())
 

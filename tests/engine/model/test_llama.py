@@ -27,11 +27,6 @@ NUM_BLOCKS = 64
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True)
-def _few_threads() -> None:
-    torch.set_num_threads(1)  # two cores are shared with other work; these models are tiny
-
-
 def new_caches(config: ModelConfig, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
     """NaN-filled caches: any read of a slot that was never written would poison the logits."""
     shape = (2, NUM_BLOCKS, BLOCK_SIZE, config.num_key_value_heads, config.head_dim)

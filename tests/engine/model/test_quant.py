@@ -35,11 +35,6 @@ LOGIT_REL_ERROR_BOUND = {"int8": 0.04, "int4": 0.35}
 PROMPT_TOKENS, BLOCK_SIZE = 64, 16
 
 
-@pytest.fixture(autouse=True)
-def _few_threads() -> None:
-    torch.set_num_threads(1)
-
-
 def tiny_model(dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
     return load_model(TINY, None, dtype, CPU, seed=0)
 

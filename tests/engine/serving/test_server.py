@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import openai
@@ -11,16 +10,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.config import EngineConfig
-from tests.support.server_fixture import running_server
 
 MODEL = "tiny"
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=256)
-    with running_server(config) as url:
-        yield url
+# The engine the module's base_url fixture (tests/conftest.py) serves.
+SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=256)
 
 
 @pytest.fixture(scope="module")

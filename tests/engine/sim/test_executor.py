@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,12 +12,10 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from tests.support.engine_fixtures import ragged_workload, run
-from tests.support.sim_fixtures import a100_engine, sim_engine, use_fake_calibration
+from tests.support.sim_fixtures import a100_engine, sim_engine
 
-
-@pytest.fixture(autouse=True)
-def _calibrated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    use_fake_calibration(tmp_path, monkeypatch)
+# Every test here times its steps from the fixed CPU calibration (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fake_calibration")
 
 
 def test_deterministic_for_a_seed_and_different_across_seeds() -> None:

@@ -4,13 +4,11 @@ only the scheduler and the KV cache decide how long each request runs)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from engine.model.model_runner import kv_bytes_per_block
 from tests.support.engine_fixtures import make_engine, ragged_workload
-from tests.support.sim_fixtures import Arrivals, sim_engine, step_log, use_fake_calibration
+from tests.support.sim_fixtures import Arrivals, sim_engine, step_log
 
 SHARED = list(range(200, 232))  # two full blocks shared by half of the requests
 
@@ -34,10 +32,8 @@ def arrivals() -> Arrivals:
         {"kv_blocks": 80, "kv_layout": "contiguous", "max_model_len": 160},
     ],
 )
-def test_same_decisions_under_both_executors(
-    settings: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    use_fake_calibration(tmp_path, monkeypatch)
+@pytest.mark.usefixtures("fake_calibration")
+def test_same_decisions_under_both_executors(settings: dict) -> None:
     settings = dict(settings)
     blocks = settings.pop("kv_blocks")
     torch_engine = make_engine(**settings)

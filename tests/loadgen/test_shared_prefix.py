@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from bench.scenario.scenario import ScenarioError, load_scenario
-from loadgen.workload import LengthDist, SharedPrefix, WorkloadError, synthetic_requests
-from tests.loadgen.test_server import make_tokenizer
+from loadgen.workload import synthetic_requests
+from loadgen.workload_spec import LengthDist, SharedPrefix, WorkloadError
+from tests.support.tokenizers import make_tokenizer
 
 
 def test_prefixes_are_shared_and_counts_exact() -> None:

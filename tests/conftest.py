@@ -1,0 +1,42 @@
+"""Fixtures that test modules in several folders share.
+
+``base_url``: a real reference-engine server on 127.0.0.1, one per test module, serving the
+module's ``SERVER_CONFIG``. ``fake_calibration``: a fixed CPU calibration in the test's tmp_path,
+where `bench calibrate`'s file is looked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.config import EngineConfig
+from tests.support.calibration import use_fake_calibration
+
+
+@pytest.fixture(scope="module")
+def base_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The base URL (``http://127.0.0.1:PORT``) of a server of the module's ``SERVER_CONFIG``.
+
+    The server starts before the module's first test that asks for it and stops after its last.
+    """
+    config = getattr(request.module, "SERVER_CONFIG", None)
+    if not isinstance(config, EngineConfig):
+        pytest.fail(
+            f"{request.module.__name__}: the base_url fixture serves the module's SERVER_CONFIG; "
+            "set SERVER_CONFIG = EngineConfig(...) at the module's top level"
+        )
+    # Imported here, not above: it loads torch, which the tests of the torch-free packages
+    # (perfmodel, results, loadgen, dashboards) must not need.
+    from tests.support.server_fixture import running_server
+
+    with running_server(config) as url:
+        yield url
+
+
+@pytest.fixture
+def fake_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The path of a fixed CPU calibration that `bench calibrate`'s readers find for this test."""
+    return use_fake_calibration(tmp_path, monkeypatch)

@@ -1,0 +1,33 @@
+"""The shared test kit behaves as the tests that use it assume."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.support.http_server import LocalServer, run
+from tests.support.sse_streams import fixture_events, replay_handler
+from tests.support.tokenizers import make_tokenizer
+
+
+def test_server_replays_a_fixture_with_keep_alive() -> None:
+    async def main() -> None:
+        events = fixture_events("vllm-completions")
+        async with LocalServer(replay_handler(events)) as server:
+            port = int(server.base_url.rsplit(":", 1)[1])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(2):
+                writer.write(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+                await reader.readuntil(b"0\r\n\r\n")
+            writer.close()
+            assert server.connections == 1
+            assert len(server.requests) == 2
+            assert server.in_flight == 0
+
+    run(main())
+
+
+def test_tokenizer_round_trips() -> None:
+    tok = make_tokenizer()
+    text = "kalo strings, 42!\n level"
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.vocab_size == 512
