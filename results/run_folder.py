@@ -4,8 +4,8 @@
 ``tokens.parquet`` and ``summary.json`` (other writers add their own files beside them). Every
 file is written to a temporary name and renamed, so a crash never leaves a half-written file.
 
-The parquet files have fixed Arrow schemas (:data:`REQUESTS_SCHEMA`, :data:`TOKENS_SCHEMA`), and
-the DataFrames returned by the writers and by :func:`load_run` both come from the same Arrow ->
+The parquet files have fixed Arrow schemas (results.tables, from results.records), and the
+DataFrames returned by the writers and by :func:`load_run` both come from the same Arrow ->
 pandas conversion, so a summary computed in the run equals one recomputed from the folder.
 """
 
@@ -26,6 +26,17 @@ import pyarrow.parquet as pq
 
 from results.engine_steps import STEPS_SCHEMA
 from results.summary import json_safe
+from results.tables import (
+    REQUESTS_SCHEMA,
+    SAMPLES_SCHEMA,
+    TOKENS_SCHEMA,
+    TableError,
+    requests_frame,
+    requests_table,
+    to_frame,
+    tokens_frame,
+    tokens_table,
+)
 
 __all__ = [
     "REQUESTS_SCHEMA",
@@ -46,113 +57,9 @@ SUMMARY_JSON = "summary.json"
 STEPS_PARQUET = "steps.parquet"
 SAMPLES_PARQUET = "samples.parquet"
 
-# Times are seconds from the run's start on its monotonic clock; None (null) where an event never
-# happened (no first token, no HTTP status). output_tokens_source is "usage", "tokenizer" or
-# "chunks" (no usage and no tokenizer: one token per content chunk).
-REQUESTS_SCHEMA = pa.schema(
-    [
-        pa.field("request_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("scheduled_s", pa.float64(), nullable=False),
-        pa.field("sent_s", pa.float64(), nullable=False),
-        pa.field("first_token_s", pa.float64()),
-        pa.field("done_s", pa.float64()),
-        pa.field("prompt_tokens", pa.int64(), nullable=False),
-        pa.field("output_tokens", pa.int64(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("error", pa.string()),
-        pa.field("http_status", pa.int64()),
-        pa.field("output_tokens_source", pa.string()),
-    ]
-)
-# One row per received content chunk; index counts a request's chunks from 0.
-TOKENS_SCHEMA = pa.schema(
-    [
-        pa.field("request_id", pa.string(), nullable=False),
-        pa.field("index", pa.int64(), nullable=False),
-        pa.field("t_s", pa.float64(), nullable=False),
-        pa.field("n_tokens", pa.int64(), nullable=False),
-    ]
-)
-
-# The probes' time series, long format (probes/: nvml, gpm, cpu, engine). t_s is on the run's
-# clock and may be negative: the probes start before the load. labels is a JSON object as text
-# ('' when none), e.g. {"gpu":"0"} or {"metric":"vllm:kv_cache_usage_perc",...}.
-SAMPLES_SCHEMA = pa.schema(
-    [
-        pa.field("t_s", pa.float64(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("value", pa.float64(), nullable=False),
-        pa.field("labels", pa.string(), nullable=False),
-    ]
-)
-
 
 class RunFolderError(ValueError):
     """A path that is not a (complete, readable) run folder; the message says what is missing."""
-
-
-def _to_frame(table: pa.Table, schema: pa.Schema, source: str) -> pd.DataFrame:
-    """Arrow -> pandas with fixed dtypes, used for both freshly written and loaded tables."""
-    missing = [name for name in schema.names if name not in table.column_names]
-    if missing:
-        raise RunFolderError(f"{source}: missing columns {', '.join(missing)}")
-    try:
-        table = table.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
-        raise RunFolderError(f"{source}: columns do not fit the run folder schema: {exc}") from exc
-    frame = table.to_pandas()
-    for field in schema:
-        # Nullable integers would become float64 only when a null is present; a fixed Int64
-        # keeps the dtype independent of the data.
-        if pa.types.is_integer(field.type) and field.nullable:
-            frame[field.name] = frame[field.name].astype("Int64")
-    return frame
-
-
-def _table_from_rows(
-    rows: Iterable[Any], schema: pa.Schema, what: str, chunks: bool = False
-) -> pa.Table:
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
-    items = (chunk for record in rows for chunk in record.chunks) if chunks else rows
-    for position, item in enumerate(items):
-        for name, values in columns.items():
-            try:
-                values.append(getattr(item, name))
-            except AttributeError:
-                raise TypeError(
-                    f"{what} #{position} ({type(item).__name__}) has no attribute {name!r}"
-                ) from None
-    # Arrow accepts nulls in a non-nullable field here; reject them so no None slips into a
-    # column that readers rely on (a time, a count, a status).
-    for field in schema:
-        if not field.nullable and None in columns[field.name]:
-            position = columns[field.name].index(None)
-            raise TypeError(f"{what} #{position}: {field.name} is None; it must be set")
-    try:
-        return pa.Table.from_pydict(columns, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise TypeError(f"{what}s do not fit the run folder schema: {exc}") from exc
-
-
-def _requests_table(records: Iterable[Any]) -> pa.Table:
-    return _table_from_rows(records, REQUESTS_SCHEMA, "request record")
-
-
-def _tokens_table(records: Iterable[Any]) -> pa.Table:
-    return _table_from_rows(records, TOKENS_SCHEMA, "chunk record", chunks=True)
-
-
-def requests_frame(records: Iterable[Any]) -> pd.DataFrame:
-    """requests.parquet's rows as a DataFrame, from RequestRecord-like objects, in their order."""
-    return _to_frame(_requests_table(records), REQUESTS_SCHEMA, REQUESTS_PARQUET)
-
-
-def tokens_frame(records: Iterable[Any]) -> pd.DataFrame:
-    """tokens.parquet's rows: every record's ``chunks`` (objects with request_id, index, t_s,
-    n_tokens), in record order then chunk order."""
-    return _to_frame(_tokens_table(records), TOKENS_SCHEMA, TOKENS_PARQUET)
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -233,15 +140,15 @@ class RunFolder:
     def write_requests(self, records: Iterable[Any]) -> pd.DataFrame:
         """Write requests.parquet from RequestRecord-like objects; returns the frame written."""
         # Records may be a one-shot iterator: build the table once, write it and convert it.
-        table = _requests_table(records)
+        table = requests_table(records)
         _write_parquet(self.path / REQUESTS_PARQUET, table)
-        return _to_frame(table, REQUESTS_SCHEMA, REQUESTS_PARQUET)
+        return to_frame(table, REQUESTS_SCHEMA, REQUESTS_PARQUET)
 
     def write_tokens(self, records: Iterable[Any]) -> pd.DataFrame:
         """Write tokens.parquet from the records' chunks; returns the frame written."""
-        table = _tokens_table(records)
+        table = tokens_table(records)
         _write_parquet(self.path / TOKENS_PARQUET, table)
-        return _to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
+        return to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
 
     def write_steps(self, steps: pd.DataFrame) -> Path:
         """Write steps.parquet (results.engine_steps.STEPS_SCHEMA) from engine_steps.steps_frame."""
@@ -257,7 +164,7 @@ class RunFolder:
         except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
             raise TypeError(f"samples do not fit the run folder schema: {exc}") from exc
         _write_parquet(self.path / SAMPLES_PARQUET, table)
-        return _to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
+        return to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
 
     def write_summary(self, summary: Mapping[str, Any]) -> Path:
         """Write summary.json (indent 2)."""
@@ -285,7 +192,10 @@ def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise RunFolderError(f"{path}: cannot be read as parquet: {exc}") from exc
-    return _to_frame(table, schema, str(path))
+    try:
+        return to_frame(table, schema, str(path))
+    except TableError as exc:
+        raise RunFolderError(str(exc)) from exc
 
 
 def load_run(path: Path | str) -> RunData:

@@ -32,10 +32,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import PurePath
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
+
+from results.records import REQUEST_COLUMNS, TOKEN_COLUMNS, Status
 
 __all__ = [
     "LATENCY_PERCENTILES",
@@ -52,21 +54,12 @@ LATENCY_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 # For per-user TPS the bad tail is the slow users, so the low percentiles matter too.
 TPS_PERCENTILES: tuple[float, ...] = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0)
 SLO_KEYS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2el_ms")
-STATUSES: tuple[str, ...] = ("ok", "error", "cancelled")
-REQUEST_COLUMNS: tuple[str, ...] = (
-    "request_id",
-    "user_id",
-    "scheduled_s",
-    "sent_s",
-    "first_token_s",
-    "done_s",
-    "prompt_tokens",
-    "output_tokens",
-    "status",
-    "error",
-    "http_status",
+STATUSES: tuple[str, ...] = get_args(Status)
+# Every requests.parquet column but output_tokens_source, which frames from other tools may lack
+# (their tokens then count as "unknown").
+REQUIRED_REQUEST_COLUMNS: tuple[str, ...] = tuple(
+    name for name in REQUEST_COLUMNS if name != "output_tokens_source"
 )
-TOKEN_COLUMNS: tuple[str, ...] = ("request_id", "index", "t_s", "n_tokens")
 # The measured window, also written into every summary so a reader need not look it up.
 WINDOW_RULE = (
     "a request is measured when sent_s >= start_s and its end <= end_s; its end is done_s, else "
@@ -205,7 +198,7 @@ def compute_summary(
     ``slo`` maps ttft_ms/tpot_ms/e2el_ms to targets in ms (None: no target).
     Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
     """
-    _check_columns(requests_df, REQUEST_COLUMNS, "requests")
+    _check_columns(requests_df, REQUIRED_REQUEST_COLUMNS, "requests")
     _check_columns(tokens_df, TOKEN_COLUMNS, "tokens")
     if warmup_s < 0 or cooldown_s < 0:
         raise ValueError(f"warmup_s and cooldown_s must be >= 0, got {warmup_s}, {cooldown_s}")

@@ -32,10 +32,10 @@ REQUEST_COLUMNS = [
     "done_s",
     "prompt_tokens",
     "output_tokens",
+    "output_tokens_source",
     "status",
     "error",
     "http_status",
-    "output_tokens_source",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
