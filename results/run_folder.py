@@ -4,6 +4,9 @@
 ``tokens.parquet`` and ``summary.json`` (other writers add their own files beside them). Every
 file is written to a temporary name and renamed, so a crash never leaves a half-written file.
 
+run.json and summary.json are declared by results.schema (RunJson, SummaryJson, each with its
+``schema_version``): the writers check a document before writing it, and :func:`load_run` reads
+through the schema's upgrade, so a folder written by an older version opens as the current one.
 The parquet files have fixed Arrow schemas (results.tables, from results.records), and the
 DataFrames returned by the writers and by :func:`load_run` both come from the same Arrow ->
 pandas conversion, so a summary computed in the run equals one recomputed from the folder.
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +28,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.engine_steps import STEPS_SCHEMA
+from results.schema import (
+    RunJson,
+    SchemaError,
+    SummaryJson,
+    check_run_json,
+    check_summary_json,
+    upgrade_run_json,
+    upgrade_summary_json,
+)
 from results.summary import json_safe
 from results.tables import (
     REQUESTS_SCHEMA,
@@ -46,6 +58,8 @@ __all__ = [
     "RunFolder",
     "RunFolderError",
     "load_run",
+    "read_run_json",
+    "read_summary_json",
     "requests_frame",
     "tokens_frame",
 ]
@@ -68,8 +82,8 @@ def _atomic_write(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
+def _write_json(path: Path, data: Any) -> None:
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
@@ -90,10 +104,10 @@ class RunData:
     ``results.summary.compute_summary``."""
 
     path: Path
-    run_json: dict[str, Any]
+    run_json: RunJson
     requests: pd.DataFrame
     tokens: pd.DataFrame
-    summary: dict[str, Any] | None
+    summary: SummaryJson | None
     steps: pd.DataFrame | None = None
     samples: pd.DataFrame | None = None
 
@@ -131,10 +145,14 @@ class RunFolder:
                 continue
             return cls(path)
 
-    def write_run_json(self, data: Mapping[str, Any]) -> Path:
-        """Write run.json (indent 2; NaN/inf become null, Paths and numpy scalars plain JSON)."""
+    def write_run_json(self, data: RunJson) -> Path:
+        """Write run.json (indent 2; NaN/inf become null, Paths and numpy scalars plain JSON).
+
+        Raises results.schema.SchemaError (nothing written) when ``data`` does not fit
+        results.schema.RunJson at the current RUN_JSON_VERSION, naming the key.
+        """
         path = self.path / RUN_JSON
-        _write_json(path, data)
+        _write_json(path, check_run_json(json_safe(data), str(path)))
         return path
 
     def write_requests(self, records: Iterable[Any]) -> pd.DataFrame:
@@ -166,10 +184,11 @@ class RunFolder:
         _write_parquet(self.path / SAMPLES_PARQUET, table)
         return to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
 
-    def write_summary(self, summary: Mapping[str, Any]) -> Path:
-        """Write summary.json (indent 2)."""
+    def write_summary(self, summary: SummaryJson) -> Path:
+        """Write summary.json (indent 2). Raises results.schema.SchemaError (nothing written)
+        when ``summary`` does not fit results.schema.SummaryJson, naming the key."""
         path = self.path / SUMMARY_JSON
-        _write_json(path, summary)
+        _write_json(path, check_summary_json(json_safe(summary), str(path)))
         return path
 
     @staticmethod
@@ -187,6 +206,28 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_run_json(path: Path | str) -> RunJson:
+    """The run.json at ``path``, upgraded to the current version (results.schema).
+
+    Raises RunFolderError naming the file when it cannot be read, is newer than this code reads,
+    or does not fit results.schema.RunJson.
+    """
+    path = Path(path)
+    try:
+        return upgrade_run_json(_read_json(path), str(path))
+    except SchemaError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
+def read_summary_json(path: Path | str) -> SummaryJson:
+    """The summary.json at ``path``, upgraded to the current version (as :func:`read_run_json`)."""
+    path = Path(path)
+    try:
+        return upgrade_summary_json(_read_json(path), str(path))
+    except SchemaError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
 def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
     try:
         table = pq.read_table(path)
@@ -199,9 +240,11 @@ def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
 
 
 def load_run(path: Path | str) -> RunData:
-    """Read a run folder. Raises RunFolderError naming the missing files if it is not one.
+    """Read a run folder. Raises RunFolderError naming the missing files if it is not one, and
+    the file and key when one does not fit its schema.
 
-    run.json, requests.parquet and tokens.parquet are required; summary.json is optional.
+    run.json, requests.parquet and tokens.parquet are required; summary.json is optional. Both
+    JSON documents come back upgraded to their current schema_version (results.schema).
     """
     path = Path(path)
     if not path.is_dir():
@@ -219,10 +262,10 @@ def load_run(path: Path | str) -> RunData:
     samples_path = path / SAMPLES_PARQUET
     return RunData(
         path=path,
-        run_json=_read_json(path / RUN_JSON),
+        run_json=read_run_json(path / RUN_JSON),
         requests=_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA),
         tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
-        summary=_read_json(summary_path) if summary_path.is_file() else None,
+        summary=read_summary_json(summary_path) if summary_path.is_file() else None,
         steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
         samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
     )
