@@ -2,18 +2,21 @@
 
 These dataclasses are the contract between the load generator and the run folder: one
 :class:`RequestRecord` per request becomes one row of requests.parquet, and each of its
-:class:`ChunkRecord` becomes one row of tokens.parquet. All times are seconds since the run's
-start on the run clock (see :mod:`loadgen.clock`).
+:class:`ChunkRecord` becomes one row of tokens.parquet. They declare those tables: the columns
+are their fields in order (:data:`REQUEST_COLUMNS`, :data:`TOKEN_COLUMNS`), and each column's
+parquet type follows the field's annotation (results.tables). All times are seconds since the
+run's start on the run clock (see :mod:`loadgen.clock`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 __all__ = [
     "API_KINDS",
     "REQUEST_COLUMNS",
+    "TOKEN_COLUMNS",
     "Api",
     "ChunkRecord",
     "RequestRecord",
@@ -29,22 +32,6 @@ Status = Literal["ok", "error", "cancelled"]
 TokenSource = Literal["usage", "tokenizer", "chunks"]
 
 API_KINDS: tuple[str, ...] = get_args(Api)
-
-# Column order of requests.parquet (docs/ARCHITECTURE.md), plus output_tokens_source.
-REQUEST_COLUMNS: tuple[str, ...] = (
-    "request_id",
-    "user_id",
-    "scheduled_s",
-    "sent_s",
-    "first_token_s",
-    "done_s",
-    "prompt_tokens",
-    "output_tokens",
-    "status",
-    "error",
-    "http_status",
-    "output_tokens_source",
-)
 
 
 @dataclass(frozen=True)
@@ -151,8 +138,18 @@ class RequestRecord:
     status: Status
     error: str | None
     http_status: int | None
-    chunks: list[ChunkRecord] = field(default_factory=list)
+    # tokens.parquet's rows, not a column of requests.parquet.
+    chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 
     def to_row(self) -> dict[str, Any]:
         """The requests.parquet row: exactly :data:`REQUEST_COLUMNS`, chunks left out."""
         return {name: getattr(self, name) for name in REQUEST_COLUMNS}
+
+
+def _columns(record: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(record) if f.metadata.get("column", True))
+
+
+# The tables' columns in file order, derived from the dataclasses above.
+REQUEST_COLUMNS: tuple[str, ...] = _columns(RequestRecord)
+TOKEN_COLUMNS: tuple[str, ...] = _columns(ChunkRecord)

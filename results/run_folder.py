@@ -4,8 +4,11 @@
 ``tokens.parquet`` and ``summary.json`` (other writers add their own files beside them). Every
 file is written to a temporary name and renamed, so a crash never leaves a half-written file.
 
-The parquet files have fixed Arrow schemas (:data:`REQUESTS_SCHEMA`, :data:`TOKENS_SCHEMA`), and
-the DataFrames returned by the writers and by :func:`load_run` both come from the same Arrow ->
+run.json and summary.json are declared by results.schema (RunJson, SummaryJson, each with its
+``schema_version``): the writers check a document before writing it, and :func:`load_run` reads
+through the schema's upgrade, so a folder written by an older version opens as the current one.
+The parquet files have fixed Arrow schemas (results.tables, from results.records), and the
+DataFrames returned by the writers and by :func:`load_run` both come from the same Arrow ->
 pandas conversion, so a summary computed in the run equals one recomputed from the folder.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +28,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.engine_steps import STEPS_SCHEMA
+from results.schema import (
+    RunJson,
+    SchemaError,
+    SummaryJson,
+    check_run_json,
+    check_summary_json,
+    upgrade_run_json,
+    upgrade_summary_json,
+)
 from results.summary import json_safe
+from results.tables import (
+    REQUESTS_SCHEMA,
+    SAMPLES_SCHEMA,
+    TOKENS_SCHEMA,
+    TableError,
+    requests_frame,
+    requests_table,
+    to_frame,
+    tokens_frame,
+    tokens_table,
+)
 
 __all__ = [
     "REQUESTS_SCHEMA",
@@ -35,6 +58,8 @@ __all__ = [
     "RunFolder",
     "RunFolderError",
     "load_run",
+    "read_run_json",
+    "read_summary_json",
     "requests_frame",
     "tokens_frame",
 ]
@@ -46,113 +71,9 @@ SUMMARY_JSON = "summary.json"
 STEPS_PARQUET = "steps.parquet"
 SAMPLES_PARQUET = "samples.parquet"
 
-# Times are seconds from the run's start on its monotonic clock; None (null) where an event never
-# happened (no first token, no HTTP status). output_tokens_source is "usage", "tokenizer" or
-# "chunks" (no usage and no tokenizer: one token per content chunk).
-REQUESTS_SCHEMA = pa.schema(
-    [
-        pa.field("request_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("scheduled_s", pa.float64(), nullable=False),
-        pa.field("sent_s", pa.float64(), nullable=False),
-        pa.field("first_token_s", pa.float64()),
-        pa.field("done_s", pa.float64()),
-        pa.field("prompt_tokens", pa.int64(), nullable=False),
-        pa.field("output_tokens", pa.int64(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("error", pa.string()),
-        pa.field("http_status", pa.int64()),
-        pa.field("output_tokens_source", pa.string()),
-    ]
-)
-# One row per received content chunk; index counts a request's chunks from 0.
-TOKENS_SCHEMA = pa.schema(
-    [
-        pa.field("request_id", pa.string(), nullable=False),
-        pa.field("index", pa.int64(), nullable=False),
-        pa.field("t_s", pa.float64(), nullable=False),
-        pa.field("n_tokens", pa.int64(), nullable=False),
-    ]
-)
-
-# The probes' time series, long format (probes/: nvml, gpm, cpu, engine). t_s is on the run's
-# clock and may be negative: the probes start before the load. labels is a JSON object as text
-# ('' when none), e.g. {"gpu":"0"} or {"metric":"vllm:kv_cache_usage_perc",...}.
-SAMPLES_SCHEMA = pa.schema(
-    [
-        pa.field("t_s", pa.float64(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("value", pa.float64(), nullable=False),
-        pa.field("labels", pa.string(), nullable=False),
-    ]
-)
-
 
 class RunFolderError(ValueError):
     """A path that is not a (complete, readable) run folder; the message says what is missing."""
-
-
-def _to_frame(table: pa.Table, schema: pa.Schema, source: str) -> pd.DataFrame:
-    """Arrow -> pandas with fixed dtypes, used for both freshly written and loaded tables."""
-    missing = [name for name in schema.names if name not in table.column_names]
-    if missing:
-        raise RunFolderError(f"{source}: missing columns {', '.join(missing)}")
-    try:
-        table = table.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
-        raise RunFolderError(f"{source}: columns do not fit the run folder schema: {exc}") from exc
-    frame = table.to_pandas()
-    for field in schema:
-        # Nullable integers would become float64 only when a null is present; a fixed Int64
-        # keeps the dtype independent of the data.
-        if pa.types.is_integer(field.type) and field.nullable:
-            frame[field.name] = frame[field.name].astype("Int64")
-    return frame
-
-
-def _table_from_rows(
-    rows: Iterable[Any], schema: pa.Schema, what: str, chunks: bool = False
-) -> pa.Table:
-    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
-    items = (chunk for record in rows for chunk in record.chunks) if chunks else rows
-    for position, item in enumerate(items):
-        for name, values in columns.items():
-            try:
-                values.append(getattr(item, name))
-            except AttributeError:
-                raise TypeError(
-                    f"{what} #{position} ({type(item).__name__}) has no attribute {name!r}"
-                ) from None
-    # Arrow accepts nulls in a non-nullable field here; reject them so no None slips into a
-    # column that readers rely on (a time, a count, a status).
-    for field in schema:
-        if not field.nullable and None in columns[field.name]:
-            position = columns[field.name].index(None)
-            raise TypeError(f"{what} #{position}: {field.name} is None; it must be set")
-    try:
-        return pa.Table.from_pydict(columns, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise TypeError(f"{what}s do not fit the run folder schema: {exc}") from exc
-
-
-def _requests_table(records: Iterable[Any]) -> pa.Table:
-    return _table_from_rows(records, REQUESTS_SCHEMA, "request record")
-
-
-def _tokens_table(records: Iterable[Any]) -> pa.Table:
-    return _table_from_rows(records, TOKENS_SCHEMA, "chunk record", chunks=True)
-
-
-def requests_frame(records: Iterable[Any]) -> pd.DataFrame:
-    """requests.parquet's rows as a DataFrame, from RequestRecord-like objects, in their order."""
-    return _to_frame(_requests_table(records), REQUESTS_SCHEMA, REQUESTS_PARQUET)
-
-
-def tokens_frame(records: Iterable[Any]) -> pd.DataFrame:
-    """tokens.parquet's rows: every record's ``chunks`` (objects with request_id, index, t_s,
-    n_tokens), in record order then chunk order."""
-    return _to_frame(_tokens_table(records), TOKENS_SCHEMA, TOKENS_PARQUET)
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -161,8 +82,8 @@ def _atomic_write(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
+def _write_json(path: Path, data: Any) -> None:
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
@@ -183,10 +104,10 @@ class RunData:
     ``results.summary.compute_summary``."""
 
     path: Path
-    run_json: dict[str, Any]
+    run_json: RunJson
     requests: pd.DataFrame
     tokens: pd.DataFrame
-    summary: dict[str, Any] | None
+    summary: SummaryJson | None
     steps: pd.DataFrame | None = None
     samples: pd.DataFrame | None = None
 
@@ -224,24 +145,28 @@ class RunFolder:
                 continue
             return cls(path)
 
-    def write_run_json(self, data: Mapping[str, Any]) -> Path:
-        """Write run.json (indent 2; NaN/inf become null, Paths and numpy scalars plain JSON)."""
+    def write_run_json(self, data: RunJson) -> Path:
+        """Write run.json (indent 2; NaN/inf become null, Paths and numpy scalars plain JSON).
+
+        Raises results.schema.SchemaError (nothing written) when ``data`` does not fit
+        results.schema.RunJson at the current RUN_JSON_VERSION, naming the key.
+        """
         path = self.path / RUN_JSON
-        _write_json(path, data)
+        _write_json(path, check_run_json(json_safe(data), str(path)))
         return path
 
     def write_requests(self, records: Iterable[Any]) -> pd.DataFrame:
         """Write requests.parquet from RequestRecord-like objects; returns the frame written."""
         # Records may be a one-shot iterator: build the table once, write it and convert it.
-        table = _requests_table(records)
+        table = requests_table(records)
         _write_parquet(self.path / REQUESTS_PARQUET, table)
-        return _to_frame(table, REQUESTS_SCHEMA, REQUESTS_PARQUET)
+        return to_frame(table, REQUESTS_SCHEMA, REQUESTS_PARQUET)
 
     def write_tokens(self, records: Iterable[Any]) -> pd.DataFrame:
         """Write tokens.parquet from the records' chunks; returns the frame written."""
-        table = _tokens_table(records)
+        table = tokens_table(records)
         _write_parquet(self.path / TOKENS_PARQUET, table)
-        return _to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
+        return to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
 
     def write_steps(self, steps: pd.DataFrame) -> Path:
         """Write steps.parquet (results.engine_steps.STEPS_SCHEMA) from engine_steps.steps_frame."""
@@ -257,12 +182,13 @@ class RunFolder:
         except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
             raise TypeError(f"samples do not fit the run folder schema: {exc}") from exc
         _write_parquet(self.path / SAMPLES_PARQUET, table)
-        return _to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
+        return to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
 
-    def write_summary(self, summary: Mapping[str, Any]) -> Path:
-        """Write summary.json (indent 2)."""
+    def write_summary(self, summary: SummaryJson) -> Path:
+        """Write summary.json (indent 2). Raises results.schema.SchemaError (nothing written)
+        when ``summary`` does not fit results.schema.SummaryJson, naming the key."""
         path = self.path / SUMMARY_JSON
-        _write_json(path, summary)
+        _write_json(path, check_summary_json(json_safe(summary), str(path)))
         return path
 
     @staticmethod
@@ -280,18 +206,45 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_run_json(path: Path | str) -> RunJson:
+    """The run.json at ``path``, upgraded to the current version (results.schema).
+
+    Raises RunFolderError naming the file when it cannot be read, is newer than this code reads,
+    or does not fit results.schema.RunJson.
+    """
+    path = Path(path)
+    try:
+        return upgrade_run_json(_read_json(path), str(path))
+    except SchemaError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
+def read_summary_json(path: Path | str) -> SummaryJson:
+    """The summary.json at ``path``, upgraded to the current version (as :func:`read_run_json`)."""
+    path = Path(path)
+    try:
+        return upgrade_summary_json(_read_json(path), str(path))
+    except SchemaError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
 def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise RunFolderError(f"{path}: cannot be read as parquet: {exc}") from exc
-    return _to_frame(table, schema, str(path))
+    try:
+        return to_frame(table, schema, str(path))
+    except TableError as exc:
+        raise RunFolderError(str(exc)) from exc
 
 
 def load_run(path: Path | str) -> RunData:
-    """Read a run folder. Raises RunFolderError naming the missing files if it is not one.
+    """Read a run folder. Raises RunFolderError naming the missing files if it is not one, and
+    the file and key when one does not fit its schema.
 
-    run.json, requests.parquet and tokens.parquet are required; summary.json is optional.
+    run.json, requests.parquet and tokens.parquet are required; summary.json is optional. Both
+    JSON documents come back upgraded to their current schema_version (results.schema).
     """
     path = Path(path)
     if not path.is_dir():
@@ -309,10 +262,10 @@ def load_run(path: Path | str) -> RunData:
     samples_path = path / SAMPLES_PARQUET
     return RunData(
         path=path,
-        run_json=_read_json(path / RUN_JSON),
+        run_json=read_run_json(path / RUN_JSON),
         requests=_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA),
         tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
-        summary=_read_json(summary_path) if summary_path.is_file() else None,
+        summary=read_summary_json(summary_path) if summary_path.is_file() else None,
         steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
         samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
     )

@@ -12,19 +12,20 @@ two can never disagree:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
 from results.run_folder import RunData
 from results.samples_summary import engine_flops_increase, samples_summary
+from results.schema import SummaryJson
 from results.summary import compute_summary, json_safe
 
 
-def request_summary(run: RunData) -> dict[str, Any]:
+def request_summary(run: RunData) -> SummaryJson:
     """compute_summary of the run's requests and tokens, with the window and SLOs its scenario
     (run.json) set: the request figures of summary.json alone. Raises ValueError as it does."""
-    scenario = run.run_json.get("scenario") or {}
+    scenario = run.run_json["scenario"]
     return compute_summary(
         run.requests,
         run.tokens,
@@ -34,8 +35,8 @@ def request_summary(run: RunData) -> dict[str, Any]:
     )
 
 
-def summarize_run(run: RunData) -> dict[str, Any]:
-    """The summary.json dict of ``run`` (module docstring); deterministic for the same files."""
+def summarize_run(run: RunData) -> SummaryJson:
+    """The summary.json of ``run`` (module docstring); deterministic for the same files."""
     summary = request_summary(run)
     window = summary["window"]
     analytic = run.run_json.get("analytic")
@@ -49,4 +50,4 @@ def summarize_run(run: RunData) -> dict[str, Any]:
     summary["client"] = client_health(
         read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
     )
-    return json_safe(summary)
+    return cast(SummaryJson, json_safe(summary))

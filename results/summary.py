@@ -32,14 +32,27 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import PurePath
-from typing import Any
+from typing import Any, cast, get_args
 
 import numpy as np
 import pandas as pd
 
+from results.records import REQUEST_COLUMNS, TOKEN_COLUMNS, Status
+from results.schema import (
+    SUMMARY_JSON_VERSION,
+    Counts,
+    Distribution,
+    Errors,
+    Goodput,
+    StatusCounts,
+    SummaryJson,
+    Throughput,
+    Tokens,
+    Window,
+)
+
 __all__ = [
     "LATENCY_PERCENTILES",
-    "SCHEMA_VERSION",
     "SLO_KEYS",
     "TPS_PERCENTILES",
     "compute_summary",
@@ -47,26 +60,16 @@ __all__ = [
     "json_safe",
 ]
 
-SCHEMA_VERSION = 1
 LATENCY_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 # For per-user TPS the bad tail is the slow users, so the low percentiles matter too.
 TPS_PERCENTILES: tuple[float, ...] = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0)
 SLO_KEYS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2el_ms")
-STATUSES: tuple[str, ...] = ("ok", "error", "cancelled")
-REQUEST_COLUMNS: tuple[str, ...] = (
-    "request_id",
-    "user_id",
-    "scheduled_s",
-    "sent_s",
-    "first_token_s",
-    "done_s",
-    "prompt_tokens",
-    "output_tokens",
-    "status",
-    "error",
-    "http_status",
+STATUSES: tuple[str, ...] = get_args(Status)
+# Every requests.parquet column but output_tokens_source, which frames from other tools may lack
+# (their tokens then count as "unknown").
+REQUIRED_REQUEST_COLUMNS: tuple[str, ...] = tuple(
+    name for name in REQUEST_COLUMNS if name != "output_tokens_source"
 )
-TOKEN_COLUMNS: tuple[str, ...] = ("request_id", "index", "t_s", "n_tokens")
 # The measured window, also written into every summary so a reader need not look it up.
 WINDOW_RULE = (
     "a request is measured when sent_s >= start_s and its end <= end_s; its end is done_s, else "
@@ -110,14 +113,14 @@ def _pkey(p: float) -> str:
     return f"p{p:g}"
 
 
-def distribution(values: np.ndarray, percentiles: Sequence[float]) -> dict[str, Any]:
+def distribution(values: np.ndarray, percentiles: Sequence[float]) -> Distribution:
     """count, mean, std, min, p<q> for each q in ``percentiles``, max of ``values`` (NaN dropped).
 
     Every figure but count is None when there are no values.
     """
     values = np.asarray(values, dtype=np.float64)
     values = values[~np.isnan(values)]
-    stats: dict[str, Any] = {"count": int(values.size)}
+    stats: Distribution = {"count": int(values.size)}
     if values.size == 0:
         stats.update(dict.fromkeys(["mean", "std", "min", *map(_pkey, percentiles), "max"]))
         return stats
@@ -166,15 +169,18 @@ def _itl_ms(tokens_df: pd.DataFrame, request_ids: set[str]) -> np.ndarray:
     return np.repeat(gaps_s / later_n * 1000.0, later_n)
 
 
-def _status_counts(status: np.ndarray) -> dict[str, Any]:
-    counts: dict[str, Any] = {"requests": int(status.size)}
-    for name in STATUSES:
-        counts[name] = int(np.count_nonzero(status == name))
-    counts["error_rate"] = counts["error"] / status.size if status.size else None
-    return counts
+def _status_counts(status: np.ndarray) -> StatusCounts:
+    error = int(np.count_nonzero(status == "error"))
+    return StatusCounts(
+        requests=int(status.size),
+        ok=int(np.count_nonzero(status == "ok")),
+        error=error,
+        cancelled=int(np.count_nonzero(status == "cancelled")),
+        error_rate=error / status.size if status.size else None,
+    )
 
 
-def _errors(req: pd.DataFrame, status: np.ndarray) -> dict[str, Any]:
+def _errors(req: pd.DataFrame, status: np.ndarray) -> Errors:
     failed = req[status == "error"]
     messages = Counter(
         "(no message)" if pd.isna(m) else str(m) for m in failed["error"].to_numpy(dtype=object)
@@ -187,7 +193,7 @@ def _errors(req: pd.DataFrame, status: np.ndarray) -> dict[str, Any]:
         # Most frequent first; ties by text, so the order never depends on row order.
         return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    return {"by_message": ordered(messages), "by_http_status": ordered(codes)}
+    return Errors(by_message=ordered(messages), by_http_status=ordered(codes))
 
 
 def compute_summary(
@@ -196,8 +202,9 @@ def compute_summary(
     warmup_s: float = 0.0,
     cooldown_s: float = 0.0,
     slo: Mapping[str, float | None] | None = None,
-) -> dict[str, Any]:
-    """The summary.json dict of a run (see the module docstring for every definition).
+) -> SummaryJson:
+    """summary.json's request figures (results.schema.SummaryJson without the sections that
+    results.run_summary adds; see the module docstring for every definition).
 
     ``requests_df``/``tokens_df`` have requests.parquet's and tokens.parquet's columns (times in
     seconds from the run's start); ``output_tokens_source`` is optional. ``warmup_s`` and
@@ -205,7 +212,7 @@ def compute_summary(
     ``slo`` maps ttft_ms/tpot_ms/e2el_ms to targets in ms (None: no target).
     Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
     """
-    _check_columns(requests_df, REQUEST_COLUMNS, "requests")
+    _check_columns(requests_df, REQUIRED_REQUEST_COLUMNS, "requests")
     _check_columns(tokens_df, TOKEN_COLUMNS, "tokens")
     if warmup_s < 0 or cooldown_s < 0:
         raise ValueError(f"warmup_s and cooldown_s must be >= 0, got {warmup_s}, {cooldown_s}")
@@ -227,8 +234,6 @@ def compute_summary(
     # A request's end is the last moment it was seen; failed ones may never have finished.
     end = np.fmax(np.fmax(done, first), sent)
 
-    window: dict[str, Any] = {"rule": WINDOW_RULE, "warmup_s": float(warmup_s)}
-    window["cooldown_s"] = float(cooldown_s)
     if req.empty:
         run_start = run_end = start = stop = duration = None
         in_window = np.zeros(0, dtype=bool)
@@ -238,8 +243,16 @@ def compute_summary(
         start, stop = run_start + warmup_s, run_end - cooldown_s
         duration = max(stop - start, 0.0)
         in_window = (sent >= start) & (end <= stop)
-    window.update(run_start_s=run_start, run_end_s=run_end, start_s=start, end_s=stop)
-    window["duration_s"] = duration
+    window = Window(
+        rule=WINDOW_RULE,
+        warmup_s=float(warmup_s),
+        cooldown_s=float(cooldown_s),
+        run_start_s=run_start,
+        run_end_s=run_end,
+        start_s=start,
+        end_s=stop,
+        duration_s=duration,
+    )
     ok = in_window & (status == "ok")
 
     ttft_ms = (first - sent) * 1000.0
@@ -262,8 +275,7 @@ def compute_summary(
         sources = Counter({"unknown": n_ok}) if n_ok else Counter()
     source = (next(iter(sources)) if len(sources) == 1 else "mixed") if sources else None
 
-    goodput: dict[str, Any] = {"slo": targets, "good_requests": None}
-    goodput.update(requests_per_s=None, good_fraction=None)
+    goodput = Goodput(slo=targets, good_requests=None, requests_per_s=None, good_fraction=None)
     if targets:
         good = ok.copy()
         # vLLM's rule: TPOT counts as 0 for requests with <= 1 output token. NaN never passes.
@@ -277,37 +289,36 @@ def compute_summary(
         goodput.update(good_requests=n_good, requests_per_s=rate(n_good))
         goodput["good_fraction"] = n_good / n_window if n_window else None
 
-    summary: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "window": window,
-        "counts": {"all": _status_counts(status), "window": _status_counts(status[in_window])},
-        "errors": _errors(req, status),
-        "tokens": {
-            "prompt_tokens": in_tokens,
-            "output_tokens": out_tokens,
-            "output_tokens_source": source,
-            "requests_by_output_tokens_source": dict(sorted(sources.items())),
-        },
-        "throughput": {
-            "output_tok_s": rate(out_tokens),
-            "total_tok_s": rate(out_tokens + in_tokens),
-            "requests_per_s": rate(n_ok),
-        },
-        "goodput": goodput,
-        "ttft_ms": distribution(ttft_ms[ok], LATENCY_PERCENTILES),
-        "itl_ms": distribution(
+    def latencies(ms: np.ndarray) -> Distribution:
+        return distribution(ms[ok], LATENCY_PERCENTILES)
+
+    summary = SummaryJson(
+        schema_version=SUMMARY_JSON_VERSION,
+        window=window,
+        counts=Counts(all=_status_counts(status), window=_status_counts(status[in_window])),
+        errors=_errors(req, status),
+        tokens=Tokens(
+            prompt_tokens=in_tokens,
+            output_tokens=out_tokens,
+            output_tokens_source=source,
+            requests_by_output_tokens_source=dict(sorted(sources.items())),
+        ),
+        throughput=Throughput(
+            output_tok_s=rate(out_tokens),
+            total_tok_s=rate(out_tokens + in_tokens),
+            requests_per_s=rate(n_ok),
+        ),
+        goodput=goodput,
+        ttft_ms=latencies(ttft_ms),
+        itl_ms=distribution(
             _itl_ms(tokens_df, set(req.loc[ok, "request_id"])), LATENCY_PERCENTILES
         ),
-        "tpot_ms": distribution(tpot_ms[ok], LATENCY_PERCENTILES),
-        "e2el_ms": distribution(e2el_ms[ok], LATENCY_PERCENTILES),
-        "e2el_from_scheduled_ms": distribution(
-            ((done - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES
-        ),
+        tpot_ms=latencies(tpot_ms),
+        e2el_ms=latencies(e2el_ms),
+        e2el_from_scheduled_ms=latencies((done - scheduled) * 1000.0),
         # Open loop: from the planned send time, so queueing before the send is not hidden.
-        "ttft_from_scheduled_ms": distribution(
-            ((first - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES
-        ),
-        "queueing_delay_ms": distribution(((sent - scheduled) * 1000.0)[ok], LATENCY_PERCENTILES),
-        "per_user_tps": distribution(tps, TPS_PERCENTILES),
-    }
-    return json_safe(summary)
+        ttft_from_scheduled_ms=latencies((first - scheduled) * 1000.0),
+        queueing_delay_ms=latencies((sent - scheduled) * 1000.0),
+        per_user_tps=distribution(tps, TPS_PERCENTILES),
+    )
+    return cast(SummaryJson, json_safe(summary))

@@ -11,9 +11,10 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import psutil
+
+from results.schema import Hardware
 
 _PACKAGES = (
     "llm-perf-lab",
@@ -87,12 +88,13 @@ def git_commit(path: Path | None = None) -> str | None:
         return None
 
 
-def hardware() -> dict[str, Any]:
-    return {
-        "cpu": cpu_name(),
-        "cpu_count_logical": os.cpu_count(),
-        "cpu_count_physical": psutil.cpu_count(logical=False),
-        "memory_bytes": psutil.virtual_memory().total,
-        "gpus": gpu_names(),
-        "platform": platform.platform(),
-    }
+def hardware() -> Hardware:
+    """run.json's "hardware": this machine's CPU, cores, memory, GPUs and platform."""
+    return Hardware(
+        cpu=cpu_name(),
+        cpu_count_logical=os.cpu_count(),
+        cpu_count_physical=psutil.cpu_count(logical=False),
+        memory_bytes=psutil.virtual_memory().total,
+        gpus=gpu_names(),
+        platform=platform.platform(),
+    )

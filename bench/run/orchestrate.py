@@ -42,6 +42,14 @@ from probes.session import ProbeResult
 from results.engine_steps import fetch_json, fetch_steps
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
+from results.schema import (
+    RUN_JSON_VERSION,
+    ClientClock,
+    EngineSection,
+    Recorded,
+    RunJson,
+    SummaryJson,
+)
 
 _REACHABLE_TIMEOUT_S = 5.0
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -107,7 +115,7 @@ def _load_tokenizer(spec: str) -> Any:
     return load_tokenizer(spec, config)
 
 
-def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, Any]]:
+def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson]:
     """Run ``opts.scenario`` end to end; returns the run folder and its summary."""
     scenario = opts.scenario
     external = opts.launch is not None or opts.launch_model is not None
@@ -150,15 +158,19 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, dict[str, A
                 "[yellow]--nsys wraps an engine that bench starts; run the engine at --url under "
                 "`nsys profile -t cuda,nvtx` yourself[/yellow]"
             )
+    engine_info = EngineSection(
+        adapter=adapter.name,
+        url=base_url,
+        launched=launched is not None,
+        launch_command=launched.command if launched else None,
+        settings=settings or None,
+        startup_s=time.monotonic() - t_launch if launched else None,
+    )
+    pid = launched.process.pid if launched else None
     try:
-        folder, summary = _run_against(opts, console, adapter, base_url, tokenizer, started_wall, {
-            "adapter": adapter.name,
-            "url": base_url,
-            "launched": launched is not None,
-            "launch_command": launched.command if launched else None,
-            "settings": settings or None,
-            "startup_s": time.monotonic() - t_launch if launched else None,
-        }, launched.process.pid if launched else None)  # fmt: skip
+        folder, summary = _run_against(
+            opts, console, adapter, base_url, tokenizer, started_wall, engine_info, pid
+        )
     finally:
         if launched is not None:
             launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
@@ -174,9 +186,9 @@ def _run_against(
     base_url: str,
     tokenizer: Any,
     started_wall: datetime,
-    engine_info: dict[str, Any],
+    engine_info: EngineSection,
     engine_pid: int | None = None,
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
     plan = prepare_load(scenario, tokenizer, adapter, console)
     engine_description = fetch_json(base_url, "/debug/engine")
@@ -207,38 +219,39 @@ def _run_against(
         folder.write_samples(samples_frame(probe_result, clock_info["t0_ns"]))
     machine = hardware()
     folder.write_run_json(
-        {
-            "run_id": folder.run_id,
-            "scenario": scenario.to_dict(),
-            "engine": {
+        RunJson(
+            schema_version=RUN_JSON_VERSION,
+            run_id=folder.run_id,
+            scenario=scenario.to_dict(),
+            engine=EngineSection(
                 **engine_info,
-                "model": model,
-                "description": engine_description,
+                model=model,
+                description=engine_description,
                 # Cumulative engine counters after the load; minus description["stats"] they
                 # are this run's (prefix cache hits, speculative acceptance, preemptions).
-                "stats_end": engine_end.get("stats") if isinstance(engine_end, dict) else None,
-            },
-            "recorded": {"steps": steps is not None, "samples": wrote_samples, "client": True},
-            "load": load_info,
-            "tokenizer": getattr(tokenizer, "name", None),
-            "hardware": machine,
-            "analytic": analytic_section(
+                stats_end=engine_end.get("stats") if isinstance(engine_end, dict) else None,
+            ),
+            recorded=Recorded(steps=steps is not None, samples=wrote_samples, client=True),
+            load=load_info,
+            tokenizer=getattr(tokenizer, "name", None),
+            hardware=machine,
+            analytic=analytic_section(
                 engine_description,
                 opts.tokenizer or (engine_info.get("settings") or {}).get("model"),
                 local,
                 machine["gpus"],
                 cpu_name(),
             ),
-            "probes": {
+            probes={
                 **(probe_result.to_json() if probe_result else {}),
                 "messages": probe_messages + (probe_result.messages() if probe_result else []),
             },
-            "versions": package_versions(),
-            "git_commit": git_commit(),
-            "started_utc": started_wall.isoformat(),
-            "ended_utc": datetime.now(UTC).isoformat(),
-            "client": clock_info,
-        }
+            versions=package_versions(),
+            git_commit=git_commit(),
+            started_utc=started_wall.isoformat(),
+            ended_utc=datetime.now(UTC).isoformat(),
+            client=clock_info,
+        )
     )
     # The summary reads the folder back: the same function recomputes it from the files alone.
     summary = summarize_run(load_run(folder.path))
@@ -252,7 +265,7 @@ async def _drive(
     base_url: str,
     tokenizer: Any,
     plan: LoadPlan,
-) -> tuple[LoadResult, dict[str, Any], str]:
+) -> tuple[LoadResult, ClientClock, str]:
     scenario = opts.scenario
     probe = StreamingClient(base_url, opts.model or "", max_connections=1)
     try:
@@ -280,5 +293,5 @@ async def _drive(
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e
-    info = {"clock": "time.perf_counter_ns", "t0_ns": clock.t0_ns}
+    info = ClientClock(clock="time.perf_counter_ns", t0_ns=clock.t0_ns)
     return result, info, model

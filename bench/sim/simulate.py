@@ -29,6 +29,15 @@ from engine.llm_engine import LLMEngine
 from results.engine_steps import steps_frame
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
+from results.schema import (
+    RUN_JSON_VERSION,
+    ClientClock,
+    EngineSection,
+    Recorded,
+    RunJson,
+    Simulation,
+    SummaryJson,
+)
 
 ENGINE_NAME = "reference-sim"
 
@@ -53,7 +62,7 @@ def simulate_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[
 
 def simulate(
     scenario: Scenario, runs_dir: Path, overrides: Mapping[str, Any] | None = None
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, SummaryJson]:
     """Simulate ``scenario`` (module docstring); returns the run folder and its summary."""
     settings = simulate_settings(scenario, overrides or {})
     started = datetime.now(UTC)
@@ -75,38 +84,41 @@ def simulate(
     sim = description["simulated"]
     machine = hardware()
     machine.update(gpus=[f"simulated {sim['gpu']}"] * sim["tp"], simulated=True)
+    analytic = simulated_analytic(description)
+    assert analytic is not None  # the engine runs on the simulated device
     folder.write_run_json(
-        {
-            "run_id": folder.run_id,
-            "scenario": scenario.to_dict(),
-            "engine": {
-                "adapter": "reference",
-                "url": None,
-                "launched": False,
-                "launch_command": None,
-                "settings": settings,
-                "startup_s": None,
-                "model": engine.served_model_name,
-                "description": description,
-                "stats_end": engine.stats(),
-            },
-            "recorded": {"steps": True, "samples": False},
-            "tokenizer": engine.tokenizer.name,
-            "hardware": machine,
-            "analytic": simulated_analytic(description),
-            "probes": {"messages": ["simulated run: no probes"]},
-            "load": load_section(plan, "virtual", 1),
-            "simulation": {
-                "wall_s": wall_s,
-                "simulated_s": engine.clock_ns() / 1e9,
-                "steps": engine.steps.num_steps,
-            },
-            "versions": package_versions(),
-            "git_commit": git_commit(),
-            "started_utc": started.isoformat(),
-            "ended_utc": datetime.now(UTC).isoformat(),
-            "client": {"clock": "virtual", "t0_ns": 0},
-        }
+        RunJson(
+            schema_version=RUN_JSON_VERSION,
+            run_id=folder.run_id,
+            scenario=scenario.to_dict(),
+            engine=EngineSection(
+                adapter="reference",
+                url=None,
+                launched=False,
+                launch_command=None,
+                settings=settings,
+                startup_s=None,
+                model=engine.served_model_name,
+                description=description,
+                stats_end=engine.stats(),
+            ),
+            recorded=Recorded(steps=True, samples=False),
+            tokenizer=engine.tokenizer.name,
+            hardware=machine,
+            analytic=analytic,
+            probes={"messages": ["simulated run: no probes"]},
+            load=load_section(plan, "virtual", 1),
+            simulation=Simulation(
+                wall_s=wall_s,
+                simulated_s=engine.clock_ns() / 1e9,
+                steps=engine.steps.num_steps,
+            ),
+            versions=package_versions(),
+            git_commit=git_commit(),
+            started_utc=started.isoformat(),
+            ended_utc=datetime.now(UTC).isoformat(),
+            client=ClientClock(clock="virtual", t0_ns=0),
+        )
     )
     summary = summarize_run(load_run(folder.path))
     folder.write_summary(summary)

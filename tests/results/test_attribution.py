@@ -15,6 +15,7 @@ from results.records import ChunkRecord, RequestRecord
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from results.samples_summary import histogram_quantile
+from tests.support.run_json import fake_run_json
 
 FP32 = Precision("fp32", "fp32", "fp32")
 # Roofs with a ridge of 5 FLOP/B: in fp32, tiny's 80-token prefill (about 16 FLOP/B: the
@@ -97,7 +98,8 @@ def write_run(tmp_path: Path, roofs: dict | None, with_steps: bool = True) -> Pa
     folder.write_samples(samples())
     analytic = {"model_config": TINY.to_dict(), "precision": FP32.to_dict(), "tp": 1,
                 "roofs": roofs}  # fmt: skip
-    folder.write_run_json({"scenario": {"warmup_s": 0.0, "cooldown_s": 0.0}, "analytic": analytic})
+    scenario = {"warmup_s": 0.0, "cooldown_s": 0.0}
+    folder.write_run_json(fake_run_json(folder.run_id, scenario=scenario, analytic=analytic))
     return folder.path
 
 

@@ -22,6 +22,7 @@ from results.run_folder import (
     requests_frame,
 )
 from results.summary import compute_summary
+from tests.support.run_json import fake_run_json
 
 REQUEST_COLUMNS = [
     "request_id",
@@ -32,10 +33,10 @@ REQUEST_COLUMNS = [
     "done_s",
     "prompt_tokens",
     "output_tokens",
+    "output_tokens_source",
     "status",
     "error",
     "http_status",
-    "output_tokens_source",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -95,7 +96,9 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
     records = _records()
     requests = folder.write_requests(records)
     tokens = folder.write_tokens(records)
-    folder.write_run_json({"scenario": {"name": "s"}, "where": tmp_path, "lag_s": math.nan})
+    folder.write_run_json(
+        fake_run_json(folder.run_id, scenario={"name": "s", "where": tmp_path, "lag_s": math.nan})
+    )
 
     assert list(requests.columns) == REQUEST_COLUMNS
     assert pq.read_schema(folder.path / "requests.parquet").names == REQUEST_COLUMNS
@@ -107,8 +110,8 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
     ]
     assert len(tokens) == 5 and tokens["n_tokens"].sum() == 6
     text = (folder.path / "run.json").read_text()
-    assert text.startswith('{\n  "scenario"')  # indent 2
-    assert json.loads(text) == {"scenario": {"name": "s"}, "where": str(tmp_path), "lag_s": None}
+    assert text.startswith('{\n  "schema_version": 1,\n  "run_id"')  # indent 2, version first
+    assert json.loads(text)["scenario"] == {"name": "s", "where": str(tmp_path), "lag_s": None}
 
     loaded = RunFolder.load(folder.path)
     assert loaded.summary is None  # not written yet: recomputable from the tables
@@ -127,7 +130,7 @@ def test_summary_recomputed_from_the_folder_is_identical(tmp_path: Path) -> None
     requests, tokens = folder.write_requests(records), folder.write_tokens(records)
     summary = compute_summary(requests, tokens, 0.0, 0.0, slo)
     folder.write_summary(summary)
-    folder.write_run_json({})
+    folder.write_run_json(fake_run_json(folder.run_id))
 
     loaded = load_run(folder.path)
     assert loaded.summary == summary
@@ -141,7 +144,7 @@ def test_empty_run_writes_typed_parquet(tmp_path: Path) -> None:
     folder = RunFolder.create(tmp_path, "s", "e", now=NOW)
     folder.write_requests([])
     folder.write_tokens([])
-    folder.write_run_json({})
+    folder.write_run_json(fake_run_json(folder.run_id))
     assert pq.read_schema(folder.path / "requests.parquet").types == REQUESTS_SCHEMA.types
     assert pq.read_schema(folder.path / "tokens.parquet").types == TOKENS_SCHEMA.types
     loaded = load_run(folder.path)
@@ -180,7 +183,7 @@ def test_not_a_run_folder(tmp_path: Path) -> None:
     (tmp_path / "tokens.parquet").write_text("")
     with pytest.raises(RunFolderError, match="expected a JSON object"):
         load_run(tmp_path)
-    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "run.json").write_text(json.dumps(fake_run_json("r")))
     with pytest.raises(
         RunFolderError, match=re.escape("requests.parquet: cannot be read as parquet")
     ):

@@ -22,6 +22,7 @@ from results.engine_steps import STEPS_SCHEMA
 from results.records import ChunkRecord, RequestRecord
 from results.run_folder import RunFolder
 from results.summary import compute_summary
+from tests.support.run_json import fake_run_json
 
 H100 = "NVIDIA H100 80GB HBM3"
 # Roofs as run.json's "analytic" gives them (bench.run.probing): an A100 in BF16, ridge 156
@@ -214,9 +215,9 @@ def make_run(
         "kv_cache_dtype": "bfloat16",
     }
     folder.write_run_json(
-        {
-            "run_id": folder.run_id,
-            "scenario": {
+        fake_run_json(
+            folder.run_id,
+            scenario={
                 "name": scenario,
                 "users": users,
                 "num_requests": requests,
@@ -224,12 +225,11 @@ def make_run(
                 "cooldown_s": 0.0,
                 "slo": slo or {},
             },
-            "engine": {"adapter": "reference", "model": "tiny", "description": description},
-            "hardware": {"cpu": "Fake CPU", "gpus": [H100] if gpu else []},
-            "started_utc": "2026-01-01T00:00:00+00:00",
-            "git_commit": "0123456789abcdef",
+            engine={"adapter": "reference", "model": "tiny", "description": description},
+            hardware={"cpu": "Fake CPU", "gpus": [H100] if gpu else []},
+            git_commit="0123456789abcdef",
             **({"analytic": _analytic(roofs)} if analytic else {}),
-        }
+        )
     )
     if steps:
         folder.write_steps(_steps(req, rng, step_s))

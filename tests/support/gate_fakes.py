@@ -11,6 +11,7 @@ import numpy as np
 from results.records import ChunkRecord, RequestRecord
 from results.run_folder import RunFolder
 from results.summary import compute_summary
+from tests.support.run_json import fake_run_json
 
 HARDWARE = {"cpu": "Fake CPU 9000", "cpu_count_logical": 2, "gpus": [], "memory_bytes": 1 << 34}
 
@@ -93,9 +94,9 @@ def write_fake_run(
     slo = slo or {"ttft_ms": None, "tpot_ms": None, "e2el_ms": None}
     folder.write_summary(compute_summary(requests_df, tokens_df, warmup_s, 0.0, slo))
     folder.write_run_json(
-        {
-            "run_id": folder.run_id,
-            "scenario": {
+        fake_run_json(
+            folder.run_id,
+            scenario={
                 "name": scenario_name,
                 "users": users,
                 "num_requests": requests,
@@ -104,11 +105,10 @@ def write_fake_run(
                 "slo": slo,
                 "engine": {"preset": "tiny"},
             },
-            "engine": engine or {"adapter": "fake", "model": "tiny", "settings": {"x": 1}},
-            "hardware": hardware or HARDWARE,
-            "versions": {"python": "3.11", "torch": "2.13.0"},
-            "git_commit": "abc123",
-            "started_utc": "2026-01-01T00:00:00+00:00",
-        }
+            engine=engine or {"adapter": "fake", "model": "tiny", "settings": {"x": 1}},
+            hardware=hardware or HARDWARE,
+            versions={"python": "3.11", "torch": "2.13.0"},
+            git_commit="abc123",
+        )
     )
     return folder.path

@@ -1,0 +1,195 @@
+"""run.json: what a run was (scenario, engine, machine, code, clock), declared once.
+
+Written by `bench run` (bench.run.orchestrate) and `bench simulate` (bench.sim.simulate) through
+results.run_folder.RunFolder.write_run_json, which checks the document against :class:`RunJson`
+and refuses an undeclared top-level key; read by results.run_folder.load_run through
+:func:`upgrade_run_json`, the one place that knows older versions.
+
+Versions:
+- 0: run folders written before run.json carried a ``schema_version``. The same keys as
+  version 1; the sections marked "since" below are absent in the oldest of them.
+- 1: ``schema_version`` first, then the keys below.
+
+Sections owned by another package stay opaque here (``dict[str, Any]``): the scenario
+(bench.scenario's resolved form), the engine's settings and its /debug/engine description
+(engine.config), the probes' health (probes.session) and the load plan (bench.run.load_plan).
+"""
+
+# No `from __future__ import annotations`: TypedDict reads NotRequired from evaluated annotations
+# only (Python 3.11 takes every string annotation as required).
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict, cast
+
+from results.schema.check import SchemaError, check_document, schema_version_of
+
+__all__ = [
+    "RUN_JSON_VERSION",
+    "Analytic",
+    "ClientClock",
+    "EngineSection",
+    "Hardware",
+    "Precision",
+    "Recorded",
+    "Roofs",
+    "RunJson",
+    "Simulation",
+    "check_run_json",
+    "upgrade_run_json",
+]
+
+RUN_JSON_VERSION = 1
+
+
+class EngineSection(TypedDict, total=False):
+    """The engine the load ran against.
+
+    adapter: the engine_adapters name ("reference", "vllm", ...). url: the base URL the load
+    was sent to (None when simulated). launched: whether bench started the engine.
+    launch_command: its command line when it did. settings: the EngineConfig fields asked of
+    the reference engine (None for another engine). startup_s: seconds until it was healthy.
+    model: the served model name the requests named. description: the engine's /debug/engine at
+    the start, as it returned it (None when it offers none). stats_end: its cumulative counters
+    after the load (minus description["stats"]: this run's).
+    """
+
+    adapter: str
+    url: str | None
+    launched: bool
+    launch_command: list[str] | None
+    settings: dict[str, Any] | None
+    startup_s: float | None
+    model: str | None
+    description: Any
+    stats_end: Any
+
+
+class Recorded(TypedDict, total=False):
+    """Which optional files the run wrote: steps.parquet, samples.parquet, client.parquet, and
+    the nsys report's file name (``bench run --nsys``). Since probes and step telemetry."""
+
+    steps: bool
+    samples: bool
+    client: bool
+    nsys: str
+
+
+class Hardware(TypedDict, total=False):
+    """The machine the run ran on (for a simulated run, ``gpus`` names the simulated parts and
+    ``simulated`` is true). memory_bytes: physical RAM."""
+
+    cpu: str
+    cpu_count_logical: int | None
+    cpu_count_physical: int | None
+    memory_bytes: int
+    gpus: list[str]
+    platform: str
+    simulated: bool
+
+
+class Precision(TypedDict):
+    """Short dtype names ("bf16", "fp8", "int4") the analytic model assumes."""
+
+    weight_dtype: str
+    kv_dtype: str
+    activation_dtype: str
+
+
+class Roofs(TypedDict):
+    """The peaks MFU and MBU are measured against.
+
+    name: the hardware ("NVIDIA H100 80GB HBM3"); source: where the figures come from (the
+    hardware table's citation, `bench calibrate`, the simulated part); compute_dtype: the
+    tensor-core dtype of ``flops_per_s``; flops_per_s: peak FLOP/s; bytes_per_s: peak memory
+    bytes/s; ridge_flop_per_byte: flops_per_s / bytes_per_s, written for readers' convenience.
+    """
+
+    name: str
+    source: str
+    compute_dtype: str
+    flops_per_s: float
+    bytes_per_s: float
+    ridge_flop_per_byte: NotRequired[float]
+
+
+class Analytic(TypedDict, total=False):
+    """The analytic model's inputs, so the attribution can be recomputed from the folder alone:
+    the model shape (perfmodel.model_config.ModelConfig.to_dict, None when unknown), dtypes,
+    tensor-parallel degree, roofs (None with the reason in ``notes``)."""
+
+    model_config: dict[str, Any] | None
+    precision: Precision
+    tp: int
+    roofs: Roofs | None
+    notes: list[str]
+
+
+class ClientClock(TypedDict):
+    """The run clock: the clock's name ("time.perf_counter_ns", or "virtual" when simulated) and
+    its reading at the run's start (every time in the tables is seconds since ``t0_ns``)."""
+
+    clock: str
+    t0_ns: int
+
+
+class Simulation(TypedDict):
+    """A simulated run's cost: wall seconds it took, virtual seconds it covered, engine steps."""
+
+    wall_s: float
+    simulated_s: float
+    steps: int
+
+
+class RunJson(TypedDict):
+    """run.json (module docstring). Times are UTC ISO 8601 strings; git_commit is the checkout's
+    HEAD ("+dirty" with uncommitted changes) or None outside a checkout; versions maps a package
+    to its installed version."""
+
+    schema_version: int
+    run_id: str
+    scenario: dict[str, Any]
+    engine: EngineSection
+    tokenizer: str | None
+    hardware: Hardware
+    versions: dict[str, str]
+    git_commit: str | None
+    started_utc: str
+    ended_utc: str
+    client: ClientClock
+    # Since step telemetry and the probes.
+    recorded: NotRequired[Recorded]
+    analytic: NotRequired[Analytic]
+    probes: NotRequired[dict[str, Any]]
+    # Since the load generator's drivers and client self-check.
+    load: NotRequired[dict[str, Any]]
+    # `bench simulate` only.
+    simulation: NotRequired[Simulation]
+
+
+def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:
+    """``data`` as a RunJson to write: the current version, every key declared and of its type.
+
+    Raises results.schema.SchemaError naming ``source``, the key and the fix.
+    """
+    version = data.get("schema_version")
+    if version != RUN_JSON_VERSION:
+        raise SchemaError(
+            f"{source}: schema_version {version!r}; a run.json being written is version "
+            f"{RUN_JSON_VERSION} (results.schema.RUN_JSON_VERSION)"
+        )
+    check_document(data, RunJson, source, closed=True)
+    return cast(RunJson, data)
+
+
+def upgrade_run_json(raw: Mapping[str, Any], source: str) -> RunJson:
+    """run.json as read from ``source``, upgraded to :data:`RUN_JSON_VERSION` and checked.
+
+    Raises results.schema.SchemaError for a version newer than this code reads, or a document
+    that does not fit :class:`RunJson`; keys it does not declare are kept as they are.
+    """
+    version = schema_version_of(raw, source, RUN_JSON_VERSION, unversioned=0)
+    data = dict(raw)
+    if version == 0:
+        # Version 0 differs only by lacking the version; put it first, as writers do.
+        data = {"schema_version": RUN_JSON_VERSION, **data}
+    check_document(data, RunJson, source)
+    return cast(RunJson, data)

@@ -1,0 +1,162 @@
+"""summary.json: a run's figures, declared once (their definitions: results.summary).
+
+Written by results.run_folder.RunFolder.write_summary (checked against :class:`SummaryJson`,
+undeclared top-level keys refused); read by results.run_folder.load_run through
+:func:`upgrade_summary_json`. The request figures come from results.summary.compute_summary;
+results.run_summary.summarize_run adds per_user_tps_by_phase, attribution, probes,
+engine_estimates and client (a summary of the request tables alone lacks them), each section
+owned by the module that computes it and opaque here.
+
+Versions:
+- 1: every summary.json written so far (compute_summary wrote ``schema_version: 1`` from the
+  start). ``ttft_from_scheduled_ms`` and summarize_run's sections are absent in the oldest. A
+  summary.json without a version is read as version 1.
+
+Latencies are milliseconds, rates per second of the measured window, times seconds on the run's
+clock; a figure that cannot be computed (no requests, no window) is null.
+"""
+
+# No `from __future__ import annotations`: TypedDict reads NotRequired from evaluated annotations
+# only (Python 3.11 takes every string annotation as required).
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict, cast
+
+from results.schema.check import SchemaError, check_document, schema_version_of
+
+__all__ = [
+    "SUMMARY_JSON_VERSION",
+    "Counts",
+    "Distribution",
+    "Errors",
+    "Goodput",
+    "StatusCounts",
+    "SummaryJson",
+    "Throughput",
+    "Tokens",
+    "Window",
+    "check_summary_json",
+    "upgrade_summary_json",
+]
+
+SUMMARY_JSON_VERSION = 1
+
+# count, mean, std, min, p<q> for each percentile, max (results.summary.distribution); every
+# figure but count is null without values.
+Distribution = dict[str, float | None]
+
+
+class Window(TypedDict):
+    """The measured window (``rule`` says which requests it holds); the *_s are null for a run
+    without requests."""
+
+    rule: str
+    warmup_s: float
+    cooldown_s: float
+    run_start_s: float | None
+    run_end_s: float | None
+    start_s: float | None
+    end_s: float | None
+    duration_s: float | None
+
+
+class StatusCounts(TypedDict):
+    """Requests by status; error_rate = error / requests (null without requests)."""
+
+    requests: int
+    ok: int
+    error: int
+    cancelled: int
+    error_rate: float | None
+
+
+class Counts(TypedDict):
+    """Status counts of the whole run and of the measured window."""
+
+    all: StatusCounts
+    window: StatusCounts
+
+
+class Errors(TypedDict):
+    """Failed requests by message and by HTTP status ("none" without one), most frequent first."""
+
+    by_message: dict[str, int]
+    by_http_status: dict[str, int]
+
+
+class Tokens(TypedDict):
+    """Tokens of the ok requests in the window; output_tokens_source is "usage", "tokenizer",
+    "chunks", "unknown" or "mixed" (null without such requests)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    output_tokens_source: str | None
+    requests_by_output_tokens_source: dict[str, int]
+
+
+class Throughput(TypedDict):
+    """Per second of the window: output tokens, prompt + output tokens, ok requests."""
+
+    output_tok_s: float | None
+    total_tok_s: float | None
+    requests_per_s: float | None
+
+
+class Goodput(TypedDict):
+    """Requests meeting every SLO in ``slo`` (ms targets); null figures without SLOs."""
+
+    slo: dict[str, float]
+    good_requests: int | None
+    requests_per_s: float | None
+    good_fraction: float | None
+
+
+class SummaryJson(TypedDict):
+    """summary.json (module docstring)."""
+
+    schema_version: int
+    window: Window
+    counts: Counts
+    errors: Errors
+    tokens: Tokens
+    throughput: Throughput
+    goodput: Goodput
+    ttft_ms: Distribution
+    itl_ms: Distribution
+    tpot_ms: Distribution
+    e2el_ms: Distribution
+    e2el_from_scheduled_ms: Distribution
+    ttft_from_scheduled_ms: NotRequired[Distribution]
+    queueing_delay_ms: Distribution
+    per_user_tps: Distribution
+    # results.run_summary.summarize_run's sections (results.attribution, results.samples_summary,
+    # results.client_check).
+    per_user_tps_by_phase: NotRequired[dict[str, Any]]
+    attribution: NotRequired[dict[str, Any]]
+    probes: NotRequired[dict[str, Any]]
+    engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
+    client: NotRequired[dict[str, Any]]
+
+
+def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:
+    """``data`` as a SummaryJson to write: the current version, every key declared and of its
+    type. Raises results.schema.SchemaError naming ``source``, the key and the fix."""
+    version = data.get("schema_version")
+    if version != SUMMARY_JSON_VERSION:
+        raise SchemaError(
+            f"{source}: schema_version {version!r}; a summary.json being written is version "
+            f"{SUMMARY_JSON_VERSION} (results.schema.SUMMARY_JSON_VERSION)"
+        )
+    check_document(data, SummaryJson, source, closed=True)
+    return cast(SummaryJson, data)
+
+
+def upgrade_summary_json(raw: Mapping[str, Any], source: str) -> SummaryJson:
+    """summary.json as read from ``source``, upgraded to :data:`SUMMARY_JSON_VERSION` and checked.
+
+    Raises results.schema.SchemaError for a version newer than this code reads, or a document
+    that does not fit :class:`SummaryJson`; keys it does not declare are kept as they are.
+    """
+    schema_version_of(raw, source, SUMMARY_JSON_VERSION, unversioned=1)
+    data = {"schema_version": SUMMARY_JSON_VERSION, **raw}
+    check_document(data, SummaryJson, source)
+    return cast(SummaryJson, data)
