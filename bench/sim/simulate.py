@@ -59,7 +59,7 @@ def simulate(
     started = datetime.now(UTC)
     t_wall = time.perf_counter()
     try:
-        engine = LLMEngine(EngineConfig(**settings))
+        engine = LLMEngine(EngineConfig.from_flat(settings))
     except (TypeError, ValueError) as e:
         raise SimulateError(f"engine settings {settings}: {e}") from e
     description = engine.describe()

@@ -30,7 +30,9 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
+    config = EngineConfig.from_flat(
+        dict(model="tiny", dtype="float32", device="cpu", max_model_len=128)
+    )
     with running_server(config) as url:
         yield url
 

@@ -40,7 +40,9 @@ value = 6
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", num_threads=1)
+    config = EngineConfig.from_flat(
+        dict(model="tiny", dtype="float32", device="cpu", num_threads=1)
+    )
     with running_server(config) as url:
         yield url
 

@@ -51,7 +51,9 @@ def write_scenario(tmp_path: Path, in_low: int = 8, in_high: int = 64) -> Path:
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=96)
+    config = EngineConfig.from_flat(
+        dict(model="tiny", dtype="float32", device="cpu", max_model_len=96)
+    )
     with running_server(config) as url:
         yield url
 

@@ -22,7 +22,7 @@ SETTINGS = {"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 1, "ma
 @pytest.fixture
 def core() -> Iterator[EngineCoreProcess]:
     """A fresh core per test: a core has one reader (its RemoteAsyncLLM), as in the server."""
-    proc = EngineCoreProcess(EngineConfig(**SETTINGS))
+    proc = EngineCoreProcess(EngineConfig.from_flat(SETTINGS))
     yield proc
     proc.close()
 
@@ -79,7 +79,7 @@ def test_calls_and_rejections_cross_the_pipe(core: EngineCoreProcess) -> None:
 
 def test_a_core_that_fails_to_start_says_why() -> None:
     # Refused by the engine inside the child: the parent reports the child's reason.
-    bad = EngineConfig(**SETTINGS, attention_backend="native", kv_cache_dtype="fp8")
+    bad = EngineConfig.from_flat(dict(**SETTINGS, attention_backend="native", kv_cache_dtype="fp8"))
     with pytest.raises(EngineCoreError, match="attention_backend='native' cannot run here"):
         EngineCoreProcess(bad)
 

@@ -18,7 +18,9 @@ MODEL = "tiny"
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=256)
+    config = EngineConfig.from_flat(
+        dict(model="tiny", dtype="float32", device="cpu", max_model_len=256)
+    )
     with running_server(config) as url:
         yield url
 
