@@ -60,8 +60,9 @@ def scenario(users: int, requests: int, lengths: tuple[LengthDist, LengthDist]) 
 
 def prefill_s(budget: int, overhead_ms: float | None) -> float:
     """Simulated time from a 4,096-token prompt's arrival to its first token, on an idle engine."""
-    config = EngineConfig(**DEVICE, device="sim", sim_speedup=0.0, max_num_batched_tokens=budget,
-                          sim_step_overhead_ms=overhead_ms)  # fmt: skip
+    config = EngineConfig.from_flat(dict(**DEVICE, device="sim", sim_speedup=0.0,
+                                         max_num_batched_tokens=budget,
+                                         sim_step_overhead_ms=overhead_ms))  # fmt: skip
     engine = LLMEngine(config)
     engine.generate([[1000] * 4096], SamplingParams(max_tokens=1))
     return engine.clock_ns() / 1e9

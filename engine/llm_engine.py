@@ -157,46 +157,47 @@ def check_request_fits(
 class LLMEngine:
     def __init__(self, config: EngineConfig, executor: Executor | None = None) -> None:
         self.config = config
-        if config.num_threads:
-            torch.set_num_threads(config.num_threads)
+        m, cache, sched = config.model, config.cache, config.scheduler
+        if config.parallel.num_threads:
+            torch.set_num_threads(config.parallel.num_threads)
         self._threads = torch.get_num_threads()
-        self.simulated = config.device == "sim"
-        self.model_config, weights_dir = load_model_spec(config.model, self.simulated)
-        self.tokenizer = load_tokenizer(config.model, self.model_config)
-        self.device = torch.device("cpu") if self.simulated else resolve_device(config.device)
-        if self.simulated and config.dtype == "auto":
+        self.simulated = m.device == "sim"
+        self.model_config, weights_dir = load_model_spec(m.model, self.simulated)
+        self.tokenizer = load_tokenizer(m.model, self.model_config)
+        self.device = torch.device("cpu") if self.simulated else resolve_device(m.device)
+        if self.simulated and m.dtype == "auto":
             self.dtype = getattr(torch, self.model_config.dtype)  # the checkpoint's dtype
         else:
-            self.dtype = resolve_dtype(config.dtype, self.device, self.model_config.dtype)
+            self.dtype = resolve_dtype(m.dtype, self.device, self.model_config.dtype)
         self.max_model_len = min(
-            config.max_model_len or self.model_config.max_position_embeddings,
+            m.max_model_len or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
         )
         self.quant_report: QuantReport | None = None
         if executor is None and self.simulated:
             executor = build_sim_executor(config, self.model_config, self.dtype)
         elif executor is None:
-            model = load_model(self.model_config, weights_dir, self.dtype, self.device, config.seed)
-            self.quant_report = quantize_model(model, config.quantization, config.quant_group_size)
+            model = load_model(self.model_config, weights_dir, self.dtype, self.device, m.seed)
+            self.quant_report = quantize_model(model, m.quantization, m.quant_group_size)
             model.use_custom_ops(self._native_custom_ops())
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
-            kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, self.dtype)
+            kv_dtype = resolve_kv_cache_dtype(cache.kv_cache_dtype, self.dtype)
             num_blocks = num_kv_blocks_for(
                 self.model_config,
-                config.block_size,
+                cache.block_size,
                 kv_dtype,
                 self.device,
-                config.kv_cache_memory_bytes,
+                cache.kv_cache_memory_bytes,
             )
             executor = ModelRunner(
                 model,
                 self.model_config,
-                config.block_size,
+                cache.block_size,
                 num_blocks,
                 self.dtype,
                 self.device,
-                config.seed,
+                m.seed,
                 kv_cache_dtype=kv_dtype,
                 native_decode=self._native_decode(kv_dtype),
             )
@@ -207,19 +208,17 @@ class LLMEngine:
         self.weight_bytes = executor.weight_bytes
         self.proposer = self._make_proposer(executor)
         self.block_pool = BlockPool(
-            executor.num_kv_blocks, config.block_size, enable_caching=config.prefix_caching
+            executor.num_kv_blocks, cache.block_size, enable_caching=cache.prefix_caching
         )
-        self.kv_cache_manager = KVCacheManager(
-            self.block_pool, config.kv_layout, self.max_model_len
-        )
+        self.kv_cache_manager = KVCacheManager(self.block_pool, cache.kv_layout, self.max_model_len)
         self.scheduler = Scheduler(
             self.kv_cache_manager,
-            config.max_num_seqs,
-            config.max_num_batched_tokens,
+            sched.max_num_seqs,
+            sched.max_num_batched_tokens,
             self.max_model_len,
-            config.enable_chunked_prefill,
-            config.batching,  # type: ignore[arg-type]
-            num_lookahead_tokens=config.num_speculative_tokens
+            sched.enable_chunked_prefill,
+            sched.batching,
+            num_lookahead_tokens=config.speculative.num_speculative_tokens
             if self.proposer is not None and self.proposer.writes_lookahead
             else 0,
         )
@@ -230,7 +229,7 @@ class LLMEngine:
         self.nvtx = NvtxRanges()
 
     def _native_decode(self, kv_dtype: torch.dtype) -> bool:
-        """Whether decode attention runs in the C kernel (config.attention_backend)."""
+        """Whether decode attention runs in the C kernel (config.kernels.attention_backend)."""
         covered = native_attention.supports_dtypes(self.device, self.dtype, kv_dtype)
         return self._use_native(
             "attention_backend",
@@ -242,7 +241,7 @@ class LLMEngine:
 
     def _native_custom_ops(self) -> bool:
         """Whether small-batch linear layers and add + RMSNorm run in the C kernels
-        (config.custom_ops). Quantized layers keep their own kernels either way."""
+        (config.kernels.custom_ops). Quantized layers keep their own kernels either way."""
         covered = self.device.type == "cpu" and self.dtype in native_lib.SUFFIX
         return self._use_native(
             "custom_ops",
@@ -253,7 +252,7 @@ class LLMEngine:
         """Resolve an auto / native / torch setting: native where the C kernels cover the
         tensors (else ``not_covered`` says why not) and build here; "native" that cannot run
         is a ValueError naming the reason, "auto" falls back to torch and logs it."""
-        choice = getattr(self.config, setting)
+        choice = getattr(self.config.kernels, setting)
         if choice == "torch":
             return False
         why = not_covered or native_lib.available()
@@ -265,17 +264,17 @@ class LLMEngine:
         return False
 
     def _make_proposer(self, executor: Executor) -> Proposer | None:
-        c = self.config
-        if c.speculative == "off":
+        c = self.config.speculative
+        if c.method == "off":
             return None
         # The simulated device drafts at a stated acceptance rate; the torch executor has no
         # proposer of its own and gets the model's.
-        own = executor.make_proposer(c.num_speculative_tokens, c.speculative == "draft")
+        own = executor.make_proposer(c.num_speculative_tokens, c.method == "draft")
         if own is not None:
             return own
         if not isinstance(executor, ModelRunner):
             raise ValueError("speculative decoding needs the torch executor")
-        if c.speculative == "ngram":
+        if c.method == "ngram":
             proposer: ModelProposer = NgramProposer(
                 c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max
             )
@@ -283,11 +282,12 @@ class LLMEngine:
             draft = None
             if c.draft_model is not None:
                 draft_config, draft_dir = load_model_spec(c.draft_model)
-                draft = load_model(draft_config, draft_dir, self.dtype, self.device, c.seed + 1)
+                seed = self.config.model.seed + 1
+                draft = load_model(draft_config, draft_dir, self.dtype, self.device, seed)
             proposer = DraftModelProposer(
                 executor.model,
                 c.num_speculative_tokens,
-                c.block_size,
+                self.config.cache.block_size,
                 executor.kv_caches,
                 draft=draft,
                 num_layers=c.draft_num_layers,
@@ -301,7 +301,7 @@ class LLMEngine:
 
     @property
     def served_model_name(self) -> str:
-        return self.config.served_model_name or Path(self.config.model).name
+        return self.config.model.served_model_name or Path(self.config.model.model).name
 
     @property
     def max_tokens_capacity(self) -> int:
@@ -311,7 +311,7 @@ class LLMEngine:
     def describe(self) -> dict[str, Any]:
         """Settings, model shape, resolved dtype and device, and KV capacity (JSON-safe)."""
         return {
-            "engine_config": self.config.to_dict(),
+            "engine_config": self.config.to_flat(),
             "model_config": self.model_config.to_dict(),
             "served_model_name": self.served_model_name,
             "dtype": str(self.dtype).removeprefix("torch."),
@@ -326,7 +326,7 @@ class LLMEngine:
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
             "attention_backend": "native" if self.executor.native_decode else "torch",
             "custom_ops": "native" if self.executor.native_custom_ops else "torch",
-            "prefix_caching": self.config.prefix_caching,
+            "prefix_caching": self.config.cache.prefix_caching,
             "weight_bytes": self.weight_bytes,
             "quantization": self.quant_report.to_dict() if self.quant_report else None,
             "simulated": self.executor.describe(),
@@ -368,8 +368,9 @@ class LLMEngine:
             with nvtx_ranges.range("execute", sched.total_num_tokens):
                 sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
             forward_ns = clock_ns() - forward_start_ns
-            if self.config.step_delay_ms and not sched.is_empty:
-                time.sleep(self.config.step_delay_ms / 1000)
+            delay_ms = self.config.scheduler.step_delay_ms
+            if delay_ms and not sched.is_empty:
+                time.sleep(delay_ms / 1000)
             composition = self._composition(sched)
             with nvtx_ranges.range("update"):
                 updates = self.scheduler.update_from_output(sched, sampled)
@@ -405,9 +406,9 @@ class LLMEngine:
         return outputs
 
     def _set_threads(self, sched: SchedulerOutput) -> None:
-        """config.prefill_num_threads for a burst step (see EngineConfig), num_threads for
-        the others; a switch costs about 5 us."""
-        c = self.config
+        """config.parallel.prefill_num_threads for a burst step (see ParallelSettings),
+        num_threads for the others; a switch costs about 5 us."""
+        c = self.config.parallel
         if c.prefill_num_threads is None or c.num_threads is None:
             return
         burst = sched.num_prefill_tokens >= BURST_PREFILL_RATIO * max(sched.num_decode_tokens, 1)
@@ -445,7 +446,7 @@ class LLMEngine:
     def _propose(self) -> None:
         """Drafts for every running request now in decode, for the next step to verify."""
         assert self.proposer is not None
-        k = self.config.num_speculative_tokens
+        k = self.config.speculative.num_speculative_tokens
         ready = [
             r
             for r in self.scheduler.running

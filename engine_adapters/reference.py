@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
+from engine.config import EngineConfig
 from engine_adapters.base import EngineAdapter
 from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.vllm import VLLM_METRICS
@@ -13,21 +15,25 @@ from engine_adapters.vllm import VLLM_METRICS
 REFERENCE = EngineAdapter(name="reference", metric_names=VLLM_METRICS)
 
 
-def serve_command(host: str, port: int, settings: dict[str, Any]) -> list[str]:
-    """`bench serve` command line for ``settings`` (EngineConfig field names; None = default)."""
+def serve_command(host: str, port: int, settings: Mapping[str, Any]) -> list[str]:
+    """`bench serve` command line for ``settings`` (EngineConfig setting names; None = default).
+
+    Each flag is the setting's own (engine.config.Setting.flag), so what `bench serve` parses
+    back is the same EngineConfig. Raises engine.config.SettingError for an unknown name.
+    """
     cmd = [sys.executable, "-m", "bench", "serve", "--host", host, "--port", str(port)]
-    for key, value in settings.items():
+    for name, value in settings.items():
+        flag = EngineConfig.setting(name).flag
         if value is None:
             continue
-        flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
-            cmd.append(flag if value else "--no-" + key.replace("_", "-"))
+            cmd.append(flag if value else "--no-" + flag.removeprefix("--"))
         else:
             cmd += [flag, str(value)]
     return cmd
 
 
-def launch_reference(settings: dict[str, Any], timeout_s: float = 300.0) -> LaunchedEngine:
+def launch_reference(settings: Mapping[str, Any], timeout_s: float = 300.0) -> LaunchedEngine:
     """Start the reference engine on a free port of 127.0.0.1 and wait for /health."""
     host = "127.0.0.1"
     port = free_port(host)

@@ -1,4 +1,4 @@
-"""The `bench` command line: serve, run, report.
+"""The `bench` command line: run, ablate, report; serve and the other groups register here.
 
 The commands import what they run inside their own functions (as every module of bench.cli does),
 so that `bench --help` and the analytic commands start without loading torch or the engine.
@@ -6,7 +6,6 @@ so that `bench --help` and the analytic commands start without loading torch or 
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,159 +21,6 @@ app = typer.Typer(
 )
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 132)
-
-
-@app.command()
-def serve(
-    model: Annotated[str, typer.Option(help="Preset name (tiny, llama-3-8b, ...) or HF dir.")] = (
-        "tiny"
-    ),
-    host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 keeps it local.")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    served_model_name: Annotated[str | None, typer.Option(help="Name clients send.")] = None,
-    dtype: Annotated[str, typer.Option(help="auto | float32 | bfloat16 | float16.")] = "auto",
-    device: Annotated[
-        str, typer.Option(help="auto | cpu | cuda | cuda:N | sim (a simulated --gpu, no weights).")
-    ] = "auto",
-    seed: Annotated[int, typer.Option(help="Seed of random weights and unseeded sampling.")] = 0,
-    block_size: Annotated[int, typer.Option(help="KV block size in tokens.")] = 16,
-    kv_cache_memory_bytes: Annotated[
-        int | None, typer.Option(help="KV cache budget in bytes (default: 512 MiB on CPU).")
-    ] = None,
-    max_model_len: Annotated[int | None, typer.Option(help="Context length cap, tokens.")] = None,
-    max_num_seqs: Annotated[int, typer.Option(help="Most requests in one batch.")] = 256,
-    max_num_batched_tokens: Annotated[
-        int, typer.Option(help="Token budget per step (vLLM's CPU default).")
-    ] = 2048,
-    enable_chunked_prefill: Annotated[
-        bool, typer.Option(help="Split long prompts across steps within the token budget.")
-    ] = True,
-    num_threads: Annotated[
-        int | None,
-        typer.Option(help="torch threads (default: the engine core takes all cores but one)."),
-    ] = None,
-    prefill_num_threads: Annotated[
-        int | None,
-        typer.Option(help="torch threads for burst steps, mostly prefill (default: all cores)."),
-    ] = None,
-    step_delay_ms: Annotated[
-        float, typer.Option(help="Sleep per step: a deliberately slower engine for gate tests.")
-    ] = 0.0,
-    batching: Annotated[
-        str,
-        typer.Option(help="continuous: admit requests every step; static: one batch at a time."),
-    ] = "continuous",
-    kv_layout: Annotated[
-        str, typer.Option(help="paged: blocks on demand; contiguous: reserve max_model_len.")
-    ] = "paged",
-    enable_prefix_caching: Annotated[
-        bool | None,
-        typer.Option(help="Reuse KV blocks of shared prefixes (default: on when paged)."),
-    ] = None,
-    speculative: Annotated[
-        str, typer.Option(help="off | ngram (prompt lookup) | draft (a draft model).")
-    ] = "off",
-    num_speculative_tokens: Annotated[int, typer.Option(help="Draft tokens per step (k).")] = 3,
-    prompt_lookup_min: Annotated[int, typer.Option(help="ngram: shortest n-gram matched.")] = 2,
-    prompt_lookup_max: Annotated[int, typer.Option(help="ngram: longest n-gram matched.")] = 4,
-    draft_model: Annotated[
-        str | None, typer.Option(help="draft: a preset or HF directory with the same vocab.")
-    ] = None,
-    draft_num_layers: Annotated[
-        int | None, typer.Option(help="draft: use the target's first L layers (self-speculative).")
-    ] = None,
-    quantization: Annotated[
-        str, typer.Option(help="Weight-only: none | int8 (per channel) | int4 (grouped).")
-    ] = "none",
-    quant_group_size: Annotated[int, typer.Option(help="int4 group size (inputs).")] = 32,
-    kv_cache_dtype: Annotated[
-        str, typer.Option(help="auto (the model's dtype) | fp8 (e4m3 with a scale).")
-    ] = "auto",
-    attention_backend: Annotated[
-        str,
-        typer.Option(help="Decode attention: auto | native (C kernel, CPU) | torch (gather+bmm)."),
-    ] = "auto",
-    custom_ops: Annotated[
-        str,
-        typer.Option(help="Small-batch linear and add+RMSNorm: auto | native (C, CPU) | torch."),
-    ] = "auto",
-    gpu: Annotated[
-        str | None,
-        typer.Option(help="--device sim: a100-80gb, h100-sxm, h200, ... or cpu (calibrated)."),
-    ] = None,
-    tp: Annotated[int, typer.Option(help="--device sim: tensor-parallel GPUs.")] = 1,
-    gpu_memory_utilization: Annotated[
-        float, typer.Option(help="--device sim: share of each GPU's memory (weights + KV).")
-    ] = 0.9,
-    sim_speedup: Annotated[
-        float, typer.Option(help="--device sim: 1 real time, s > 1 s times faster, 0 virtual.")
-    ] = 1.0,
-    sim_acceptance_rate: Annotated[
-        float | None, typer.Option(help="--device sim: chance each draft token is accepted.")
-    ] = None,
-    sim_step_overhead_ms: Annotated[
-        float | None, typer.Option(help="--device sim: host time per step (default: none).")
-    ] = None,
-    engine_core_process: Annotated[
-        bool,
-        typer.Option(
-            help="Step the engine in its own process (as vLLM V1), not a thread of the server."
-        ),
-    ] = True,
-    log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
-) -> None:
-    """Start the reference engine's OpenAI-compatible server."""
-    from engine.config import EngineConfig
-    from engine.serving.core_process import EngineCoreError
-    from engine.serving.server import run_server
-
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
-    try:
-        config = EngineConfig(
-            model=model,
-            served_model_name=served_model_name,
-            dtype=dtype,
-            device=device,
-            seed=seed,
-            block_size=block_size,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            max_model_len=max_model_len,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            enable_chunked_prefill=enable_chunked_prefill,
-            num_threads=num_threads,
-            prefill_num_threads=prefill_num_threads,
-            step_delay_ms=step_delay_ms,
-            batching=batching,
-            kv_layout=kv_layout,
-            enable_prefix_caching=enable_prefix_caching,
-            speculative=speculative,
-            num_speculative_tokens=num_speculative_tokens,
-            prompt_lookup_min=prompt_lookup_min,
-            prompt_lookup_max=prompt_lookup_max,
-            draft_model=draft_model,
-            draft_num_layers=draft_num_layers,
-            quantization=quantization,
-            quant_group_size=quant_group_size,
-            kv_cache_dtype=kv_cache_dtype,
-            attention_backend=attention_backend,
-            custom_ops=custom_ops,
-            gpu=gpu,
-            tp=tp,
-            gpu_memory_utilization=gpu_memory_utilization,
-            sim_speedup=sim_speedup,
-            sim_acceptance_rate=sim_acceptance_rate,
-            sim_step_overhead_ms=sim_step_overhead_ms,
-        )
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from e
-    try:
-        run_server(config, host, port, core_process=engine_core_process)
-    except (EngineCoreError, ValueError) as e:
-        typer.echo(f"error: the engine did not start: {e}", err=True)
-        raise typer.Exit(1) from e
 
 
 @app.command()
@@ -353,9 +199,11 @@ def report(
 from bench.cli.analytic import register as register_probes  # noqa: E402
 from bench.cli.dashboards import register as register_dashboards  # noqa: E402
 from bench.cli.gate import register as register_gate  # noqa: E402
+from bench.cli.serve import register as register_serve  # noqa: E402
 from bench.cli.simulate import register as register_simulate  # noqa: E402
 from bench.cli.sweep import register as register_sweep  # noqa: E402
 
+register_serve(app)
 register_dashboards(app)
 register_probes(app)
 register_gate(app)

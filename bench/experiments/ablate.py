@@ -7,7 +7,6 @@ reports each figure and its ratio to the first setting, which is the baseline.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
@@ -20,11 +19,11 @@ from rich.console import Console
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import Scenario
-from engine.config import EngineConfig
+from engine.config import EngineConfig, SettingError
 from results.run_folder import load_run, sanitize_name
 
-_FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
-_TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
+# Every setting is an ablation switch but the name clients send, which changes no figure.
+_NOT_SWITCHES = ("served_model_name",)
 
 
 class AblationError(ValueError):
@@ -37,29 +36,10 @@ class Switch:
     values: tuple[Any, ...]
 
 
-def _convert(name: str, text: str) -> Any:
-    kind = str(_FIELDS[name].type)
-    if text.lower() in ("none", "default") and "None" in kind:
-        return None
-    if "bool" in kind:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise AblationError(f"--switch {name}: {text!r} is not on/off (or true/false)")
-    for typ in (int, float):
-        if typ.__name__ in kind:
-            try:
-                return typ(text)
-            except ValueError:
-                raise AblationError(
-                    f"--switch {name}: {text!r} is not a{'n' if typ is int else ''} {typ.__name__}"
-                ) from None
-    return text
-
-
 def parse_switch(spec: str) -> Switch:
-    """``NAME=V1,V2,...`` with NAME an engine setting (`bench serve --help` lists them).
+    """``NAME=V1,V2,...`` with NAME an engine setting (`bench serve --help` lists them), in
+    snake or kebab case; each value is parsed as the setting's type (engine.config.Setting.parse:
+    on/off for booleans, none for an unset value where the setting allows it).
 
     ``model`` switches presets (e.g. model=tiny,tiny-mha,tiny-mqa to see what GQA buys); the
     models must share a tokenizer, since every setting sends the same prompts.
@@ -70,12 +50,13 @@ def parse_switch(spec: str) -> Switch:
         raise AblationError(
             f"--switch {spec!r}: expected NAME=V1,V2 (e.g. batching=continuous,static)"
         )
-    if name not in _FIELDS or name == "served_model_name":
-        known = ", ".join(sorted(n for n in _FIELDS if n != "served_model_name"))
-        raise AblationError(
-            f"--switch {spec!r}: {name!r} is not an engine setting; one of: {known}"
-        )
-    parsed = tuple(_convert(name, v.strip()) for v in values.split(","))
+    if name in _NOT_SWITCHES:
+        raise AblationError(f"--switch {spec!r}: {name} is not a switch: it changes no figure")
+    try:
+        setting = EngineConfig.setting(name)
+        parsed = tuple(setting.parse(v) for v in values.split(","))
+    except SettingError as e:
+        raise AblationError(f"--switch {spec!r}: {e}") from e
     return Switch(name, parsed)
 
 
@@ -92,9 +73,9 @@ def settings_grid(switches: list[Switch]) -> list[dict[str, Any]]:
     )]  # fmt: skip
     for setting in grid:
         try:
-            EngineConfig(**setting)
-        except (TypeError, ValueError) as e:
-            raise AblationError(f"setting {setting}: {e}") from e
+            EngineConfig.from_flat(setting)
+        except SettingError as e:
+            raise AblationError(f"setting {label(setting)}: {e}") from e
     return grid
 
 

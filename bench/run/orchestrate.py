@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from bench.run.probing import (
     start_probes,
 )
 from bench.scenario.scenario import Scenario
+from engine.config import EngineConfig, SettingError
 from engine_adapters.base import EngineAdapter
 from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
@@ -84,23 +86,17 @@ class RunOptions:
     launch_model: str | None = None
 
 
-def reference_settings(scenario: Scenario) -> dict[str, Any]:
-    """EngineConfig fields for the reference engine from the scenario's [engine] table."""
-    section = scenario.engine
-    settings: dict[str, Any] = {
-        "model": section.model_dir or section.preset,
-        "dtype": section.dtype,
-        "device": section.device,
-        "seed": section.seed,
-        "max_num_seqs": section.max_num_seqs,
-        "max_num_batched_tokens": section.max_num_batched_tokens,
-        "max_model_len": section.max_model_len,
-        "block_size": section.block_size,
-        "kv_cache_memory_bytes": section.kv_cache_memory_bytes,
-        "enable_chunked_prefill": section.enable_chunked_prefill,
-        "num_threads": section.num_threads,
-    }
-    settings.update(section.options)
+def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference engine's settings: the scenario's [engine] table, then ``overrides``.
+
+    Checked as one EngineConfig now, so that settings which do not go together fail here,
+    naming the setting, rather than in the engine's process after it started.
+    """
+    settings = {**scenario.engine.engine_settings(), **overrides}
+    try:
+        EngineConfig.from_flat(settings)
+    except SettingError as e:
+        raise RunError(f"{scenario.source}: engine settings: {e}") from e
     return settings
 
 
@@ -122,7 +118,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     reference = opts.url is None and not external
     adapter = get_adapter("reference" if reference else opts.engine)
     launched: LaunchedEngine | None = None
-    settings = {**reference_settings(scenario), **opts.engine_overrides} if reference else {}
+    settings = reference_settings(scenario, opts.engine_overrides) if reference else {}
     tokenizer_spec = opts.tokenizer or (settings.get("model") if reference else opts.launch_model)
     if tokenizer_spec is None:
         raise RunError(

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from bench.scenario.load import check_combination, construct, read_arrival, read_workload
 from bench.scenario.toml_table import ScenarioError, Table, suggest
+from engine.config import SETTINGS, SettingError
 from loadgen.arrivals import ArrivalProcess
 from loadgen.workload_spec import (
     LENGTH_BOUNDS,
@@ -44,7 +45,6 @@ __all__ = [
 
 ApiKind = Literal["completions", "chat"]
 
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
 # Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
 OPEN_LOOP_USERS = 512
 
@@ -65,31 +65,32 @@ class SLO:
 
 @dataclass(frozen=True)
 class EngineSection:
-    """Settings for the reference engine; None means "the engine's default".
+    """``[engine]``: the reference engine's settings; those not given are the engine's defaults.
 
     ``model_dir`` (a Hugging Face directory), when set, is the model instead of ``preset``.
-    ``kv_cache_memory_bytes`` is the KV cache budget in bytes; ``block_size`` is in tokens.
-
-    ``options`` passes further switches through unchanged (scalars or lists of scalars); the engine
-    validates them when it starts, since only it knows its switches.
+    Every other key is an EngineConfig setting (`bench serve --help` lists them), checked when
+    the scenario loads: ``settings`` holds those given in ``[engine]`` itself, ``options``
+    those given in ``[engine.options]`` (the same keys; kept apart so that :meth:`to_dict`
+    gives back the file's own shape). Whether they go together is checked where they meet the
+    command line's (bench.run.orchestrate, bench.experiments.ablate).
     """
 
     preset: str = "tiny"
     model_dir: str | None = None
-    dtype: str | None = None
-    device: str | None = None
-    seed: int | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    max_model_len: int | None = None
-    block_size: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    enable_chunked_prefill: bool | None = None
-    num_threads: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
+    def engine_settings(self) -> dict[str, Any]:
+        """EngineConfig settings by name (engine.config.EngineConfig.from_flat takes them)."""
+        return {"model": self.model_dir or self.preset, **self.settings, **self.options}
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "preset": self.preset,
+            "model_dir": self.model_dir,
+            **self.settings,
+            "options": dict(self.options),
+        }
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ class Scenario:
         data["shared_prefix"] = self.shared_prefix.to_dict() if self.shared_prefix else None
         data["workload"] = self.workload.to_dict()
         data["arrival"] = self.arrival.to_dict() if self.arrival else None
+        data["engine"] = self.engine.to_dict()
         return {key: data[key] for key in _DICT_ORDER}
 
 
@@ -215,50 +217,44 @@ def _read_slo(table: Table) -> SLO:
     return SLO(**values)
 
 
+# preset and model_dir name the model; the other settings are keys of [engine] as they are.
+_ENGINE_KEYS = tuple(s for s in SETTINGS if s.name != "model")
+
+
+def _read_settings(sub: Table) -> dict[str, Any]:
+    """The EngineConfig settings a table gives, each checked for type, choice and rule."""
+    values: dict[str, Any] = {}
+    for s in _ENGINE_KEYS:
+        value = (
+            sub.choice(s.name, s.choices, None)
+            if s.choices is not None
+            else sub.get(s.name, s.kind, None)
+        )
+        if value is None:
+            continue
+        try:
+            values[s.name] = s.check(value)
+        except SettingError as exc:
+            raise sub.error(s.name, exc.message) from exc
+    return values
+
+
 def _read_engine(table: Table) -> EngineSection:
     sub = table.table("engine")
     if sub is None:
         return EngineSection()
     preset = sub.get("preset", str, "tiny")
     model_dir = sub.get("model_dir", str, None)
-    dtype = sub.choice("dtype", _DTYPES, None)
-    device = sub.get("device", str, None)
-    seed = sub.get("seed", int, None)
-    sizes = {
-        key: sub.get(key, int, None)
-        for key in (
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "max_model_len",
-            "block_size",
-            "kv_cache_memory_bytes",
-        )
-    }
-    chunked = sub.get("enable_chunked_prefill", bool, None)
-    threads = sub.get("num_threads", int, None)
-    options = sub.options("options")
+    settings = _read_settings(sub)
+    opts = sub.table("options")
+    options = _read_settings(opts) if opts is not None else {}
+    if opts is not None:
+        opts.finish()
     sub.finish()
     sub.check("preset", bool(preset.strip()), "must not be empty", preset)
-    if seed is not None:
-        sub.check("seed", seed >= 0, "must be >= 0", seed)
-    for key, value in [*sizes.items(), ("num_threads", threads)]:
-        if value is not None:
-            sub.check(key, value >= 1, "must be >= 1", value)
-    block = sizes["block_size"]
-    if block is not None:
-        # Checked here too so the error names the scenario file, not just the engine's flag.
-        sub.check("block_size", block & (block - 1) == 0, "must be a power of two", block)
-    return EngineSection(
-        preset=preset,
-        model_dir=model_dir,
-        dtype=dtype,
-        device=device,
-        seed=seed,
-        **sizes,
-        enable_chunked_prefill=chunked,
-        num_threads=threads,
-        options=options,
-    )
+    if twice := sorted(settings.keys() & options.keys()):
+        raise sub.error(twice[0], "is given in both [engine] and [engine.options]; keep one")
+    return EngineSection(preset, model_dir, settings, options)
 
 
 def scenario_from_dict(

@@ -116,24 +116,6 @@ class Table:
             raise self.error(name, f"expected a table, got {_found(value)}")
         return Table(value, self._source, f"{self.key(name)}.")
 
-    def options(self, name: str) -> dict[str, Any]:
-        """A pass-through table of scalars or lists of scalars (JSON-representable)."""
-        sub = self.table(name)
-        if sub is None:
-            return {}
-        result: dict[str, Any] = {}
-        for key, value in sub._data.items():
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                scalar = isinstance(item, bool | int | str) or (
-                    isinstance(item, float) and math.isfinite(item)
-                )
-                if not scalar:
-                    expected = "a string, number, boolean or a list of them"
-                    raise sub.error(key, f"expected {expected}, got {_found(item)}")
-            result[key] = list(value) if isinstance(value, list) else value
-        return result
-
     def finish(self, context: str = "") -> None:
         """Raise a ScenarioError listing every key of this table that no lookup asked for."""
         unknown = [k for k in self._data if k not in self._known]

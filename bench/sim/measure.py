@@ -32,8 +32,9 @@ def measure_steps(
     that wait for each other make step times swing tenfold; serve with the same num_threads.
     """
     engine = LLMEngine(
-        EngineConfig(model=model, device="cpu", seed=seed, num_threads=num_threads,
-                     max_num_seqs=max(batch_sizes), enable_prefix_caching=False)
+        EngineConfig.from_flat({"model": model, "device": "cpu", "seed": seed,
+                                "num_threads": num_threads, "max_num_seqs": max(batch_sizes),
+                                "enable_prefix_caching": False})
     )  # fmt: skip
     rng = np.random.default_rng(seed)
     vocab = engine.model_config.vocab_size

@@ -20,7 +20,6 @@ from typing import Any
 
 from bench.run.environment import git_commit, hardware, package_versions
 from bench.run.load_plan import build_plan, load_section
-from bench.run.orchestrate import reference_settings
 from bench.run.sim_analytic import simulated_analytic
 from bench.scenario.scenario import Scenario
 from bench.sim.loop import run_plan_virtual
@@ -49,7 +48,7 @@ class SimulateError(RuntimeError):
 def simulate_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """EngineConfig fields: the scenario's engine table, then ``overrides``, on the simulated
     device in virtual time. Unset (None) values are left to the engine's defaults."""
-    settings = {**reference_settings(scenario), **overrides}
+    settings = {**scenario.engine.engine_settings(), **overrides}
     settings.update(device="sim", sim_speedup=0.0)
     settings = {k: v for k, v in settings.items() if v is not None}
     if "gpu" not in settings:
@@ -68,7 +67,7 @@ def simulate(
     started = datetime.now(UTC)
     t_wall = time.perf_counter()
     try:
-        engine = LLMEngine(EngineConfig(**settings))
+        engine = LLMEngine(EngineConfig.from_flat(settings))
     except (TypeError, ValueError) as e:
         raise SimulateError(f"engine settings {settings}: {e}") from e
     description = engine.describe()

@@ -75,10 +75,12 @@ def core_main(config: EngineConfig, conn: Connection) -> None:
     )  # this process exists to run the model (engine/native/cpu_allocator.py)
     if why is not None:
         log.info("malloc settings left as they were: %s", why)
-    if config.num_threads is None:
-        config = replace(config, num_threads=default_core_threads())
-        if config.prefill_num_threads is None:
-            config = replace(config, prefill_num_threads=len(os.sched_getaffinity(0)))
+    parallel = config.parallel
+    if parallel.num_threads is None:
+        parallel = replace(parallel, num_threads=default_core_threads())
+        if parallel.prefill_num_threads is None:
+            parallel = replace(parallel, prefill_num_threads=len(os.sched_getaffinity(0)))
+        config = replace(config, parallel=parallel)
     try:
         engine = LLMEngine(config)
     except BaseException as e:
@@ -152,8 +154,8 @@ class EngineCoreProcess:
 
     def __init__(self, config: EngineConfig, start_timeout_s: float = 600.0) -> None:
         self.config = config
-        model_config, _ = load_model_spec(config.model, config.device == "sim")
-        self.tokenizer: Tokenizer = _load_tokenizer(config.model, model_config)
+        model_config, _ = load_model_spec(config.model.model, config.model.device == "sim")
+        self.tokenizer: Tokenizer = _load_tokenizer(config.model.model, model_config)
         # spawn, not fork: the parent has torch (and its OpenMP pool) loaded already.
         ctx = multiprocessing.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()

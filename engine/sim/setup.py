@@ -39,13 +39,14 @@ CPU_KV_DEFAULT_BYTES = 512 * 1024**2
 def sim_precision(config: EngineConfig, model: ModelConfig, dtype: torch.dtype) -> Precision:
     """Weight, KV and activation dtypes of the simulated engine (module docstring)."""
     activations = short_dtype(str(dtype).removeprefix("torch."))
-    weights = config.quantization if config.quantization != "none" else activations
-    kv = "fp8" if config.kv_cache_dtype in ("fp8", "fp8_e4m3") else activations
+    quantization = config.model.quantization
+    weights = quantization if quantization != "none" else activations
+    kv = "fp8" if config.cache.kv_cache_dtype in ("fp8", "fp8_e4m3") else activations
     return Precision(weights, kv, activations)
 
 
 def _calibration(config: EngineConfig, model: ModelConfig) -> SimCalibration | None:
-    if config.gpu != CPU:
+    if config.sim.gpu != CPU:
         return None
     saved = calibrate.load()
     host = (saved or {}).get("host", {}).get("cpu")
@@ -55,31 +56,37 @@ def _calibration(config: EngineConfig, model: ModelConfig) -> SimCalibration | N
 def _num_blocks(
     config: EngineConfig, model: ModelConfig, precision: Precision, time_model: StepTimeModel
 ) -> tuple[int, dict[str, Any] | None]:
-    per_block = config.block_size * time_model.cost.kv_bytes_per_token
-    if config.kv_cache_memory_bytes is not None or config.gpu == CPU:
-        budget = config.kv_cache_memory_bytes or CPU_KV_DEFAULT_BYTES
-        return int(budget // per_block), None
+    block_size, budget, gpu = (
+        config.cache.block_size,
+        config.cache.kv_cache_memory_bytes,
+        config.sim.gpu,
+    )
+    tp = config.parallel.tp
+    per_block = block_size * time_model.cost.kv_bytes_per_token
+    if budget is not None or gpu == CPU:
+        return int((budget or CPU_KV_DEFAULT_BYTES) // per_block), None
     cap = capacity(
-        model, get_gpu(str(config.gpu)), min(config.max_model_len or 10**9,
-        model.max_position_embeddings), precision, config.tp, config.gpu_memory_utilization,
+        model, get_gpu(str(gpu)), min(config.model.max_model_len or 10**9,
+        model.max_position_embeddings), precision, tp, config.sim.gpu_memory_utilization,
     )  # fmt: skip
-    if cap.max_tokens < config.block_size:
-        raise ValueError(f"{model.name} on {config.tp}x {cap.gpu}: {cap.reason}")
-    return cap.max_tokens // config.block_size, cap.to_dict()
+    if cap.max_tokens < block_size:
+        raise ValueError(f"{model.name} on {tp}x {cap.gpu}: {cap.reason}")
+    return cap.max_tokens // block_size, cap.to_dict()
 
 
 def _draft_model(config: EngineConfig, model: ModelConfig) -> ModelConfig | None:
-    if config.speculative != "draft":
+    spec = config.speculative
+    if spec.method != "draft":
         return None
-    if config.draft_num_layers is not None:
-        if not 1 <= config.draft_num_layers < model.num_hidden_layers:
+    if spec.draft_num_layers is not None:
+        if not 1 <= spec.draft_num_layers < model.num_hidden_layers:
             raise ValueError(
                 f"draft_num_layers must be in 1..{model.num_hidden_layers - 1}, "
-                f"got {config.draft_num_layers}"
+                f"got {spec.draft_num_layers}"
             )
-        return replace(model, num_hidden_layers=config.draft_num_layers)
-    assert config.draft_model is not None
-    return resolve_model(config.draft_model)
+        return replace(model, num_hidden_layers=spec.draft_num_layers)
+    assert spec.draft_model is not None
+    return resolve_model(spec.draft_model)
 
 
 def build_sim_executor(config: EngineConfig, model: ModelConfig, dtype: torch.dtype) -> SimExecutor:
@@ -88,20 +95,21 @@ def build_sim_executor(config: EngineConfig, model: ModelConfig, dtype: torch.dt
     Raises ValueError naming the setting to change when the device or the model cannot be
     simulated (unknown GPU, no peak for the dtype, weights that do not fit, no calibration).
     """
-    assert config.gpu is not None, "EngineConfig checks that device='sim' names a gpu"
+    sim, tp, block_size = config.sim, config.parallel.tp, config.cache.block_size
+    assert sim.gpu is not None, "EngineConfig checks that device='sim' names a gpu"
     precision = sim_precision(config, model, dtype)
     cal = _calibration(config, model)
-    roofs: DeviceRoofs = device_roofs(config.gpu, precision.activation_dtype)
+    roofs: DeviceRoofs = device_roofs(sim.gpu, precision.activation_dtype)
     if cal is not None:
         # The fitted rates are absolute: a later `bench calibrate` moves the peaks, not them.
         roofs = device_roofs(
-            config.gpu,
+            sim.gpu,
             precision.activation_dtype,
             cal.flops_per_s / roofs.peak_flops_per_s,
             cal.bytes_per_s / roofs.peak_bytes_per_s,
         )
-    if config.sim_step_overhead_ms is not None:
-        step_overhead_s, seq_overhead_s = config.sim_step_overhead_ms / 1e3, 0.0
+    if sim.sim_step_overhead_ms is not None:
+        step_overhead_s, seq_overhead_s = sim.sim_step_overhead_ms / 1e3, 0.0
     elif cal is not None:
         step_overhead_s, seq_overhead_s = cal.step_overhead_s, cal.seq_overhead_s
     else:
@@ -109,18 +117,16 @@ def build_sim_executor(config: EngineConfig, model: ModelConfig, dtype: torch.dt
     draft_config = _draft_model(config, model)
     draft = None
     if draft_config is not None:
-        draft = StepTimeModel(draft_config, precision, config.tp, roofs)
-    time_model = StepTimeModel(
-        model, precision, config.tp, roofs, step_overhead_s, seq_overhead_s, draft
-    )
+        draft = StepTimeModel(draft_config, precision, tp, roofs)
+    time_model = StepTimeModel(model, precision, tp, roofs, step_overhead_s, seq_overhead_s, draft)
     num_blocks, cap = _num_blocks(config, model, precision, time_model)
     notes = []
-    if config.gpu == CPU and cal is None:
+    if sim.gpu == CPU and cal is None:
         notes.append(
             f"no `bench sim-calibrate` of {model.name} on this machine: the calibrated peaks "
             "are used with no overhead, an optimistic bound"
         )
-    if config.sim_step_overhead_ms is None and config.gpu != CPU:
+    if sim.sim_step_overhead_ms is None and sim.gpu != CPU:
         notes.append(
             "no per-step overhead (sim_step_overhead_ms): the host's scheduling and launch "
             "time is not modelled, so the prediction is a lower bound on step time"
@@ -129,18 +135,18 @@ def build_sim_executor(config: EngineConfig, model: ModelConfig, dtype: torch.dt
         source = roofs.sources.get(what, "")
         if source.startswith("no published"):
             notes.append(f"{roofs.name} {what.replace('_', ' ')}: {source}")
-    kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, dtype)
+    kv_dtype = resolve_kv_cache_dtype(config.cache.kv_cache_dtype, dtype)
     info = {
         "gpu": roofs.name,
         "gpu_key": roofs.key,
-        "tp": config.tp,
+        "tp": tp,
         "weight_bytes": model.num_params() * dtype_bytes(precision.weight_dtype),
-        "kv_capacity_tokens": num_blocks * config.block_size,
+        "kv_capacity_tokens": num_blocks * block_size,
         "capacity": cap,
         "calibration": cal.to_dict() if cal else None,
         "notes": notes,
     }
     return SimExecutor(
-        time_model, num_blocks, model.vocab_size, config.seed, config.sim_speedup,
-        config.sim_acceptance_rate, kv_dtype, info,
+        time_model, num_blocks, model.vocab_size, config.model.seed, sim.sim_speedup,
+        sim.sim_acceptance_rate, kv_dtype, info,
     )  # fmt: skip

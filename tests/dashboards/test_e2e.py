@@ -37,7 +37,9 @@ high = 12
 def test_a_real_run_folder_becomes_a_report(tmp_path: Path) -> None:
     scenario = tmp_path / "dash.toml"
     scenario.write_text(SCENARIO)
-    config = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=64)
+    config = EngineConfig.from_flat(
+        dict(model="tiny", dtype="float32", device="cpu", max_model_len=64)
+    )
     with running_server(config) as url, open("/dev/null", "w") as null:
         opts = RunOptions(
             scenario=load_scenario(scenario),

@@ -142,11 +142,11 @@ def test_bad_switch_values_are_refused() -> None:
     from engine.config import EngineConfig
 
     with pytest.raises(ValueError, match="batching must be one of"):
-        EngineConfig(batching="dynamic")
+        EngineConfig.from_flat(dict(batching="dynamic"))
     with pytest.raises(ValueError, match="needs kv_layout='paged'"):
-        EngineConfig(kv_layout="contiguous", enable_prefix_caching=True)
-    with pytest.raises(ValueError, match="exactly one of draft_model"):
-        EngineConfig(speculative="draft")
+        EngineConfig.from_flat(dict(kv_layout="contiguous", enable_prefix_caching=True))
+    with pytest.raises(ValueError, match="needs exactly one"):
+        EngineConfig.from_flat(dict(speculative="draft"))
 
 
 @pytest.mark.parametrize(

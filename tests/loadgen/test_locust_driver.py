@@ -28,7 +28,9 @@ pytestmark = [
 
 
 # The engine the module's base_url fixture (tests/conftest.py) serves.
-SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
+SERVER_CONFIG = EngineConfig.from_flat(
+    dict(model="tiny", dtype="float32", device="cpu", max_model_len=128)
+)
 
 
 def plan(n: int, users: int) -> LoadPlan:

@@ -14,7 +14,7 @@ Workload = list[tuple[list[int], SamplingParams]]
 def make_engine(**overrides: object) -> LLMEngine:
     settings: dict = {"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 1}
     settings.update(overrides)
-    return LLMEngine(EngineConfig(**settings))
+    return LLMEngine(EngineConfig.from_flat(settings))
 
 
 def ragged_workload(n: int = 32, seed: int = 7, shared_prefix: list[int] | None = None) -> Workload:

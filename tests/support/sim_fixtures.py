@@ -24,7 +24,7 @@ def sim_engine(**overrides: Any) -> LLMEngine:
         "seed": 1,
     }
     settings.update(overrides)
-    return LLMEngine(EngineConfig(**settings))
+    return LLMEngine(EngineConfig.from_flat(settings))
 
 
 def a100_engine(**overrides: Any) -> LLMEngine:
@@ -38,7 +38,7 @@ def a100_engine(**overrides: Any) -> LLMEngine:
         "max_num_seqs": 128,
     }
     settings.update(overrides)
-    return LLMEngine(EngineConfig(**settings))
+    return LLMEngine(EngineConfig.from_flat(settings))
 
 
 Arrivals = dict[int, list[tuple[str, list[int], SamplingParams]]]

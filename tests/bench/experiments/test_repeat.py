@@ -38,7 +38,9 @@ value = 6
 
 
 # The engine the module's base_url fixture (tests/conftest.py) serves.
-SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", num_threads=1)
+SERVER_CONFIG = EngineConfig.from_flat(
+    dict(model="tiny", dtype="float32", device="cpu", num_threads=1)
+)
 
 
 def options(tmp_path: Path, url: str) -> RunOptions:

@@ -6,7 +6,6 @@ requests, so that even the fast baseline spans the gate's minimum of throughput 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from bench.gate.rules import rules_from_dict
 from bench.gate.verdict import GateReport, evaluate
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
-from engine.config import EngineConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -93,8 +91,6 @@ def test_an_engine_slowed_by_step_delay_fails(tmp_path: Path, baseline: RunGroup
 
 
 def test_static_batching_fails_against_continuous(tmp_path: Path, baseline: RunGroup) -> None:
-    if "batching" not in {f.name for f in fields(EngineConfig)}:
-        pytest.skip("the reference engine has no batching switch (EngineConfig.batching)")
     static = run_group(tmp_path, "static", '\n[engine.options]\nbatching = "static"\n')
     assert static.engine["config"]["batching"] == "static"
     report = evaluate(RULES, baseline, static)

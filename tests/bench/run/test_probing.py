@@ -40,7 +40,9 @@ high = 24
 
 
 # The engine the module's base_url fixture (tests/conftest.py) serves.
-SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=128)
+SERVER_CONFIG = EngineConfig.from_flat(
+    dict(model="tiny", dtype="float32", device="cpu", max_model_len=128)
+)
 
 
 @pytest.fixture

@@ -48,7 +48,9 @@ def write_scenario(tmp_path: Path, in_low: int = 8, in_high: int = 64) -> Path:
 
 
 # The engine the module's base_url fixture (tests/conftest.py) serves.
-SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=96)
+SERVER_CONFIG = EngineConfig.from_flat(
+    dict(model="tiny", dtype="float32", device="cpu", max_model_len=96)
+)
 
 
 def run(tmp_path: Path, url: str, scenario: Path) -> tuple[Path, dict]:

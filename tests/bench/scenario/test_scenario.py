@@ -109,7 +109,7 @@ def test_load_from_path_with_defaults(tmp_path: Path) -> None:
     assert scenario.source == str(path)
     assert scenario.api == "completions" and scenario.duration_s is None
     assert scenario.slo.ttft_ms == 500.0 and isinstance(scenario.slo.ttft_ms, float)
-    assert scenario.engine.max_num_seqs == 8 and scenario.engine.dtype is None
+    assert scenario.engine.settings == {"max_num_seqs": 8, "block_size": 16}
     assert scenario.engine.options == {"enable_prefix_caching": False}
     assert scenario.output_len.to_dict() == {"kind": "fixed", "value": 4}
 
@@ -149,7 +149,7 @@ def test_file_errors_name_the_file_and_key(tmp_path: Path) -> None:
         ({"output_len__low": 2}, ["unknown key 'output_len.low'", "for kind 'fixed'"]),
         ({"slo__ttft": 1}, ["unknown key 'slo.ttft'", "did you mean 'ttft_ms'"]),
         ({"engine__dtype": "fp16"}, ["key 'engine.dtype'", "'float16'"]),
-        ({"engine__options__x": {"y": 1}}, ["key 'engine.options.x'", "(table)"]),
+        ({"engine__options__seed": {"y": 1}}, ["key 'engine.options.seed'", "(table)"]),
         ({"api": "chta"}, ["key 'api'", "did you mean 'chat'"]),
         ({"users": ...}, ["key 'users': missing", "expected an integer"]),
         ({"output_len": ...}, ["key 'output_len': missing"]),
@@ -175,7 +175,7 @@ def test_type_and_key_errors(changes: dict[str, Any], expected: list[str]) -> No
         ({"output_len__value": 0}, "key 'output_len.value': must be at least 1 token"),
         ({"slo__tpot_ms": 0}, "key 'slo.tpot_ms': must be > 0 milliseconds"),
         ({"engine__block_size": 12}, "key 'engine.block_size': must be a power of two"),
-        ({"engine__max_num_seqs": 0}, "key 'engine.max_num_seqs': must be >= 1"),
+        ({"engine__max_num_seqs": 0}, "key 'engine.max_num_seqs': must be at least 1"),
         (
             {"duration_s": 10, "warmup_s": 6, "cooldown_s": 4},
             "warmup_s + cooldown_s must be < duration_s",

@@ -140,7 +140,7 @@ def test_native_backend_on_an_uncovered_dtype_names_the_fix() -> None:
 
 def test_bad_backend_name_is_refused() -> None:
     with pytest.raises(ValueError, match="attention_backend must be one of"):
-        EngineConfig(attention_backend="flash")
+        EngineConfig.from_flat(dict(attention_backend="flash"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -27,7 +27,7 @@ SETTINGS = {"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 1, "ma
 @pytest.fixture
 def core() -> Iterator[EngineCoreProcess]:
     """A fresh core per test: a core has one reader (its RemoteAsyncLLM), as in the server."""
-    proc = EngineCoreProcess(EngineConfig(**SETTINGS))
+    proc = EngineCoreProcess(EngineConfig.from_flat(SETTINGS))
     yield proc
     proc.close()
 
@@ -84,7 +84,7 @@ def test_calls_and_rejections_cross_the_pipe(core: EngineCoreProcess) -> None:
 
 def test_a_core_that_fails_to_start_says_why() -> None:
     # Refused by the engine inside the child: the parent reports the child's reason.
-    bad = EngineConfig(**SETTINGS, attention_backend="native", kv_cache_dtype="fp8")
+    bad = EngineConfig.from_flat(dict(**SETTINGS, attention_backend="native", kv_cache_dtype="fp8"))
     with pytest.raises(EngineCoreError, match="attention_backend='native' cannot run here"):
         EngineCoreProcess(bad)
 
@@ -105,7 +105,7 @@ def test_a_dead_core_fails_requests_instead_of_hanging(core: EngineCoreProcess) 
 
 def test_a_dead_core_fails_the_stream_in_flight_and_health_says_503() -> None:
     # 20 ms a step: the 200-token stream is still running when the core is killed.
-    config = EngineConfig(**SETTINGS, step_delay_ms=20.0)
+    config = EngineConfig.from_flat({**SETTINGS, "step_delay_ms": 20.0})
     body = {"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 200, "ignore_eos": True}
     with running_server(config, core_process=True) as base_url:
         (child,) = [p for p in multiprocessing.active_children() if p.name == "engine-core"]

@@ -15,7 +15,9 @@ MODEL = "tiny"
 
 
 # The engine the module's base_url fixture (tests/conftest.py) serves.
-SERVER_CONFIG = EngineConfig(model="tiny", dtype="float32", device="cpu", max_model_len=256)
+SERVER_CONFIG = EngineConfig.from_flat(
+    dict(model="tiny", dtype="float32", device="cpu", max_model_len=256)
+)
 
 
 @pytest.fixture(scope="module")

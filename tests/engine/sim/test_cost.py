@@ -88,8 +88,9 @@ def test_quantized_weights_and_fp8_kv_cut_bytes_not_flops() -> None:
     ("tp", "kv", "utilization"), [(4, "auto", 0.9), (8, "fp8", 0.9), (4, "auto", 0.8)]
 )
 def test_kv_capacity_is_bench_capacitys(tp: int, kv: str, utilization: float) -> None:
-    config = EngineConfig(model="llama-3-70b", device="sim", gpu="a100-80gb", tp=tp,
-                          kv_cache_dtype=kv, gpu_memory_utilization=utilization)  # fmt: skip
+    config = EngineConfig.from_flat(dict(model="llama-3-70b", device="sim", gpu="a100-80gb", tp=tp,
+                                         kv_cache_dtype=kv,
+                                         gpu_memory_utilization=utilization))  # fmt: skip
     import torch
 
     executor = build_sim_executor(config, LLAMA_70B, torch.bfloat16)

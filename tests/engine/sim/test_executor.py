@@ -103,12 +103,12 @@ def test_speculation_mean_acceptance_matches_the_rate() -> None:
 
 
 def test_settings_that_cannot_be_simulated_are_refused() -> None:
-    with pytest.raises(ValueError, match="needs gpu"):
-        EngineConfig(device="sim")
+    with pytest.raises(ValueError, match="gpu is needed by device='sim'"):
+        EngineConfig.from_flat(dict(device="sim"))
     with pytest.raises(ValueError, match="sim_acceptance_rate"):
-        EngineConfig(device="sim", gpu="a100-80gb", speculative="ngram")
+        EngineConfig.from_flat(dict(device="sim", gpu="a100-80gb", speculative="ngram"))
     with pytest.raises(ValueError, match="only on the simulated device"):
-        EngineConfig(tp=2)
+        EngineConfig.from_flat(dict(tp=2))
     with pytest.raises(ValueError, match="unknown GPU"):
         a100_engine(gpu="b9000")
     with pytest.raises(ValueError, match="do not fit"):

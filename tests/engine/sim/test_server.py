@@ -14,8 +14,8 @@ from tests.support.server_fixture import running_server
 
 
 def test_a_simulated_70b_streams_at_its_predicted_pace() -> None:
-    config = EngineConfig(model="llama-3-70b", device="sim", gpu="a100-80gb", tp=4,
-                          sim_speedup=10.0)  # fmt: skip
+    config = EngineConfig.from_flat(dict(model="llama-3-70b", device="sim", gpu="a100-80gb", tp=4,
+                                         sim_speedup=10.0))  # fmt: skip
     with running_server(config) as url:
         info = httpx.get(url + "/debug/engine").json()
         assert info["device"] == "sim" and info["simulated"]["tp"] == 4
