@@ -10,28 +10,23 @@ life of the cache. The cache stores clamp(x / scale, -448, 448) in float8_e4m3fn
     format, so its relative precision (3 mantissa bits, rounding error <= 2^-4) is the same
     from 2^-6 to 448; a scale only moves the window. K/V activations normally sit inside it
     (the random tiny model's max |K| and |V| are ~1.1), and the measured errors with 1.0 and
-    with scales fitted to the data's range are alike (tests/engine/model/test_kv_fp8.py); a rare
-    outlier
-    beyond 448 saturates instead of overflowing.
+    with scales fitted to the data's range are alike (tests/engine/model/test_kv_fp8.py); a
+    rare outlier beyond 448 saturates instead of overflowing.
   * Why fixed, never updated from traffic: every cached entry must be decoded with the scale
     it was encoded with; a scale changed later (or computed from the first request) would
     silently corrupt shared prefix blocks and make outputs depend on request order.
   * Why clamp: the e4m3fn format has no infinity and casts of out-of-range values differ
     between devices (NaN on some), so saturation is made explicit and the same everywhere.
-Use `set_kv_scales` to install other fixed scales (e.g. a checkpoint's calibrated ones, or
-`scales_from_amax` of a calibration pass) before the first forward.
+Use `LlamaForCausalLM.set_kv_scales` to install other fixed scales (e.g. a checkpoint's
+calibrated ones, or `scales_from_amax` of a calibration pass) before the first forward.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:  # engine.model.llama imports engine.model.attention, which imports this module
-    from engine.model.llama import LlamaForCausalLM
 
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 FP8_DTYPE = torch.float8_e4m3fn
@@ -101,29 +96,6 @@ def decode_kv(stored: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _fp8_table(fp8: torch.dtype, dtype: torch.dtype) -> torch.Tensor:
     """Every one of the 256 bit patterns of `fp8`, decoded to `dtype` (CPU)."""
     return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fp8).to(dtype)
-
-
-def set_kv_scales(
-    model: LlamaForCausalLM, k_scales: Sequence[float], v_scales: Sequence[float]
-) -> None:
-    """Install fixed per-layer K and V scales (positive floats, one per layer). Call before
-    any K/V is written: entries already cached keep the scale they were written with."""
-    layers = model.layers
-    if not len(k_scales) == len(v_scales) == len(layers):
-        raise ValueError(
-            f"need one K and one V scale per layer ({len(layers)}), "
-            f"got {len(k_scales)} and {len(v_scales)}"
-        )
-    for i, (layer, k, v) in enumerate(zip(layers, k_scales, v_scales, strict=True)):
-        if not (k > 0 and v > 0):
-            raise ValueError(f"layer {i}: KV scales must be positive, got k={k}, v={v}")
-        layer.self_attn.k_scale, layer.self_attn.v_scale = float(k), float(v)
-
-
-def get_kv_scales(model: LlamaForCausalLM) -> tuple[list[float], list[float]]:
-    """The per-layer (K scales, V scales) the model's attention layers use."""
-    attns = [layer.self_attn for layer in model.layers]
-    return [a.k_scale for a in attns], [a.v_scale for a in attns]
 
 
 def scales_from_amax(amax: Sequence[float], headroom: float = 2.0) -> list[float]:

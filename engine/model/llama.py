@@ -9,6 +9,7 @@ it to rounding. For speed the q/k/v projections are one fused matrix, as are gat
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -233,6 +234,26 @@ class LlamaForCausalLM(nn.Module):
     def lm_head_weight(self) -> nn.Parameter:
         """The output projection [vocab_size, hidden_size]: the embedding matrix when tied."""
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head
+
+    def set_kv_scales(self, k_scales: Sequence[float], v_scales: Sequence[float]) -> None:
+        """Install fixed per-layer K and V scales of an fp8 KV cache (positive floats, one per
+        layer; engine.model.kv_dtype). Call before any K/V is written: entries already cached
+        keep the scale they were written with."""
+        layers = self.layers
+        if not len(k_scales) == len(v_scales) == len(layers):
+            raise ValueError(
+                f"need one K and one V scale per layer ({len(layers)}), "
+                f"got {len(k_scales)} and {len(v_scales)}"
+            )
+        for i, (layer, k, v) in enumerate(zip(layers, k_scales, v_scales, strict=True)):
+            if not (k > 0 and v > 0):
+                raise ValueError(f"layer {i}: KV scales must be positive, got k={k}, v={v}")
+            layer.self_attn.k_scale, layer.self_attn.v_scale = float(k), float(v)
+
+    def kv_scales(self) -> tuple[list[float], list[float]]:
+        """The per-layer (K scales, V scales) the attention layers use."""
+        attns = [layer.self_attn for layer in self.layers]
+        return [a.k_scale for a in attns], [a.v_scale for a in attns]
 
     def forward(
         self,

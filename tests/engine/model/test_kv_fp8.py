@@ -25,10 +25,8 @@ from engine.model.kv_dtype import (
     FP8_MAX,
     allocate_kv_caches,
     encode_kv,
-    get_kv_scales,
     resolve_kv_cache_dtype,
     scales_from_amax,
-    set_kv_scales,
 )
 from engine.model.llama import LlamaForCausalLM
 from engine.model.weights import load_model
@@ -173,13 +171,13 @@ def test_tiny_model_decode_with_fp8_cache_agrees_with_fp32_cache() -> None:
 def test_kv_scales_live_on_the_model_and_are_validated() -> None:
     with torch.device("meta"):
         model = LlamaForCausalLM(get_preset("tiny"))
-    assert get_kv_scales(model) == ([1.0] * 4, [1.0] * 4)
-    set_kv_scales(model, [0.5, 1, 2, 4], [1, 1, 1, 0.25])
-    assert get_kv_scales(model) == ([0.5, 1.0, 2.0, 4.0], [1.0, 1.0, 1.0, 0.25])
+    assert model.kv_scales() == ([1.0] * 4, [1.0] * 4)
+    model.set_kv_scales([0.5, 1, 2, 4], [1, 1, 1, 0.25])
+    assert model.kv_scales() == ([0.5, 1.0, 2.0, 4.0], [1.0, 1.0, 1.0, 0.25])
     with pytest.raises(ValueError, match="one K and one V scale per layer"):
-        set_kv_scales(model, [1.0], [1.0])
+        model.set_kv_scales([1.0], [1.0])
     with pytest.raises(ValueError, match="layer 1: KV scales must be positive"):
-        set_kv_scales(model, [1, 0, 1, 1], [1, 1, 1, 1])
+        model.set_kv_scales([1, 0, 1, 1], [1, 1, 1, 1])
 
 
 def test_fp8_cache_and_gqa_presets_shrink_kv_bytes_per_token() -> None:
