@@ -20,13 +20,12 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.probing import (
     analytic_section,
-    collect_nsys_report,
-    launch_reference,
     samples_frame,
     start_probes,
 )

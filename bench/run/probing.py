@@ -6,13 +6,13 @@
 - :func:`analytic_section`: run.json's "analytic" (results.analytic): the model shape, the dtypes
   and TP degree the analytic model assumes, and the roofs MFU and MBU are measured against
   (perfmodel.roofs), or the simulated part's for an engine on the simulated device.
-- :func:`start_probes` (the probe process, each unavailable probe said once) and
-  :func:`launch_reference` / :func:`collect_nsys_report` for `bench run --nsys`.
+- :func:`start_probes`: the probe process, each unavailable probe said once.
+
+Starting the engine itself (and Nsight Systems around it) is bench.run.engine_launch.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,13 +24,9 @@ from rich.console import Console
 
 from bench.run.sim_analytic import simulated_analytic
 from engine_adapters.base import EngineAdapter
-from engine_adapters.launcher import LaunchedEngine, free_port, launch
-from engine_adapters.reference import serve_command
-from probes import nsys
 from probes.probe_process import ProbeProcess
 from probes.session import ProbeResult, ProbeSpec
 from results.analytic import analytic_section as results_analytic_section
-from results.run_folder import RunFolder
 
 
 def probe_spec(
@@ -95,37 +91,3 @@ def start_probes(
     for reason in reasons:
         console.print(f"[yellow]{reason}[/yellow]")
     return probes, reasons
-
-
-def launch_reference(
-    settings: dict[str, Any], nsys_wanted: bool, runs_dir: Path, console: Console
-) -> tuple[LaunchedEngine, Path | None]:
-    """Start the reference engine on a free local port, under nsys when asked and available."""
-    host = "127.0.0.1"
-    port = free_port(host)
-    command = serve_command(host, port, settings)
-    output: Path | None = None
-    if nsys_wanted:
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        output = runs_dir / f".nsys-{os.getpid()}-{port}"
-        try:
-            command = nsys.nsys_command(command, output)
-            console.print(f"profiling the engine with: {' '.join(command[:5])} ...")
-        except nsys.NsysUnavailable as e:
-            console.print(f"[yellow]{e}[/yellow]")
-            output = None
-    return launch(command, f"http://{host}:{port}"), output
-
-
-def collect_nsys_report(folder: Path, output: Path, console: Console) -> None:
-    """Move nsys's report into the run folder and note it in run.json."""
-    report = nsys.report_path(output)
-    if not report.is_file():
-        console.print(f"[yellow]nsys wrote no report at {report}[/yellow]")
-        return
-    target = folder / "engine.nsys-rep"
-    report.replace(target)
-    run_json = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    run_json.setdefault("recorded", {})["nsys"] = target.name
-    RunFolder(folder).write_run_json(run_json)
-    console.print(f"nsys report: [bold]{target}[/bold]")

@@ -1,0 +1,56 @@
+"""The reference engine of one `bench run` without ``--url``, under Nsight Systems when asked.
+
+- :func:`launch_reference`: `bench serve` with the run's settings on a free port of 127.0.0.1
+  (the adapter derives the flags from the settings), wrapped in ``nsys profile`` for
+  ``--nsys`` where nsys is installed (else said once, and the run goes on unprofiled).
+- :func:`collect_nsys_report`: nsys's report moved into the run folder, noted in run.json.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from engine_adapters.launcher import LaunchedEngine, free_port, launch
+from engine_adapters.reference import serve_command
+from probes import nsys
+from results.run_folder import RUN_JSON, RunFolder, read_run_json
+
+__all__ = ["collect_nsys_report", "launch_reference"]
+
+
+def launch_reference(
+    settings: dict[str, Any], nsys_wanted: bool, runs_dir: Path, console: Console
+) -> tuple[LaunchedEngine, Path | None]:
+    """Start the reference engine on a free local port, under nsys when asked and available."""
+    host = "127.0.0.1"
+    port = free_port(host)
+    command = serve_command(host, port, settings)
+    output: Path | None = None
+    if nsys_wanted:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        output = runs_dir / f".nsys-{os.getpid()}-{port}"
+        try:
+            command = nsys.nsys_command(command, output)
+            console.print(f"profiling the engine with: {' '.join(command[:5])} ...")
+        except nsys.NsysUnavailable as e:
+            console.print(f"[yellow]{e}[/yellow]")
+            output = None
+    return launch(command, f"http://{host}:{port}"), output
+
+
+def collect_nsys_report(folder: Path, output: Path, console: Console) -> None:
+    """Move nsys's report into the run folder and note it in run.json."""
+    report = nsys.report_path(output)
+    if not report.is_file():
+        console.print(f"[yellow]nsys wrote no report at {report}[/yellow]")
+        return
+    target = folder / "engine.nsys-rep"
+    report.replace(target)
+    run_json = read_run_json(folder / RUN_JSON)
+    run_json.setdefault("recorded", {})["nsys"] = target.name
+    RunFolder(folder).write_run_json(run_json)
+    console.print(f"nsys report: [bold]{target}[/bold]")
