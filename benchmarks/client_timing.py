@@ -52,7 +52,7 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
     """
     sys.path.insert(0, str(ROOT))
     from loadgen.clock import RunClock
-    from loadgen.driver import ClientConfig, LoadPlan, run_plan
+    from loadgen.drivers.driver import ClientConfig, LoadPlan, run_plan
     from results.records import RequestSpec
 
     specs = [

@@ -35,7 +35,7 @@ from bench.sim.simulate import simulate
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
-from loadgen.workload_spec import LengthDist
+from loadgen.workloads.spec import LengthDist
 
 DEVICE: dict[str, Any] = {"model": "llama-3-70b", "gpu": "a100-80gb", "tp": 4}
 WORKLOADS = {

@@ -34,7 +34,7 @@ from bench.cli.simulate import sim_calibrate
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import Scenario, load_scenario
 from bench.sim.simulate import simulate
-from loadgen.workload_spec import LengthDist
+from loadgen.workloads.spec import LengthDist
 
 METRICS = (
     ("output tok/s", ("throughput", "output_tok_s")),

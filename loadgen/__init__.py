@@ -1,15 +1,18 @@
 """The load generator: workloads, the streaming client, and the drivers that run them.
 
-Modules: ``clock`` (the run's time base), ``sse`` (the incremental event-stream parser),
-``openai_stream`` (what an OpenAI-compatible stream means), ``apportion`` (tokens per chunk),
-``raw_http`` (the lean HTTP/1.1 path) and ``connection_slots`` (httpx's), ``client`` (one
-streamed request), ``workload_spec`` (what a workload is made of: its kind, length
-distributions, shared prefixes; the types scenarios use), ``workload`` (exact-length prompts),
-``sharegpt``, ``multiturn`` and ``trace`` (file-based and conversational workloads), ``arrivals``
-(open-loop schedules), ``closed_loop`` (N users, sessions) and ``open_loop`` (planned times,
-concurrency cap), ``selfcheck`` (the client's own lags and CPU), ``driver`` (a load plan run in
-this process), ``workers`` (the plan sharded over processes), ``locust_job``/``locust_driver``/
-``locustfile`` (Locust).
+Rooms, each importing only those below it (pyproject.toml's import-linter contracts):
+
+- ``drivers``: a load plan run in this process (``driver``), closed loop (N users, sessions) and
+  open loop (planned times, concurrency cap), the plan sharded over worker processes
+  (``workers``), Locust (``locust_job``, ``locust_driver``, ``locustfile``), the client's
+  self-check of its own lags and CPU (``selfcheck``).
+- ``client``: one streamed request (``stream``), the lean HTTP/1.1 path (``raw_http``) and
+  httpx's (``connection_slots``), the incremental event-stream parser (``sse``), what an
+  OpenAI-compatible stream means (``openai_stream``), tokens per chunk (``apportion``).
+- ``workloads``: what a workload is made of, the types scenarios use (``spec``: kinds, length
+  distributions, shared prefixes), exact-length prompts (``prompts``), ShareGPT, multi-turn
+  and trace files, open-loop arrival schedules (``arrivals``).
+- ``clock`` (the run's time base) and ``protocols`` (what a tokenizer must offer).
 
 What it sends and records is the results contract's (results.records, results.client_samples).
 It imports neither the engine nor bench; a tokenizer is anything that fits

@@ -1,6 +1,7 @@
 """The client table (client.parquet) and the verdict on it: was the client the bottleneck?
 
-client.parquet holds the load generator's self-check series (loadgen.selfcheck) in long form:
+client.parquet holds the load generator's self-check series (loadgen.drivers.selfcheck) in long
+form:
 ``t_s`` (run seconds), ``worker`` (process index), ``name`` (``schedule_lag_s``, ``loop_lag_s``,
 ``cpu_s``), ``value``. :func:`client_health` turns it into summary.json's ``"client"`` section,
 from the table alone, so the verdict is recomputed identically from the run folder:

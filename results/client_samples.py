@@ -1,7 +1,7 @@
 """The client table's rows as the load generator collects them (client.parquet).
 
-The client self-check (loadgen.selfcheck) and every worker process fill one of these; the run
-folder's writer (results.client_check.write_client_table) turns it into the table. Kept free of
+The client self-check (loadgen.drivers.selfcheck) and every worker process fill one of these; the
+run folder's writer (results.client_check.write_client_table) turns it into the table. Kept free of
 pandas and pyarrow so that load-generating processes stay light.
 """
 

@@ -95,7 +95,7 @@ class ChunkRecord:
         t_s: run seconds when the network read that completed this chunk arrived.
         n_tokens: output tokens this chunk carries; the chunks of a request sum to its
             ``output_tokens``. It is >= 1 except when the server sent more content chunks than
-            it reports tokens (then some chunks carry 0; see :mod:`loadgen.apportion`).
+            it reports tokens (then some chunks carry 0; see :mod:`loadgen.client.apportion`).
     """
 
     request_id: str

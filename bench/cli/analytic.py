@@ -82,7 +82,11 @@ def roofline(
     ] = None,
 ) -> None:
     """Analytic roofline of one model on one GPU: prefill and decode points, a table, a figure."""
-    from dashboards.roofline import RooflinePoint, analytic_roofline_figure, write_figure_html
+    from dashboards.figures.roofline import (
+        RooflinePoint,
+        analytic_roofline_figure,
+        write_figure_html,
+    )
 
     cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
     try:

@@ -158,7 +158,7 @@ def ablate(
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(1) from e
     render_ablation(path, console)
-    from dashboards.ablation import ablation_input_from_json, write_ablation_report
+    from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
 
     page = write_ablation_report(ablation_input_from_json(path), path.with_name("ablation.html"))
     console.print(f"dashboard: [bold]{page}[/bold]")

@@ -23,7 +23,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
 
     Raises typer.Exit(2) with a message when ``run_folder`` is not a run folder.
     """
-    from dashboards.report import write_run_report
+    from dashboards.pages.report import write_run_report
     from results.run_folder import RunFolderError
 
     try:
@@ -39,7 +39,7 @@ def report_after_run(run_folder: Path, console: Console) -> Path | None:
     """Write report.html at the end of `bench run`; a failure is a warning, never a failed run
     (the run's tables are already safe on disk, and `bench report RUN --html` can retry)."""
     try:
-        from dashboards.report import write_run_report
+        from dashboards.pages.report import write_run_report
 
         path = write_run_report(run_folder)
     except Exception as e:  # the dashboard is a view of the data; it must not lose the run
@@ -54,7 +54,7 @@ def report_after_run(run_folder: Path, console: Console) -> Path | None:
 
 def deltas_table(summaries: list[dict], labels: list[str]) -> Table:
     """The compare page's table of deltas, for the terminal."""
-    from dashboards.deltas import delta_rows
+    from dashboards.pages.deltas import delta_rows
     from dashboards.style import fmt
 
     table = Table(title=f"Against {labels[0]}", box=box.SIMPLE_HEAVY)
@@ -88,8 +88,8 @@ def compare(
     ] = None,
 ) -> None:
     """Compare runs: a table of deltas here, and overlaid distributions and timelines in HTML."""
-    from dashboards.compare import build_compare_page, default_compare_path, unique_labels
-    from dashboards.page import write_page
+    from dashboards.pages.compare import build_compare_page, default_compare_path, unique_labels
+    from dashboards.pages.page import write_page
     from dashboards.runview import load_run_view
     from results.run_folder import RunFolderError
 

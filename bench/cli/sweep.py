@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
 def _write_report(result: SweepResult, folder: Path, console: Console) -> None:
     """report.html through the dashboards, when they are there (they are optional here)."""
     try:
-        from dashboards.sweep import SweepInput, write_sweep_report
+        from dashboards.pages.sweep import SweepInput, write_sweep_report
     except ImportError:
         return
     points = sorted(result.points, key=lambda p: p.value)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench.scenario.scenario import Scenario, ScenarioError
-from loadgen.arrivals import ArrivalProcess
+from loadgen.workloads.arrivals import ArrivalProcess
 from results.summary import json_safe
 
 __all__ = [

@@ -3,7 +3,7 @@
 :func:`build_plan` reads the scenario's workload (synthetic, ShareGPT, multi-turn, trace) and its
 load shape (closed-loop users, or open-loop arrivals), builds every request up front (prompts of
 exact token lengths take about a millisecond each, which must not happen during the load) and
-returns a :class:`loadgen.driver.LoadPlan`. :func:`load_section` is run.json's record of it.
+returns a :class:`loadgen.drivers.driver.LoadPlan`. :func:`load_section` is run.json's record of it.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import math
 from typing import Any
 
 from bench.scenario.scenario import Scenario
-from loadgen.driver import LoadPlan
-from loadgen.multiturn import sharegpt_sessions, synthetic_sessions
+from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
-from loadgen.sharegpt import sharegpt_requests
-from loadgen.trace import load_trace, trace_requests
-from loadgen.workload import synthetic_requests
+from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
+from loadgen.workloads.prompts import synthetic_requests
+from loadgen.workloads.sharegpt import sharegpt_requests
+from loadgen.workloads.trace import load_trace, trace_requests
 
 __all__ = ["DURATION_REQUESTS_CAP", "build_plan", "load_section", "planned_requests"]
 

@@ -6,8 +6,8 @@
     run_json["load"] = record_load(folder.path, result, plan, driver, workers)  # client.parquet
 
 Drivers: ``asyncio`` (this process, or ``workers`` processes sharing the users, see
-loadgen.workers) and ``locust`` (a headless Locust master with ``workers`` workers, see
-loadgen.locust_driver). Every driver returns the same records and self-check samples.
+loadgen.drivers.workers) and ``locust`` (a headless Locust master with ``workers`` workers, see
+loadgen.drivers.locust_driver). Every driver returns the same records and self-check samples.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from bench.run.load_plan import build_plan, load_section
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.clock import RunClock
-from loadgen.driver import ClientConfig, LoadPlan, LoadResult
-from loadgen.locust_driver import LocustError, run_locust
+from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
+from loadgen.drivers.locust_driver import LocustError, run_locust
+from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
-from loadgen.workers import run_load
 from results.client_check import write_client_table
 
 __all__ = ["DRIVERS", "LoadError", "drive_load", "prepare_load", "record_load"]

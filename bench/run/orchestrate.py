@@ -35,9 +35,9 @@ from engine_adapters.base import EngineAdapter
 from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
 from engine_adapters.registry import get_adapter
-from loadgen.client import ServerUnreachableError, StreamingClient
+from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
-from loadgen.driver import LoadPlan, LoadResult
+from loadgen.drivers.driver import LoadPlan, LoadResult
 from probes import nsys
 from probes.session import ProbeResult
 from results.engine_steps import fetch_json, fetch_steps

@@ -16,9 +16,9 @@
 (requests/s), ``burstiness`` (gamma's shape; 1 = Poisson). A relative ``path`` is taken from
 the scenario file's folder.
 
-The tables become the load generator's own types (``loadgen.workload_spec.WorkloadSpec``,
-``loadgen.arrivals.ArrivalProcess``), which check their values; this module reads the TOML and
-reports what they reject at the file's key (:func:`construct`).
+The tables become the load generator's own types (``loadgen.workloads.spec.WorkloadSpec``,
+``loadgen.workloads.arrivals.ArrivalProcess``), which check their values; this module reads the
+TOML and reports what they reject at the file's key (:func:`construct`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from bench.scenario.toml_table import Table
-from loadgen.arrivals import ARRIVAL_KINDS, ArrivalProcess
-from loadgen.workload_spec import WORKLOAD_KINDS, WORKLOAD_PARAMS, ParameterError, WorkloadSpec
+from loadgen.workloads.arrivals import ARRIVAL_KINDS, ArrivalProcess
+from loadgen.workloads.spec import WORKLOAD_KINDS, WORKLOAD_PARAMS, ParameterError, WorkloadSpec
 
 __all__ = ["check_combination", "construct", "read_arrival", "read_workload"]
 

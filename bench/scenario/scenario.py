@@ -22,8 +22,8 @@ from typing import Any, Literal
 from bench.scenario.load import check_combination, construct, read_arrival, read_workload
 from bench.scenario.toml_table import ScenarioError, Table, suggest
 from engine.config import SETTINGS, SettingError
-from loadgen.arrivals import ArrivalProcess
-from loadgen.workload_spec import (
+from loadgen.workloads.arrivals import ArrivalProcess
+from loadgen.workloads.spec import (
     LENGTH_BOUNDS,
     LENGTH_KINDS,
     LENGTH_PARAMS,
@@ -177,7 +177,7 @@ _DICT_ORDER = (
 
 
 def _read_length(table: Table, name: str) -> LengthDist | None:
-    """A ``[input_len]``/``[output_len]`` table (``loadgen.workload_spec.LengthDist``)."""
+    """A ``[input_len]``/``[output_len]`` table (``loadgen.workloads.spec.LengthDist``)."""
     sub = table.table(name)
     if sub is None:
         return None
@@ -192,7 +192,7 @@ def _read_length(table: Table, name: str) -> LengthDist | None:
 
 
 def _read_shared_prefix(table: Table) -> SharedPrefix | None:
-    """The ``[shared_prefix]`` table (``loadgen.workload_spec.SharedPrefix``)."""
+    """The ``[shared_prefix]`` table (``loadgen.workloads.spec.SharedPrefix``)."""
     sub = table.table("shared_prefix")
     if sub is None:
         return None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
-from loadgen.driver import LoadPlan
+from loadgen.drivers.driver import LoadPlan
 from results.records import ChunkRecord, RequestRecord, RequestSpec
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"

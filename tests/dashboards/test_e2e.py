@@ -9,7 +9,7 @@ from rich.console import Console
 
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
-from dashboards.report import build_run_page, write_run_report
+from dashboards.pages.report import build_run_page, write_run_report
 from dashboards.runview import load_run_view
 from engine.config import EngineConfig
 from tests.support.server_fixture import running_server

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dashboards.figures.samples import find
 from dashboards.runview import load_run_view
-from dashboards.samples import find
 from results.run_folder import RunFolderError
 from tests.support.dashboards_fakes import make_run
 

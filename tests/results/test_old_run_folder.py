@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from dashboards.report import write_run_report
+from dashboards.pages.report import write_run_report
 from dashboards.runview import load_run_view
 from results.records import REQUEST_COLUMNS
 from results.run_folder import load_run

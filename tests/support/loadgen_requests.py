@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.client import StreamingClient
+from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from results.records import RequestRecord, RequestSpec
 from tests.support.http_server import Handler, LocalServer

@@ -17,7 +17,7 @@ from bench.scenario.scenario import (
     load_scenario,
     scenario_from_dict,
 )
-from loadgen.workload_spec import LengthDist
+from loadgen.workloads.spec import LengthDist
 
 SOURCE = "my.toml"
 

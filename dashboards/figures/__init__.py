@@ -1,0 +1,1 @@
+"""One module per figure of a run: headline, latency, per-user TPS, timeline, steps, roofline."""

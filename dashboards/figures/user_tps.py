@@ -1,0 +1,130 @@
+"""Per-user TPS: the speed each user sees (1 / TPOT), across requests and across users.
+
+Left: the CDF over measured requests, with summary.json's p10, p50 and p90 marked (the slow
+tail is what a mean hides). Right: users ranked by their mean TPS, fastest first, so one
+glance tells whether load is shared evenly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboards.definitions import definition
+from dashboards.figures.series import cdf_points
+from dashboards.runview import RunView
+from dashboards.style import apply_layout, color_for, escape, hover_lines, wrap
+
+__all__ = ["per_user_tps_figure", "user_ranking"]
+
+_MARKS: tuple[str, ...] = ("p10", "p50", "p90")
+
+
+def user_ranking(view: RunView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(user ids, mean TPS, requests) of measured requests per user, fastest first."""
+    req = view.requests[view.requests["measured"]].dropna(subset=["tps"])
+    if req.empty:
+        empty = np.zeros(0)
+        return empty.astype(np.int64), empty, empty.astype(np.int64)
+    grouped = req.groupby("user_id")["tps"].agg(["mean", "count"])
+    grouped = grouped.sort_values("mean", ascending=False, kind="mergesort")
+    return (
+        grouped.index.to_numpy(dtype=np.int64),
+        grouped["mean"].to_numpy(dtype=np.float64),
+        grouped["count"].to_numpy(dtype=np.int64),
+    )
+
+
+def per_user_tps_figure(views: Sequence[RunView]) -> go.Figure:
+    """CDF of per-request TPS and the per-user ranking, one color per run."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("Per-user TPS across requests (CDF)", "Users ranked by mean TPS"),
+        horizontal_spacing=0.1,
+    )
+    meaning = definition("per_user_tps")
+    for index, view in enumerate(views):
+        color = color_for(index)
+        tps = view.requests.loc[view.requests["measured"], "tps"].to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+        x, p = cdf_points(tps)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=p,
+                mode="lines",
+                name=view.label,
+                legendgroup=view.label,
+                line={"color": color, "width": 2, "shape": "hv"},
+                hovertemplate=hover_lines(
+                    [
+                        f"<b>{escape(view.label)}</b>",
+                        "%{y:.1%} of requests ≤ %{x:,.2f} tok/s",
+                        wrap(meaning.text),
+                    ]
+                ),
+            ),
+            row=1,
+            col=1,
+        )
+        stats = view.summary.get("per_user_tps") or {}
+        marks = [(m, stats.get(m)) for m in _MARKS if stats.get(m) is not None]
+        if marks:
+            fig.add_trace(
+                go.Scatter(
+                    x=[v for _, v in marks],
+                    y=[float(m[1:]) / 100 for m, _ in marks],
+                    mode="markers+text",
+                    text=[m for m, _ in marks],
+                    textposition="middle right",
+                    textfont={"size": 10, "color": color},
+                    showlegend=False,
+                    marker={"symbol": "diamond", "size": 9, "color": color},
+                    legendgroup=view.label,
+                    name=f"{view.label} percentiles",
+                    hovertemplate=hover_lines(
+                        [f"<b>{escape(view.label)}</b>", "%{text} = %{x:,.2f} tok/s"]
+                    ),
+                ),
+                row=1,
+                col=1,
+            )
+        users, mean_tps, counts = user_ranking(view)
+        fig.add_trace(
+            go.Scatter(
+                x=np.arange(1, users.size + 1),
+                y=mean_tps,
+                mode="lines+markers",
+                marker={"size": 5, "color": color},
+                line={"color": color, "width": 1},
+                name=view.label,
+                legendgroup=view.label,
+                showlegend=False,
+                customdata=np.stack([users, counts], axis=1) if users.size else None,
+                hovertemplate=hover_lines(
+                    [
+                        f"<b>{escape(view.label)}</b>",
+                        "rank %{x}: user %{customdata[0]}",
+                        "mean %{y:,.2f} tok/s over %{customdata[1]} requests",
+                    ]
+                ),
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="tokens/s per request", row=1, col=1)
+    fig.update_yaxes(title_text="fraction ≤ x", tickformat=".0%", range=[0, 1.02], row=1, col=1)
+    fig.update_xaxes(title_text="user rank (fastest first)", row=1, col=2)
+    fig.update_yaxes(title_text="mean tokens/s", rangemode="tozero", row=1, col=2)
+    apply_layout(
+        fig,
+        "Per-user TPS (1 / TPOT; measured window; ◆ p10 / p50 / p90)",
+        420,
+        legend=len(views) > 1,
+    )
+    return fig

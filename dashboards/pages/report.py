@@ -1,0 +1,153 @@
+"""A run's dashboard: ``report.html`` in its run folder (`bench report RUN --html`, and the end
+of every `bench run`).
+
+Sections: headline, latency CDFs, per-user TPS, the shared-axis timeline, the engine's steps,
+the roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds;
+what it does not hold is said at the top and in the section concerned.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dashboards.figures.errors import errors_figure
+from dashboards.figures.headline import headline_figure
+from dashboards.figures.latency import latency_cdf_figure
+from dashboards.figures.roofline import roofline_figure
+from dashboards.figures.roofline_inputs import roofline_inputs
+from dashboards.figures.samples_figure import samples_figure
+from dashboards.figures.steps import steps_figure
+from dashboards.figures.timeline import timeline_figure
+from dashboards.figures.user_tps import per_user_tps_figure
+from dashboards.pages.page import Page, Section, write_page
+from dashboards.runview import RunView, load_run_view
+from dashboards.style import fmt
+
+__all__ = ["REPORT_HTML", "build_run_page", "run_facts", "write_run_report"]
+
+REPORT_HTML = "report.html"
+
+
+def run_facts(view: RunView) -> list[tuple[str, str]]:
+    """(name, value) pairs that identify a run: what ran, on what, when, from which commit."""
+    rj: dict[str, Any] = view.run_json
+    scenario = rj.get("scenario") or {}
+    engine = rj.get("engine") or {}
+    description = engine.get("description") or {}
+    hardware = rj.get("hardware") or {}
+    window = view.summary.get("window") or {}
+    load = f"{scenario.get('users', '?')} users"
+    if scenario.get("num_requests"):
+        load += f", {scenario['num_requests']} requests"
+    if scenario.get("duration_s"):
+        load += f", {scenario['duration_s']} s"
+    device = " ".join(str(description[k]) for k in ("device", "dtype") if description.get(k))
+    facts = [
+        ("run", view.run_id),
+        ("scenario", f"{scenario.get('name', '?')} ({load})"),
+        (
+            "engine",
+            f"{engine.get('adapter', '?')}: {engine.get('model') or '?'}"
+            + (f" on {device}" if device else ""),
+        ),
+        ("CPU", str(hardware.get("cpu") or "?")),
+        ("GPU", ", ".join(map(str, hardware.get("gpus") or [])) or "none"),
+        ("started", str(rj.get("started_utc") or "?")),
+        ("window", f"{fmt(window.get('duration_s'))} s measured"),
+        ("commit", str(rj.get("git_commit") or "?")[:12]),
+    ]
+    return facts
+
+
+def build_run_page(view: RunView) -> Page:
+    """Every section of a run's dashboard, with the notes of what is missing."""
+    timeline, missing_panels = timeline_figure([view])
+    timeline_notes = view.notes_for("timeline")
+    if missing_panels:
+        timeline_notes.append("Panels without data in this run: " + ", ".join(missing_panels) + ".")
+    roof = roofline_inputs(view)
+    errors = errors_figure(view)
+    samples = samples_figure(view)
+    sections = [
+        Section(
+            "headline",
+            "Headline",
+            figure=headline_figure(view.summary),
+            notes=view.notes_for("run"),
+        ),
+        Section(
+            "latency",
+            "Latency distributions",
+            "Each curve is the fraction of measured requests (ITL: of tokens) at or below a "
+            "latency; diamonds mark summary.json's p50, p90 and p99.",
+            latency_cdf_figure([view]),
+        ),
+        Section(
+            "tps",
+            "Per-user TPS",
+            "The speed each user sees: 1 / TPOT of each request. The low percentiles are the "
+            "slow users a mean hides.",
+            per_user_tps_figure([view]),
+        ),
+        Section(
+            "timeline",
+            "Timeline",
+            "All panels share one time axis: zoom or pan one and the others follow. Values "
+            "are means over equal time bins; grey spans are warm-up and cool-down.",
+            timeline,
+            timeline_notes,
+        ),
+        Section(
+            "steps",
+            "Engine steps",
+            "The engine's own per-step records: what each step computed and how long it took.",
+            steps_figure(view.steps) if view.steps is not None else None,
+            view.notes_for("steps"),
+        ),
+        Section(
+            "roofline",
+            "Roofline and attribution",
+            "Where the engine's steps sit against the hardware's compute and memory roofs, "
+            "and how step time divides between prefill and decode, memory- and "
+            "compute-bound."
+            + (f" FLOPs and bytes: {roof.costs_source}." if roof.costs_source else "")
+            + (f" Attribution: {roof.attribution_source}." if roof.attribution_source else ""),
+            roofline_figure(roof),
+            roof.notes,
+        ),
+        Section(
+            "errors",
+            "Errors",
+            "Failed and cancelled requests by kind and by time.",
+            errors,
+            [] if errors is not None else ["No request failed or was cancelled."],
+        ),
+    ]
+    if samples is not None:
+        sections.append(
+            Section(
+                "samples",
+                "All recorded samples",
+                "Every series in samples.parquet as recorded, one at a time.",
+                samples,
+            )
+        )
+    notes = [n.text for n in view.notes] + [f"Roofline: {n}" for n in roof.notes]
+    return Page(
+        title=f"Run {view.run_id}",
+        subtitle="llm-perf-lab dashboard: hover any figure for values and definitions.",
+        facts=run_facts(view),
+        notes=notes,
+        sections=sections,
+    )
+
+
+def write_run_report(run_folder: Path) -> Path:
+    """Write ``run_folder/report.html`` and return its path.
+
+    Raises results.run_folder.RunFolderError when ``run_folder`` is not a run folder; any
+    optional file it lacks (summary.json, steps.parquet, samples.parquet) is a note in the page.
+    """
+    view = load_run_view(run_folder)
+    return write_page(build_run_page(view), Path(run_folder) / REPORT_HTML)

@@ -1,0 +1,1 @@
+"""One streamed request to an OpenAI-compatible endpoint, and how its stream is read."""

@@ -1,0 +1,172 @@
+"""The meaning of an OpenAI-compatible SSE stream: content chunks, usage, finish, errors.
+
+:class:`StreamAccumulator` is fed the data of each event with the arrival time of the network
+read that carried it, and turns the stream into a :class:`~results.records.RequestRecord` once
+it has ended. It knows the differences between engines that matter for counting:
+
+    * vLLM sends usage in a final chunk whose ``choices`` is empty; llama-server puts it beside
+      ``choices`` in its last chunk (and in chat, in a final chunk with empty choices). Usage is
+      *replaced*, never added, so a server that repeats it (or sends it cumulatively in every
+      chunk) is counted once.
+    * A chat stream may open with a role-only delta (vLLM: ``content: ""``, llama-server:
+      ``content: null``); finish-only chunks carry no text. Neither is content: only non-empty
+      text counts, so TTFT is the first real token.
+    * Reasoning models stream ``reasoning_content`` (or ``reasoning``) before ``content``; those
+      are generated tokens too and count as content.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loadgen.client.apportion import apportion_tokens, chunk_token_weights
+from loadgen.clock import RunClock
+from loadgen.protocols import TokenizerLike
+from results.records import Api, ChunkRecord, RequestRecord, RequestSpec, Status, TokenSource
+
+__all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
+
+_MAX_MESSAGE_CHARS = 300
+
+
+class StreamError(Exception):
+    """The stream carried an error event or could not be understood; the message says which."""
+
+
+def error_message_from_body(body: bytes | str | Any) -> str:
+    """The human-readable message of an error response body (bytes, text or parsed JSON).
+
+    Understands OpenAI's ``{"error": {"message": ...}}``, older vLLM's ``{"object": "error",
+    "message": ...}``, FastAPI's ``{"detail": ...}``, and falls back to the raw text (trimmed).
+    """
+    obj = body
+    if isinstance(body, bytes | str):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return text.strip()[:_MAX_MESSAGE_CHARS] or "(empty body)"
+    if isinstance(obj, dict):
+        err = obj.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:_MAX_MESSAGE_CHARS]
+        if isinstance(err, str) and err:
+            return err[:_MAX_MESSAGE_CHARS]
+        for key in ("message", "detail"):
+            if obj.get(key):
+                return str(obj[key])[:_MAX_MESSAGE_CHARS]
+    return json.dumps(obj)[:_MAX_MESSAGE_CHARS]
+
+
+class StreamAccumulator:
+    """Collects one response stream; cheap per event, all token work deferred to :meth:`finish`.
+
+    Contract:
+        * :meth:`add_event` takes one event's data and the ``perf_counter_ns`` of the read that
+          completed it; it raises :class:`StreamError` for an error event or malformed data.
+        * Content chunks are kept as parallel lists of raw ns stamps and texts (no per-chunk
+          objects or float math until the stream has ended).
+        * ``done_ns`` is set by the caller when ``[DONE]`` arrives.
+    """
+
+    __slots__ = ("_chat", "done_ns", "finish_reason", "texts", "times_ns", "usage")
+
+    def __init__(self, api: Api) -> None:
+        self._chat = api == "chat"
+        self.times_ns: list[int] = []
+        self.texts: list[str] = []
+        self.usage: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.done_ns: int | None = None
+
+    def add_event(self, data: str, t_ns: int) -> None:
+        """Account for one event (the hot path: one ``json.loads`` and a few dict lookups)."""
+        try:
+            obj = json.loads(data)
+            if obj.get("error") is not None or obj.get("object") == "error":
+                raise StreamError(f"error event in stream: {error_message_from_body(obj)}")
+            choices = obj.get("choices")
+            if choices:
+                choice = choices[0]
+                if self._chat:
+                    delta = choice.get("delta")
+                    text = (
+                        (
+                            delta.get("content")
+                            or delta.get("reasoning_content")
+                            or delta.get("reasoning")
+                        )
+                        if delta
+                        else None
+                    )
+                else:
+                    text = choice.get("text")
+                if text:
+                    self.texts.append(text)
+                    self.times_ns.append(t_ns)
+                reason = choice.get("finish_reason")
+                if reason:
+                    self.finish_reason = reason
+            usage = obj.get("usage")
+            if usage:
+                self.usage = usage
+        except (ValueError, AttributeError, TypeError, KeyError, IndexError) as exc:
+            raise StreamError(
+                f"malformed stream event ({type(exc).__name__}: {exc}): "
+                f"{data[:_MAX_MESSAGE_CHARS]!r}"
+            ) from None
+
+    def output_tokens(self, tokenizer: TokenizerLike | None) -> tuple[int, TokenSource]:
+        """The output-token total and where it came from: usage, tokenizer, or chunk count."""
+        completion = self.usage.get("completion_tokens") if self.usage else None
+        if isinstance(completion, int) and not isinstance(completion, bool) and completion >= 0:
+            return completion, "usage"
+        if tokenizer is not None:
+            return len(tokenizer.encode("".join(self.texts), add_special_tokens=False)), "tokenizer"
+        return len(self.texts), "chunks"
+
+    def to_record(
+        self,
+        *,
+        spec: RequestSpec,
+        user_id: int,
+        scheduled_s: float,
+        sent_ns: int,
+        end_ns: int,
+        clock: RunClock,
+        tokenizer: TokenizerLike | None,
+        status: Status,
+        error: str | None,
+        http_status: int | None,
+    ) -> RequestRecord:
+        """Build the request's record; ``end_ns`` is used when no ``[DONE]`` arrived."""
+        total, source = self.output_tokens(tokenizer)
+        n_chunks = len(self.texts)
+        if total == n_chunks:
+            per_chunk = [1] * n_chunks  # one token per event: no tokenizer work needed
+        else:
+            per_chunk = apportion_tokens(total, chunk_token_weights(tokenizer, self.texts))
+        rid = spec.request_id
+        chunks = [
+            ChunkRecord(rid, i, clock.to_s(t_ns), n)
+            for i, (t_ns, n) in enumerate(zip(self.times_ns, per_chunk, strict=True))
+        ]
+        prompt_tokens = self.usage.get("prompt_tokens") if self.usage else None
+        if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool):
+            prompt_tokens = spec.prompt_tokens
+        return RequestRecord(
+            request_id=rid,
+            user_id=user_id,
+            scheduled_s=scheduled_s,
+            sent_s=clock.to_s(sent_ns),
+            first_token_s=chunks[0].t_s if chunks else None,
+            done_s=clock.to_s(self.done_ns if self.done_ns is not None else end_ns),
+            prompt_tokens=prompt_tokens,
+            output_tokens=total,
+            output_tokens_source=source,
+            status=status,
+            error=error,
+            http_status=http_status,
+            chunks=chunks,
+        )

@@ -1,0 +1,445 @@
+"""The streaming HTTP client: sends one OpenAI-compatible request and records its timing.
+
+Timing model: one ``time.perf_counter_ns()`` per network read, taken before any parsing, and
+attributed to every content event that read completed. The per-read path is the SSE parser, one
+``json.loads`` per event and two list appends; token counting and apportioning happen after the
+stream ends. Connections are HTTP/1.1 keep-alive, one slot per concurrent user
+(:mod:`loadgen.client.connection_slots` says why not httpx's shared pool), so a warm run never pays
+connection setup inside TTFT; streams are read to their very end (past ``[DONE]``) so that each
+connection stays open for the next request instead of being dropped.
+
+Plain ``http://`` servers are read through :mod:`loadgen.client.raw_http` (one asyncio Protocol per
+connection: a few microseconds of CPU per chunk instead of httpx's tens); ``https://``, proxies
+(``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way.
+
+Failures are data: every outcome of :meth:`StreamingClient.send` is a
+:class:`~results.records.RequestRecord` (status ok, error or cancelled); it never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from time import perf_counter_ns
+from typing import Any
+
+import httpx
+
+from loadgen.client.connection_slots import ConnectionSlots
+from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTimeout
+from loadgen.client.sse import SSEParser
+from loadgen.clock import RunClock
+from loadgen.protocols import TokenizerLike
+from results.records import RequestRecord, RequestSpec, Status
+
+__all__ = ["ServerUnreachableError", "StreamingClient"]
+
+
+class ServerUnreachableError(ConnectionError):
+    """The server did not answer a reachability check; the message names the URL and the fix."""
+
+
+class StreamingClient:
+    """An async client for /v1/completions and /v1/chat/completions with SSE streaming.
+
+    Args:
+        base_url: the server root, e.g. ``http://127.0.0.1:8000``; a trailing ``/v1`` is accepted
+            and not doubled.
+        model: the ``model`` field sent with every request.
+        max_connections: pool size (keep-alive connections too); set it to the number of
+            concurrent users so that no request waits for a connection.
+        timeout_s: the longest silence tolerated while sending or reading (per read, not per
+            request: a long stream that keeps producing never times out); also the pool wait.
+        tokenizer: counts output tokens when the server sends no usage, and weighs multi-token
+            chunks; optional.
+        api_key: sent as ``Authorization: Bearer <api_key>`` when given.
+        connect_timeout_s: the longest wait to open a TCP connection (default
+            ``min(timeout_s, 10)``).
+        trust_env: honour HTTP(S)_PROXY and similar variables; off by default because a proxy on
+            the path distorts every latency measured.
+        extra_body: extra JSON fields merged into every request body (engine-specific options).
+        raw: read plain-http streams with loadgen.client.raw_http (default); False forces httpx.
+
+    Use as ``async with StreamingClient(...) as client:`` or call :meth:`aclose` at the end.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        max_connections: int = 100,
+        timeout_s: float = 300.0,
+        tokenizer: TokenizerLike | None = None,
+        api_key: str | None = None,
+        *,
+        connect_timeout_s: float | None = None,
+        trust_env: bool = False,
+        extra_body: dict[str, Any] | None = None,
+        raw: bool = True,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"StreamingClient base_url: expected 'http://host:port' or 'https://...', "
+                f"got {base_url!r}"
+            )
+        if not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(
+                f"StreamingClient max_connections: expected an int >= 1 (the number of users), "
+                f"got {max_connections!r}"
+            )
+        if not timeout_s > 0:
+            raise ValueError(f"StreamingClient timeout_s: expected seconds > 0, got {timeout_s!r}")
+        if connect_timeout_s is None:
+            connect_timeout_s = min(timeout_s, 10.0)
+        elif not connect_timeout_s > 0:
+            raise ValueError(
+                "StreamingClient connect_timeout_s: expected seconds > 0, "
+                f"got {connect_timeout_s!r}"
+            )
+        root = base_url.rstrip("/")
+        self.api_root = root if root.endswith("/v1") else root + "/v1"
+        self.model = model
+        self.max_connections = max_connections
+        self.timeout_s = float(timeout_s)
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.tokenizer = tokenizer
+        self._extra_body = dict(extra_body or {})
+        self._urls = {
+            "completions": self.api_root + "/completions",
+            "chat": self.api_root + "/chat/completions",
+        }
+        headers = {
+            "Accept": "text/event-stream",
+            # Compressed SSE would be buffered by the encoder and decoded per read: ask for none.
+            "Accept-Encoding": "identity",
+            "Content-Type": "application/json",
+        }
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._headers = headers
+        self._trust_env = trust_env
+        self._slots_pool: ConnectionSlots | None = None
+        self._raw: RawPool | None = None
+        url = httpx.URL(root)
+        if raw and url.scheme == "http" and not trust_env:
+            port = url.port or 80
+            self._raw = RawPool(url.host, port, max_connections, self.connect_timeout_s)
+            host_header = f"{url.host}:{port}"
+            prefix = url.raw_path.decode().rstrip("/")
+            self._raw_heads = {
+                api: (
+                    f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
+                    f"Host: {host_header}\r\n"
+                    + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                    + "Content-Length: "
+                ).encode()
+                for api, tail in (("completions", "/completions"), ("chat", "/chat/completions"))
+            }
+
+    @property
+    def _slots(self) -> ConnectionSlots:
+        """httpx's connections, built on first use (the raw path may never need them)."""
+        if self._slots_pool is None:
+            self._slots_pool = ConnectionSlots(
+                self.max_connections if self._raw is None else 1,
+                headers=self._headers,
+                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+                trust_env=self._trust_env,
+            )
+        return self._slots_pool
+
+    async def warm_up(self) -> None:
+        """Open the pool's connections before the load, so that no request of the first wave
+        pays TCP set-up in its TTFT (plain-http path; a no-op for httpx, which opens lazily).
+        Connections that fail to open are left closed: their requests will say why."""
+        if self._raw is not None:
+            await self._raw.warm_up()
+
+    async def __aenter__(self) -> StreamingClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        if self._raw is not None:
+            self._raw.close()
+        if self._slots_pool is not None:
+            await self._slots_pool.aclose()
+
+    def request_body(self, spec: RequestSpec) -> bytes:
+        """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": spec.max_tokens,
+            "temperature": spec.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if spec.api == "chat":
+            if spec.messages:
+                body["messages"] = [{"role": r, "content": c} for r, c in spec.messages]
+            else:
+                body["messages"] = [{"role": "user", "content": spec.prompt}]
+        else:
+            body["prompt"] = spec.prompt
+        if spec.ignore_eos:
+            body["ignore_eos"] = True
+        if spec.seed is not None:
+            body["seed"] = spec.seed
+        body.update(self._extra_body)
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    async def send(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock
+    ) -> RequestRecord:
+        """Send ``spec``, read the stream to its end, and return its record. Never raises.
+
+        Outcomes: "ok" after ``[DONE]`` (or a clean end of body after a finish_reason); "error"
+        for HTTP status >= 400 (message from the body's ``error.message``), connection errors,
+        timeouts, error events, malformed events and streams cut before their end; "cancelled"
+        when the task is cancelled (the CancelledError is swallowed so the record is returned;
+        the caller can tell by ``asyncio.current_task().cancelling()``).
+        """
+        url = self._urls[spec.api]
+        body = self.request_body(spec)
+        acc = StreamAccumulator(spec.api)
+        http_status: int | None = None
+        status: Status = "ok"
+        error: str | None = None
+        sent_ns = perf_counter_ns()
+        if self._raw is not None:
+            return await self._send_raw(spec, user_id, scheduled_s, clock, url, body, acc)
+        try:
+            http = await self._acquire_slot()
+            try:
+                # Stamped after the slot wait: sent_s - scheduled_s then shows client-side queueing.
+                sent_ns = perf_counter_ns()
+                async with http.stream("POST", url, content=body) as response:
+                    http_status = response.status_code
+                    error = await self._read(response, acc)
+            finally:
+                self._slots.release(http)
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        except (httpx.HTTPError, StreamError, UnicodeDecodeError) as exc:
+            error = self._describe(exc, url)
+        except Exception as exc:  # a failed request is recorded, never dropped
+            error = f"client error: {type(exc).__name__}: {exc}"
+        return self._record(
+            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
+        )
+
+    async def _send_raw(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
+        body: bytes, acc: StreamAccumulator,
+    ) -> RequestRecord:  # fmt: skip
+        """:meth:`send` over loadgen.client.raw_http (same outcomes, same record)."""
+        assert self._raw is not None
+        parser = SSEParser()
+        failures: list[str] = []
+        http_status: int | None = None
+        status: Status = "ok"
+        error: str | None = None
+
+        def on_body(raw: bytes, t_ns: int) -> None:
+            if parser.done or failures:
+                return
+            try:
+                for data in parser.feed(raw):
+                    if data:
+                        acc.add_event(data, t_ns)
+            except (StreamError, UnicodeDecodeError) as exc:
+                failures.append(self._describe(exc, url))
+                return
+            if parser.done:
+                acc.done_ns = t_ns
+
+        request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
+        sent_ns = perf_counter_ns()
+        try:
+            conn = await self._acquire_raw()
+            try:
+                sent_ns = perf_counter_ns()
+                _, error_body = await self._raw.request(conn, request, on_body, self.timeout_s)
+            finally:
+                http_status = conn.status  # also when the stream broke after its head
+                self._raw.release(conn)
+            if http_status is not None and http_status >= 400:
+                error = f"HTTP {http_status}: {error_message_from_body(error_body)}"
+            elif conn.answered_json:
+                error = (
+                    "expected an SSE stream (text/event-stream), got application/json: "
+                    f"{error_message_from_body(error_body)}; does the server support stream=true?"
+                )
+            elif failures:
+                error = failures[0]
+            elif not parser.done and acc.finish_reason is None:
+                partial = "; an incomplete event was buffered" if parser.has_partial_event else ""
+                error = (
+                    f"stream ended before [DONE] after {len(acc.texts)} content chunks and no "
+                    f"finish_reason (the server closed it early{partial})"
+                )
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        except PoolTimeout as exc:
+            error = f"PoolTimeout: {exc}"
+        except ReadTimeout:
+            error = (
+                f"ReadTimeout: {url} was silent for {self.timeout_s} s; raise timeout_s if the "
+                "server is only slow"
+            )
+        except RawHttpError as exc:
+            error = f"{type(exc).__name__}: {exc} (POST {url})"
+        except Exception as exc:  # a failed request is recorded, never dropped
+            error = f"client error: {type(exc).__name__}: {exc}"
+        return self._record(
+            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
+        )
+
+    async def _acquire_raw(self) -> Any:
+        assert self._raw is not None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._raw.acquire()
+        except TimeoutError:
+            raise PoolTimeout(
+                f"no free connection within {self.timeout_s} s; raise max_connections (now "
+                f"{self.max_connections}) to at least the number of concurrent requests"
+            ) from None
+
+    def _record(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
+        acc: StreamAccumulator, sent_ns: int, http_status: int | None, status: Status,
+        error: str | None,
+    ) -> RequestRecord:  # fmt: skip
+        end_ns = perf_counter_ns()
+        if error is not None:
+            if acc.done_ns is not None:
+                # The answer was complete at [DONE]; a failure or cut while draining the rest of
+                # the body does not spoil it.
+                status, error = "ok", None
+            elif status == "ok":
+                status = "error"
+        fields: dict[str, Any] = {
+            "spec": spec,
+            "user_id": user_id,
+            "scheduled_s": scheduled_s,
+            "sent_ns": sent_ns,
+            "end_ns": end_ns,
+            "clock": clock,
+            "http_status": http_status,
+        }
+        try:
+            return acc.to_record(tokenizer=self.tokenizer, status=status, error=error, **fields)
+        except Exception as exc:  # a broken tokenizer must not lose the request
+            failure = f"counting output tokens failed: {type(exc).__name__}: {exc}"
+            return acc.to_record(
+                tokenizer=None,
+                status="error" if status == "ok" else status,
+                error=f"{error}; {failure}" if error else failure,
+                **fields,
+            )
+
+    async def _acquire_slot(self) -> httpx.AsyncClient:
+        """A free connection slot, waiting at most ``timeout_s`` (then ``httpx.PoolTimeout``)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._slots.acquire()
+        except TimeoutError:
+            raise httpx.PoolTimeout("all connection slots stayed busy") from None
+
+    async def _read(self, response: httpx.Response, acc: StreamAccumulator) -> str | None:
+        """Consume the response into ``acc``; return an error message, or None when complete."""
+        if response.status_code >= 400:
+            raw = await response.aread()
+            return f"HTTP {response.status_code}: {error_message_from_body(raw)}"
+        content_type = response.headers.get("content-type", "")
+        if content_type.startswith("application/json"):
+            raw = await response.aread()
+            return (
+                f"expected an SSE stream (text/event-stream), got {content_type}: "
+                f"{error_message_from_body(raw)}; does the server support stream=true?"
+            )
+        parser = SSEParser()
+        async for raw in response.aiter_bytes():
+            t_ns = perf_counter_ns()
+            if parser.done:
+                continue  # drain the body so the connection returns to the pool
+            for data in parser.feed(raw):
+                if data:
+                    acc.add_event(data, t_ns)
+            if parser.done:
+                acc.done_ns = t_ns
+        if parser.done or acc.finish_reason is not None:
+            return None
+        partial = "; an incomplete event was buffered" if parser.has_partial_event else ""
+        return (
+            f"stream ended before [DONE] after {len(acc.texts)} content chunks and no "
+            f"finish_reason (the server closed it early{partial})"
+        )
+
+    def _describe(self, exc: Exception, url: str) -> str:
+        """An error message that names what failed, where, and the knob that governs it."""
+        name = type(exc).__name__
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"{name}: no connection to {url} within {self.connect_timeout_s} s"
+        if isinstance(exc, httpx.PoolTimeout):
+            return (
+                f"{name}: no free connection within {self.timeout_s} s; raise max_connections "
+                f"(now {self.max_connections}) to at least the number of concurrent requests"
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            return (
+                f"{name}: {url} was silent for {self.timeout_s} s; raise timeout_s if the "
+                f"server is only slow"
+            )
+        if isinstance(exc, UnicodeDecodeError):
+            return f"malformed stream event: invalid UTF-8 ({exc})"
+        if isinstance(exc, StreamError):
+            return str(exc)
+        return f"{name}: {exc or 'no detail'} (POST {url})"
+
+    async def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
+        """Ask ``GET <api_root>/models``; return the served model ids (may be empty).
+
+        Raises:
+            ServerUnreachableError: no connection, no answer within ``timeout_s`` seconds (the
+                whole check, connect included), or HTTP 401/403. The message names the URL and
+                the fix. Other statuses (e.g. 404 from a server without /v1/models) count as
+                reachable, since something answered HTTP there.
+        """
+        url = self.api_root + "/models"
+        try:
+            async with asyncio.timeout(timeout_s):
+                http = await self._slots.acquire()
+                try:
+                    response = await http.get(
+                        url, headers={"Accept": "application/json"}, timeout=timeout_s
+                    )
+                finally:
+                    self._slots.release(http)
+        except (TimeoutError, httpx.TimeoutException):
+            raise ServerUnreachableError(
+                f"{url} did not answer within {timeout_s} s; is the server up and listening "
+                f"there? Check base_url or start the server first"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ServerUnreachableError(
+                f"cannot reach {url} ({type(exc).__name__}: {exc}); start the server or fix "
+                f"base_url"
+            ) from None
+        if response.status_code in (401, 403):
+            raise ServerUnreachableError(
+                f"{url} answered HTTP {response.status_code}: "
+                f"{error_message_from_body(response.content)}; pass the server's api_key"
+            )
+        if response.status_code >= 400:
+            return []
+        try:
+            data = response.json().get("data") or []
+            return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+        except (ValueError, AttributeError, TypeError):
+            return []

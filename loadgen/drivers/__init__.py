@@ -1,0 +1,1 @@
+"""Running a load plan: in this process, over worker processes, or under Locust."""

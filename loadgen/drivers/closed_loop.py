@@ -1,0 +1,229 @@
+"""The closed-loop driver: N users, each sends a request, reads it to the end, thinks, repeats.
+
+Concurrency is bounded by construction: each user has at most one request in flight, so the
+server never sees more than ``num_users`` at once. Users take requests from one shared list in
+order (asyncio is single-threaded, so taking the next index needs no lock), which keeps the
+workload identical between runs whatever the timing. The run ends at the end of the list or at
+``duration_s``, whichever comes first; requests in flight at the cut are cancelled and recorded
+with status "cancelled", so every request that started has exactly one record.
+
+Multi-turn chats run as sessions: a user takes the next session and sends its turns in order,
+each after the previous answer (and the think time), so a session's history grows on one user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from loadgen.clock import RunClock
+from results.records import RequestRecord, RequestSpec
+
+__all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "run_closed_loop"]
+
+
+class RequestSender(Protocol):
+    """What the driver needs from a client (:class:`loadgen.client.stream.StreamingClient` fits)."""
+
+    async def send(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock
+    ) -> RequestRecord: ...
+
+
+@dataclass
+class LiveCounters:
+    """Running totals for a live display; updated in place as requests start and finish.
+
+    ``output_tokens`` grows when a request finishes (not per chunk, to keep the stream path
+    free of callbacks). ``done`` counts finished requests of any status.
+    """
+
+    started: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    done: int = 0
+    ok: int = 0
+    errors: int = 0
+    cancelled: int = 0
+    output_tokens: int = 0
+
+    def request_started(self) -> None:
+        self.started += 1
+        self.in_flight += 1
+        if self.in_flight > self.max_in_flight:
+            self.max_in_flight = self.in_flight
+
+    def request_finished(self, record: RequestRecord) -> None:
+        self.in_flight -= 1
+        self.done += 1
+        self.output_tokens += record.output_tokens
+        if record.status == "ok":
+            self.ok += 1
+        elif record.status == "error":
+            self.errors += 1
+        else:
+            self.cancelled += 1
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters as a plain dict."""
+        return asdict(self)
+
+
+def _cancelled_record(spec: RequestSpec, user_id: int, scheduled_s: float) -> RequestRecord:
+    """The record of a request whose client raised CancelledError instead of returning one."""
+    return RequestRecord(
+        request_id=spec.request_id,
+        user_id=user_id,
+        scheduled_s=scheduled_s,
+        sent_s=scheduled_s,
+        first_token_s=None,
+        done_s=None,
+        prompt_tokens=spec.prompt_tokens,
+        output_tokens=0,
+        output_tokens_source="chunks",
+        status="cancelled",
+        error="cancelled: the run ended while the request was in flight",
+        http_status=None,
+    )
+
+
+ScheduleHook = Callable[[float, float], None]
+
+
+def _as_sessions(
+    requests: Sequence[RequestSpec] | None, sessions: Sequence[Sequence[RequestSpec]] | None
+) -> Sequence[Sequence[RequestSpec]]:
+    if (requests is None) == (sessions is None):
+        raise ValueError("run_closed_loop: pass exactly one of requests and sessions")
+    if sessions is not None:
+        return sessions
+    assert requests is not None
+    return [(spec,) for spec in requests]
+
+
+async def run_closed_loop(
+    client: RequestSender,
+    requests: Sequence[RequestSpec] | None,
+    num_users: int,
+    clock: RunClock,
+    duration_s: float | None = None,
+    think_time_s: float = 0.0,
+    on_record: Callable[[RequestRecord], None] | None = None,
+    counters: LiveCounters | None = None,
+    *,
+    sessions: Sequence[Sequence[RequestSpec]] | None = None,
+    ramp_up_s: float = 0.0,
+    on_started: ScheduleHook | None = None,
+    take_next: Callable[[], int] | None = None,
+    user_ids: Sequence[int] | None = None,
+) -> list[RequestRecord]:
+    """Drive ``requests`` with ``num_users`` closed-loop users; return one record per started one.
+
+    Args:
+        client: sends one request and returns its record (see :class:`RequestSender`).
+        requests: taken in order; the run ends when they are all done. Pass None with
+            ``sessions``.
+        num_users: concurrent users, >= 1 (size the client's pool to at least this).
+        clock: the run clock; ``scheduled_s`` is when a user was ready to send.
+        duration_s: seconds from this call after which the run is cut (None: no limit).
+        think_time_s: pause between a user's answer and its next request, seconds >= 0.
+        on_record: called with each record as it completes (exceptions in it stop the run and
+            propagate, after the in-flight requests are cancelled and recorded).
+        counters: live totals updated in place; pass one to watch progress from another task.
+        sessions: instead of ``requests``: conversations, each a list of turns that one user
+            sends in order (think time between turns too) before it takes the next session.
+        ramp_up_s: start the users evenly spread over this many seconds (user u at
+            ``u * ramp_up_s / num_users``), >= 0.
+        on_started: called with (due_s, started_s) for each request: when its user should have
+            been ready (the previous answer's end plus think time, or its ramp start) and when
+            it got to send. Their difference is the client's own lag (see
+            loadgen.drivers.selfcheck).
+        take_next: returns the index of the next session to run (a counter shared between
+            worker processes); by default an in-process counter. An index past the end stops
+            the user.
+        user_ids: the ids recorded for users 0..num_users-1 (default: 0..num_users-1).
+
+    Returns:
+        The records of all started requests, in the order of ``requests`` (sessions: their
+        turns, session by session); requests never started (the run was cut first) have none.
+    """
+    if not isinstance(num_users, int) or num_users < 1:
+        raise ValueError(f"run_closed_loop num_users: expected an int >= 1, got {num_users!r}")
+    if duration_s is not None and not duration_s > 0:
+        raise ValueError(
+            f"run_closed_loop duration_s: expected seconds > 0 or None, got {duration_s!r}"
+        )
+    if not think_time_s >= 0:
+        raise ValueError(
+            f"run_closed_loop think_time_s: expected seconds >= 0, got {think_time_s!r}"
+        )
+    if not ramp_up_s >= 0:
+        raise ValueError(f"run_closed_loop ramp_up_s: expected seconds >= 0, got {ramp_up_s!r}")
+    if user_ids is not None and len(user_ids) != num_users:
+        raise ValueError(f"run_closed_loop user_ids: expected {num_users} ids, got {len(user_ids)}")
+    work = _as_sessions(requests, sessions)
+    live = counters if counters is not None else LiveCounters()
+    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
+    counter = 0
+    stopping = False
+    start_s = clock.now_s()
+
+    def take() -> int:
+        nonlocal counter
+        counter += 1
+        return counter - 1
+
+    next_session = take_next or take
+
+    def finish(i: int, turn: int, record: RequestRecord) -> None:
+        records[i][turn] = record
+        live.request_finished(record)
+        if on_record is not None:
+            on_record(record)
+
+    async def user(u: int) -> None:
+        task = asyncio.current_task()
+        user_id = user_ids[u] if user_ids is not None else u
+        due_s = start_s + ramp_up_s * u / num_users
+        if due_s > start_s:
+            await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
+        while not stopping:
+            i = next_session()
+            if i >= len(work):
+                return
+            for turn, spec in enumerate(work[i]):
+                if stopping:
+                    return
+                live.request_started()
+                scheduled_s = clock.now_s()
+                if on_started is not None:
+                    on_started(due_s, scheduled_s)
+                try:
+                    record = await client.send(spec, user_id, scheduled_s, clock)
+                except asyncio.CancelledError:
+                    finish(i, turn, _cancelled_record(spec, user_id, scheduled_s))
+                    raise
+                finish(i, turn, record)
+                # StreamingClient returns a cancelled record instead of raising: stop here too.
+                if task is not None and task.cancelling():
+                    return
+                end_s = record.done_s if record.done_s is not None else clock.now_s()
+                due_s = end_s + think_time_s
+                if think_time_s > 0:
+                    await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
+
+    tasks = [asyncio.create_task(user(u), name=f"closed-loop-user-{u}") for u in range(num_users)]
+    try:
+        await asyncio.wait(tasks, timeout=duration_s, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        stopping = True
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+    return [record for turns in records for record in turns if record is not None]

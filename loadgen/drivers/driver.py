@@ -1,0 +1,189 @@
+"""One entry point for a load: a plan (what to send, how), run in this process or sharded.
+
+:class:`LoadPlan` says what the load is: closed loop (users working through sessions, a
+single-turn request being a session of one) or open loop (requests at planned times, with an
+optional concurrency cap). :func:`run_plan` runs it in the current event loop with a
+:class:`~loadgen.drivers.selfcheck.ClientMonitor` watching the client, and returns the records and
+the client's self-check samples; :func:`run_plan_sharded` (in :mod:`loadgen.drivers.workers`) runs
+the same plan across worker processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from loadgen.client.stream import StreamingClient
+from loadgen.clock import RunClock
+from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
+from loadgen.drivers.open_loop import run_open_loop
+from loadgen.drivers.selfcheck import ClientMonitor
+from loadgen.protocols import TokenizerLike
+from results.client_samples import ClientSamples
+from results.records import RequestRecord, RequestSpec
+
+__all__ = ["ClientConfig", "LoadMode", "LoadPlan", "LoadResult", "run_plan"]
+
+LoadMode = Literal["closed", "open"]
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How to reach the server (see :class:`loadgen.client.stream.StreamingClient`); picklable, so
+    worker processes build their own clients from it."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout_s: float = 300.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, connections: int, tokenizer: TokenizerLike | None) -> StreamingClient:
+        return StreamingClient(
+            self.base_url,
+            self.model,
+            max_connections=connections,
+            timeout_s=self.timeout_s,
+            tokenizer=tokenizer,
+            api_key=self.api_key,
+            extra_body=self.extra_body,
+        )
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What a load sends and how.
+
+    Attributes:
+        mode: ``"closed"`` or ``"open"``.
+        sessions: closed loop: what users take in order (each a list of turns); open loop: one
+            request per session, in schedule order.
+        users: closed loop: concurrent users. Open loop: the connection pool, and the cap on
+            requests in flight (a due request waits for a free one; ``max_concurrency`` wins
+            when smaller).
+        schedule_s: open loop: due time of each request, s from the load's start.
+        max_concurrency: open loop: most requests in flight (None: ``users``).
+        duration_s: cut the load this many seconds after it starts (None: no limit).
+        think_time_s: closed loop: pause between a user's answer and its next request.
+        ramp_up_s: closed loop: users start spread over this many seconds (open loop: the
+            ramp is already in the schedule).
+    """
+
+    mode: LoadMode
+    sessions: Sequence[Sequence[RequestSpec]]
+    users: int
+    schedule_s: np.ndarray | None = None
+    max_concurrency: int | None = None
+    duration_s: float | None = None
+    think_time_s: float = 0.0
+    ramp_up_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("closed", "open"):
+            raise ValueError(f"LoadPlan.mode: expected 'closed' or 'open', got {self.mode!r}")
+        if self.users < 1:
+            raise ValueError(f"LoadPlan.users: expected >= 1, got {self.users}")
+        if self.mode == "open":
+            if self.schedule_s is None or len(self.schedule_s) != len(self.sessions):
+                raise ValueError("LoadPlan: open loop needs one schedule_s time per request")
+            if any(len(s) != 1 for s in self.sessions):
+                raise ValueError(
+                    "LoadPlan: open loop sends single requests; multi-turn sessions need the "
+                    "closed loop (users)"
+                )
+
+    @property
+    def requests(self) -> list[RequestSpec]:
+        """Every request, sessions flattened, in plan order."""
+        return [spec for session in self.sessions for spec in session]
+
+    @property
+    def cap(self) -> int:
+        """The most requests in flight at once."""
+        if self.mode == "closed":
+            return self.users
+        return min(self.users, self.max_concurrency or self.users)
+
+    def with_changes(self, **changes: Any) -> LoadPlan:
+        return replace(self, **changes)
+
+
+@dataclass(repr=False)
+class LoadResult:
+    """Records of the started requests (plan order) and the client's self-check samples."""
+
+    records: list[RequestRecord]
+    client: ClientSamples
+    workers: int = 1
+
+    def __repr__(self) -> str:
+        # Short on purpose: Python 3.11's asyncio.run formats the main task's result when it
+        # restores SIGINT handling, and a full repr of every record and chunk costs seconds.
+        return (
+            f"LoadResult({len(self.records)} records, {len(self.client)} client samples, "
+            f"{self.workers} workers)"
+        )
+
+
+async def run_plan(
+    plan: LoadPlan,
+    config: ClientConfig,
+    clock: RunClock,
+    tokenizer: TokenizerLike | None = None,
+    *,
+    on_record: Callable[[RequestRecord], None] | None = None,
+    counters: LiveCounters | None = None,
+    worker: int = 0,
+    start_s: float | None = None,
+    take_next: Callable[[], int] | None = None,
+    user_ids: Sequence[int] | None = None,
+    client: StreamingClient | None = None,
+    warm: bool = True,
+) -> LoadResult:
+    """Run ``plan`` in this event loop (the arguments after ``counters`` are for shards).
+
+    ``start_s`` (run seconds) is when an open-loop schedule starts (default: now). ``client``
+    is used (and closed) instead of one built from ``config``: build it ahead when setting it
+    up must not delay the start. ``warm`` opens the client's connections first (see
+    StreamingClient.warm_up).
+    """
+    if client is None:
+        client = config.client(plan.cap, tokenizer)
+    if warm:
+        await client.warm_up()
+    async with client, ClientMonitor(clock, worker=worker) as monitor:
+        if plan.mode == "closed":
+            records = await run_closed_loop(
+                client,
+                None,
+                plan.users,
+                clock,
+                duration_s=plan.duration_s,
+                think_time_s=plan.think_time_s,
+                on_record=on_record,
+                counters=counters,
+                sessions=plan.sessions,
+                ramp_up_s=plan.ramp_up_s,
+                on_started=monitor.note_schedule_lag,
+                take_next=take_next,
+                user_ids=user_ids,
+            )
+        else:
+            assert plan.schedule_s is not None
+            records = await run_open_loop(
+                client,
+                [s[0] for s in plan.sessions],
+                plan.schedule_s,
+                clock,
+                max_concurrency=plan.cap,
+                duration_s=plan.duration_s,
+                start_s=start_s,
+                on_record=on_record,
+                counters=counters,
+                on_started=monitor.note_schedule_lag,
+                user_ids=user_ids,
+            )
+    return LoadResult(records, monitor.samples)

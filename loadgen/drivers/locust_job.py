@@ -1,0 +1,92 @@
+"""What `bench run --driver locust` hands to Locust processes, and what comes back.
+
+The job (a pickle file named by ``$LLM_PERF_LOCUST_JOB``, written by the bench process that
+starts Locust) holds the load plan, the server, the run clock's origin and where the master
+writes what it collects. Records travel from workers to the master as Locust messages, in the
+plain "wire" form below, so workers on other machines need nothing but the job file.
+
+Clocks: on the machine that started the run, every process shares CLOCK_MONOTONIC
+(``time.perf_counter_ns``) and the job's ``t0_ns`` is used as is. A worker on another machine
+(``same_host`` False) maps its own monotonic clock onto the run's through the wall clock
+(``t0_unix_ns``): its times are then as good as the two machines' NTP sync.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.drivers.driver import LoadPlan
+from results.records import ChunkRecord, RequestRecord
+
+__all__ = [
+    "JOB_ENV",
+    "LocustJob",
+    "read_job",
+    "record_from_wire",
+    "record_to_wire",
+    "write_job",
+]
+
+JOB_ENV = "LLM_PERF_LOCUST_JOB"
+RECORDS_FILE = "records.jsonl"
+CLIENT_FILE = "client.jsonl"
+
+
+@dataclass(frozen=True)
+class LocustJob:
+    """One Locust run of a load plan (closed loop only: Locust users are closed-loop users)."""
+
+    plan: LoadPlan
+    base_url: str
+    model: str
+    api_key: str | None
+    timeout_s: float
+    t0_ns: int
+    t0_unix_ns: int
+    hostname: str
+    workers: int
+    out_dir: str
+    tokenizer: Any = None
+
+    def clock_origin_ns(self) -> int:
+        """The run's t0 on this process's ``perf_counter_ns`` (see the module docstring)."""
+        if socket.gethostname() == self.hostname:
+            return self.t0_ns
+        return time.perf_counter_ns() - (time.time_ns() - self.t0_unix_ns)
+
+
+def write_job(job: LocustJob, path: Path) -> Path:
+    """Pickle ``job`` to ``path`` (a file only this run's processes read)."""
+    path.write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def read_job(path: str | Path) -> LocustJob:
+    """The job pickled at ``path`` (written by :func:`write_job` of this same code)."""
+    job = pickle.loads(Path(path).read_bytes())
+    if not isinstance(job, LocustJob):
+        raise TypeError(f"{path}: not a Locust job file")
+    return job
+
+
+def record_to_wire(record: RequestRecord) -> dict[str, Any]:
+    """A JSON-able dict of ``record``; chunks as ``[index, t_s, n_tokens]`` triples."""
+    row = {
+        f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "chunks"
+    }
+    row["chunks"] = [[c.index, c.t_s, c.n_tokens] for c in record.chunks]
+    return row
+
+
+def record_from_wire(row: dict[str, Any]) -> RequestRecord:
+    """The inverse of :func:`record_to_wire`."""
+    fields = dict(row)
+    rid = fields["request_id"]
+    fields["chunks"] = [ChunkRecord(rid, int(i), float(t), int(n)) for i, t, n in row["chunks"]]
+    return RequestRecord(**fields)

@@ -1,0 +1,169 @@
+"""The open-loop driver: requests go out at their planned times, whatever the server does.
+
+Each request ``i`` is due at ``start_s + schedule_s[i]`` on the run clock (a precomputed plan,
+see :mod:`loadgen.workloads.arrivals`), and its record's ``scheduled_s`` is that planned time, not
+the time it actually went out. So ``done_s - scheduled_s`` (and ``first_token_s - scheduled_s``)
+include any delay before sending: waiting for the concurrency cap, or a client that fell behind.
+That is what "no coordinated omission" means: a slow system cannot slow down the arrivals and hide
+its queueing.
+
+The driver sleeps until each due time and starts a task per request; with ``max_concurrency``
+a request due while that many are in flight waits for one to finish (``sent_s`` is then later
+than ``scheduled_s``; the wait is queueing, not client lag). The schedule lag reported to
+``on_started`` is the moment the driver started the request minus its due time, before any
+cap: that part is the client's own delay.
+
+The run ends when every planned request has finished, or at ``duration_s`` after the start:
+requests not yet due are never sent, and those in flight (or waiting for the cap) are cancelled
+and recorded with status "cancelled", as in the closed loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from loadgen.clock import RunClock
+from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _cancelled_record
+from results.records import RequestRecord, RequestSpec
+
+__all__ = ["run_open_loop"]
+
+
+def _check(
+    requests: Sequence[RequestSpec],
+    schedule: np.ndarray,
+    max_concurrency: int | None,
+    duration_s: float | None,
+) -> None:
+    if schedule.ndim != 1 or len(schedule) != len(requests):
+        raise ValueError(
+            f"run_open_loop schedule_s: expected one time per request ({len(requests)}), "
+            f"got shape {schedule.shape}"
+        )
+    if len(schedule) and (not np.all(np.isfinite(schedule)) or schedule.min() < 0):
+        raise ValueError("run_open_loop schedule_s: expected finite seconds >= 0")
+    if len(schedule) > 1 and np.any(np.diff(schedule) < 0):
+        raise ValueError("run_open_loop schedule_s: expected non-decreasing times")
+    if max_concurrency is not None and (
+        not isinstance(max_concurrency, int) or max_concurrency < 1
+    ):
+        raise ValueError(
+            f"run_open_loop max_concurrency: expected an int >= 1 or None, got {max_concurrency!r}"
+        )
+    if duration_s is not None and not duration_s > 0:
+        raise ValueError(
+            f"run_open_loop duration_s: expected seconds > 0 or None, got {duration_s!r}"
+        )
+
+
+async def run_open_loop(
+    client: RequestSender,
+    requests: Sequence[RequestSpec],
+    schedule_s: Sequence[float] | np.ndarray,
+    clock: RunClock,
+    *,
+    max_concurrency: int | None = None,
+    duration_s: float | None = None,
+    start_s: float | None = None,
+    on_record: Callable[[RequestRecord], None] | None = None,
+    counters: LiveCounters | None = None,
+    on_started: ScheduleHook | None = None,
+    user_ids: Sequence[int] | None = None,
+) -> list[RequestRecord]:
+    """Send ``requests[i]`` at ``start_s + schedule_s[i]``; return one record per started one.
+
+    Args:
+        client: sends one request and returns its record.
+        requests: what to send, in schedule order.
+        schedule_s: due times, seconds from ``start_s``, non-decreasing, one per request.
+        clock: the run clock.
+        max_concurrency: the most requests in flight at once (None: no cap). Size the
+            client's pool to at least this (or to the expected peak when None).
+        duration_s: seconds after ``start_s`` at which the run is cut (None: no limit).
+        start_s: run seconds of the schedule's origin (default: now).
+        on_record: called with each record as it completes; an exception in it stops the run.
+        counters: live totals updated in place.
+        on_started: called with (due_s, started_s) per request (see
+        :mod:`loadgen.drivers.selfcheck`). user_ids: the ``user_id`` recorded per request (default:
+        its index: each arrival is a
+            new user).
+
+    Returns:
+        The records of the started requests in schedule order.
+    """
+    schedule = np.asarray(schedule_s, dtype=np.float64)
+    _check(requests, schedule, max_concurrency, duration_s)
+    live = counters if counters is not None else LiveCounters()
+    origin_s = clock.now_s() if start_s is None else start_s
+    records: list[RequestRecord | None] = [None] * len(requests)
+    cap = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+    tasks: set[asyncio.Task[None]] = set()
+    failure: list[BaseException] = []
+
+    async def one(i: int, due_s: float) -> None:
+        spec = requests[i]
+        user_id = user_ids[i] if user_ids is not None else i
+        live.request_started()
+        record: RequestRecord | None = None
+        try:
+            if cap is not None:
+                async with cap:
+                    record = await client.send(spec, user_id, due_s, clock)
+            else:
+                record = await client.send(spec, user_id, due_s, clock)
+        finally:
+            if record is None:  # cancelled while waiting for the cap, or a raising client
+                record = _cancelled_record(spec, user_id, due_s)
+            records[i] = record
+            live.request_finished(record)
+            if on_record is not None:
+                try:
+                    on_record(record)
+                except Exception as exc:
+                    failure.append(exc)
+                    main.cancel()
+
+    def forget(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+
+    async def launch_all() -> None:
+        due_list = schedule.tolist()
+        for i, offset in enumerate(due_list):
+            due_s = origin_s + offset
+            delay = due_s - clock.now_s()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if on_started is not None:
+                on_started(due_s, clock.now_s())
+            task = asyncio.create_task(one(i, due_s), name=f"open-loop-{i}")
+            tasks.add(task)
+            task.add_done_callback(forget)
+        while tasks:
+            await asyncio.wait(set(tasks))
+
+    main = asyncio.current_task()
+    assert main is not None
+    timeout = None if duration_s is None else max(origin_s + duration_s - clock.now_s(), 0.0)
+    launcher = asyncio.create_task(launch_all(), name="open-loop-launcher")
+    try:
+        await asyncio.wait({launcher}, timeout=timeout)
+    except asyncio.CancelledError:
+        if not failure:
+            raise
+        main.uncancel()  # the cancel was ours, to stop on an on_record failure
+    finally:
+        launcher.cancel()
+        for task in list(tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await launcher
+        await asyncio.gather(*list(tasks), return_exceptions=True)
+    if failure:
+        raise failure[0]
+    if launcher.done() and not launcher.cancelled() and launcher.exception() is not None:
+        raise launcher.exception()  # type: ignore[misc]
+    return [record for record in records if record is not None]

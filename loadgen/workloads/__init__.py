@@ -1,0 +1,1 @@
+"""What is sent: workload types, prompts of exact token lengths, files, arrival schedules."""

@@ -1,0 +1,210 @@
+"""The pages in a real browser: Debian's chromium, headless, driven by playwright.
+
+Each page is opened from file:// with the network off, and must render every figure (data
+traces drawn as SVG) without a console error. Screenshots go to tmp_path, or to
+$DASHBOARDS_SCREENSHOT_DIR when set (to look at them). Skipped, saying why, without playwright
+(`pip install playwright`; never `playwright install`: the system chromium is used) or without
+chromium (`apt-get install chromium`); $CHROMIUM names another binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboards.pages.ablation import AblationInput, write_ablation_report
+from dashboards.pages.compare import write_compare_report
+from dashboards.pages.report import write_run_report
+from dashboards.pages.sweep import SweepInput, write_sweep_report
+from tests.support.dashboards_fakes import A100_ROOFS, make_run
+
+try:
+    from playwright.sync_api import Browser, Page, sync_playwright
+except ImportError:  # the skip below says so
+    sync_playwright = None  # type: ignore[assignment]
+
+CHROMIUM = (
+    os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+)
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+pytestmark = [
+    pytest.mark.skipif(
+        sync_playwright is None, reason="playwright is not installed (pip install playwright)"
+    ),
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
+]
+
+# Per figure: traces in its data, main SVGs, trace groups drawn, and whether any drew a shape.
+_FIGURES_JS = """() => Array.from(document.querySelectorAll('div.figure')).map(box => {
+  const gd = box.querySelector('.js-plotly-plot');
+  return {key: box.dataset.figure, rendered: !!(gd && gd._fullLayout),
+          traces: gd && gd.data ? gd.data.length : 0,
+          svgs: gd ? gd.querySelectorAll('svg.main-svg').length : 0,
+          drawn: gd ? gd.querySelectorAll('g.trace').length : 0,
+          shapes: gd ? Array.from(gd.querySelectorAll('g.trace path, g.trace text'))
+            .filter(e => (e.getAttribute('d') || e.textContent || '').length > 3).length : 0};
+})"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert sync_playwright is not None and CHROMIUM is not None
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wanted = os.environ.get("DASHBOARDS_SCREENSHOT_DIR")
+    folder = Path(wanted) if wanted else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@dataclass
+class Loaded:
+    page: Page
+    errors: list[str]
+
+
+def open_page(browser: Browser, path: Path) -> tuple[Page, list[str]]:
+    """``path`` loaded from file:// with every network request refused; returns the console
+    errors (and uncaught exceptions) collected so far and from then on."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("http*://**", lambda route: route.abort())
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('div.figure .js-plotly-plot'))"
+        ".every(gd => gd._fullLayout)"
+    )
+    return page, errors
+
+
+def check_every_figure(page: Page, expected: set[str]) -> list[dict[str, Any]]:
+    figures = page.evaluate(_FIGURES_JS)
+    assert {f["key"] for f in figures} == expected
+    for f in figures:
+        assert f["rendered"] and f["traces"] > 0 and f["svgs"] >= 1, f
+        assert f["drawn"] > 0 and f["shapes"] > 0, f
+    return figures
+
+
+@pytest.fixture(scope="module")
+def report(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
+    """A full run's report.html, loaded once for the tests that only look and hover or zoom."""
+    run = make_run(tmp_path_factory.mktemp("run"), roofs=A100_ROOFS, slo={"ttft_ms": 60.0})
+    page, errors = open_page(browser, write_run_report(run))
+    yield Loaded(page, errors)
+    page.close()
+
+
+def test_run_report_renders_every_figure(report: Loaded, shots: Path) -> None:
+    check_every_figure(
+        report.page,
+        {"headline", "latency", "tps", "timeline", "steps", "roofline", "errors", "samples"},
+    )
+    report.page.screenshot(path=shots / "run-report.png", full_page=True)
+    assert report.errors == []
+
+
+def test_headline_hover_shows_the_definition(report: Loaded) -> None:
+    page = report.page
+    page.locator("#fig-headline").evaluate("e => e.scrollIntoView({block: 'center'})")
+    x, y = page.evaluate(
+        """() => { const gd = document.getElementById('fig-headline');
+                   const l = gd._fullLayout, r = gd.getBoundingClientRect();
+                   const tile = 4;  // TTFT p50
+                   return [r.left + l.xaxis._offset + l.xaxis.l2p(gd.data[0].x[tile]),
+                           r.top + l.yaxis._offset + l.yaxis.l2p(gd.data[0].y[tile])]; }"""
+    )
+    page.mouse.move(x, y)
+    page.wait_for_selector("#fig-headline .hoverlayer .hovertext")
+    text = page.locator("#fig-headline .hoverlayer").text_content() or ""
+    assert "TTFT p50" in text and "first content chunk" in text
+    assert report.errors == []
+
+
+_X_RANGES_JS = """() => { const l = document.getElementById('fig-timeline')._fullLayout;
+  return Object.keys(l).filter(k => /^xaxis\\d*$/.test(k)).map(k => l[k].range); }"""
+
+
+def test_zooming_one_timeline_panel_zooms_all(report: Loaded) -> None:
+    page = report.page
+    before = page.evaluate(_X_RANGES_JS)
+    assert len(before) == 6 and all(r == before[0] for r in before)
+    # A real mouse drag across 20% of the top panel's width, as a user zooms.
+    panel = page.locator("#fig-timeline .nsewdrag").first
+    panel.evaluate("e => e.scrollIntoView({block: 'center'})")
+    box = panel.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+    page.mouse.up()
+    after = page.evaluate(_X_RANGES_JS)
+    assert all(r == after[0] for r in after), after
+    width_before, width_after = before[0][1] - before[0][0], after[0][1] - after[0][0]
+    assert width_after == pytest.approx(0.2 * width_before, rel=0.1)
+    assert report.errors == []
+
+
+def test_bare_run_report_says_what_is_missing(
+    browser: Browser, shots: Path, tmp_path: Path
+) -> None:
+    run = make_run(tmp_path, steps=False, samples=False, summary=False, gpu=False, errors=False)
+    page, errors = open_page(browser, write_run_report(run))
+    check_every_figure(page, {"headline", "latency", "tps", "timeline"})
+    notes = page.locator("header .notes")
+    assert notes.is_visible() and "No steps.parquet" in notes.inner_text()
+    page.screenshot(path=shots / "bare-report.png", full_page=True)
+    assert errors == []
+    page.close()
+
+
+def test_compare_sweep_and_ablation_pages(browser: Browser, shots: Path, tmp_path: Path) -> None:
+    runs = [make_run(tmp_path, users=u, requests=6 * u, seed=u, samples=False) for u in (2, 4, 8)]
+    pages = {
+        "compare": (
+            write_compare_report(runs, tmp_path / "compare.html"),
+            {"deltas", "latency", "tps", "timeline"},
+        ),
+        "sweep": (
+            write_sweep_report(SweepInput(runs, [2, 4, 8], "users"), tmp_path / "sweep.html"),
+            {"tps-ttft", "tradeoff"},
+        ),
+        "ablation": (
+            write_ablation_report(
+                AblationInput(
+                    runs[:2], ["a=on", "a=off"], extra=[{"x_bytes": 2.0}, {"x_bytes": 1.0}]
+                ),
+                tmp_path / "ablation.html",
+            ),
+            {"key", "extra"},
+        ),
+    }
+    for name, (path, expected) in pages.items():
+        page, errors = open_page(browser, path)
+        check_every_figure(page, expected)
+        page.screenshot(path=shots / f"{name}.png", full_page=True)
+        assert errors == [], name
+        page.close()
