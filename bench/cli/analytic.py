@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.cli.errors import print_error
 from perfmodel.hardware import HardwareSpec, get_gpu
 from perfmodel.models import resolve_model
 from perfmodel.roofline import Batch, CostModel, Precision
@@ -36,7 +37,7 @@ WeightOpt = Annotated[
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[red]{message}[/red]")
+    print_error(console, message)
     return typer.Exit(2)
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from bench.cli.errors import print_error
+
 app = typer.Typer(
     help="LLM-inference performance lab: drive an engine with load, record, and report.",
     no_args_is_help=True,
@@ -93,7 +95,7 @@ def run(
     try:
         spec = load_scenario(scenario)
     except ScenarioError as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(2) from e
     opts = RunOptions(
         spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
@@ -110,14 +112,14 @@ def run(
         try:
             group, _ = run_repeated(opts, repeat, console, on_run=show)
         except RunError as e:
-            console.print(f"[red]{e}[/red]")
+            print_error(console, e)
             raise typer.Exit(1) from e
         console.print(f"group folder: [bold]{group}[/bold]")
         return
     try:
         folder, summary = run_benchmark(opts, console)
     except RunError as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(1) from e
     render_summary(summary, console)
     from results.client_check import client_warning
@@ -150,12 +152,12 @@ def ablate(
         spec = load_scenario(scenario)
         switches = [parse_switch(s) for s in switch]
     except (ScenarioError, AblationError) as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(2) from e
     try:
         path = run_ablation(spec, switches, runs_dir, console, live)
     except (AblationError, RunError) as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(1) from e
     render_ablation(path, console)
     from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
@@ -178,7 +180,7 @@ def report(
     try:
         loaded = load_run(run_folder)
     except RunFolderError as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(2) from e
     summary = loaded.summary
     if summary is None:

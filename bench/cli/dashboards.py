@@ -15,6 +15,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench.cli.errors import print_error
+
 __all__ = ["compare", "deltas_table", "register", "report_after_run", "write_report_html"]
 
 
@@ -29,7 +31,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
     try:
         path = write_run_report(run_folder)
     except RunFolderError as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(2) from e
     console.print(f"dashboard: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
     return path
@@ -96,17 +98,17 @@ def compare(
     # Piped output (CI logs) gets a width that fits the table, as in bench/cli/app.py.
     console = Console(width=None if sys.stdout.isatty() else 132)
     if len(runs) < 2:
-        console.print("[red]bench compare needs at least two run folders[/red]")
+        print_error(console, "bench compare needs at least two run folders")
         raise typer.Exit(2)
     try:
         labels = unique_labels(runs, label or None)
     except ValueError as e:
-        console.print(f"[red]--label: {e}[/red]")
+        print_error(console, f"--label: {e}")
         raise typer.Exit(2) from e
     try:
         views = [load_run_view(p, name) for p, name in zip(runs, labels, strict=True)]
     except RunFolderError as e:
-        console.print(f"[red]{e}[/red]")
+        print_error(console, e)
         raise typer.Exit(2) from e
     console.print(deltas_table([v.summary for v in views], labels))
     path = write_page(build_compare_page(views), out or default_compare_path(runs[0]))

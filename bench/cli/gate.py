@@ -15,6 +15,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from bench.cli.errors import print_error
+
 __all__ = ["register"]
 
 EXIT_UNUSABLE = 2
@@ -46,7 +48,7 @@ def baseline_save(
     try:
         document = save_baseline(runs, name, target)
     except BaselineError as exc:
-        _console.print(f"[red]{exc}[/red]")
+        print_error(_console, exc)
         raise typer.Exit(EXIT_UNUSABLE) from None
     requests = sum(len(r["samples"]["ttft_ms"]) for r in document["runs"])
     _console.print(
@@ -126,7 +128,7 @@ def gate(
 def _report_unusable(message: str, junit: Path | None, markdown: Path | None) -> NoReturn:
     from bench.gate.report import input_error_junit, input_error_markdown, write_text
 
-    _console.print(f"[red]unusable input: {message}[/red]")
+    print_error(_console, f"unusable input: {message}")
     if junit is not None:
         write_text(junit, input_error_junit(message))
     if markdown is not None:

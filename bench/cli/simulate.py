@@ -12,11 +12,13 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from bench.cli.errors import print_error
+
 console = Console(width=None if sys.stdout.isatty() else 132)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]{message}[/red]")
+    print_error(console, message)
     return typer.Exit(code)
 
 

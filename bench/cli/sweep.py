@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.cli.errors import print_error
 from bench.experiments.sweep import (
     Axis,
     RunPoint,
@@ -149,7 +150,7 @@ def register(app: typer.Typer) -> None:
             chosen: Axis = "users" if users else "rate" if rates else axis  # type: ignore[assignment]
             values = parse_values(users or rates, chosen) if (users or rates) else None
         except (ValueError, ScenarioError) as e:
-            console.print(f"[red]{e}[/red]")
+            print_error(console, e)
             raise typer.Exit(2) from e
         run_point = make_run_point(
             console, url=url, engine=engine, model=model, tokenizer=tokenizer,
@@ -169,7 +170,7 @@ def register(app: typer.Typer) -> None:
                 assert values is not None
                 result = run_sweep(spec, chosen, values, run_point, requests_per_user, on_point)
         except (RunError, ScenarioError) as e:
-            console.print(f"[red]{e}[/red]")
+            print_error(console, e)
             raise typer.Exit(1) from e
         folder = write_sweep(result, runs_dir)
         _write_report(result, folder, console)
