@@ -18,7 +18,7 @@ import types
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-__all__ = ["SchemaError", "check_document", "schema_version_of"]
+__all__ = ["SchemaError", "check_document", "check_for_writing", "schema_version_of"]
 
 
 class SchemaError(ValueError):
@@ -161,6 +161,21 @@ def check_document(data: Any, schema: type, source: str, *, closed: bool = False
     keys the schema does not declare (for writers: a misspelt section is caught before it lands).
     """
     _check_object(data, schema, f"{source}:", closed)
+
+
+def check_for_writing(
+    data: Mapping[str, Any], schema: type, version: int, source: str, document: str, constant: str
+) -> None:
+    """Raise SchemaError unless ``data`` is a ``document`` (e.g. "run.json") to write: at
+    ``version``, the current one (results.schema.``constant``), and fitting ``schema`` with no
+    undeclared section."""
+    found = data.get("schema_version")
+    if found != version:
+        raise SchemaError(
+            f"{source}: schema_version {found!r}; a {document} being written is version "
+            f"{version} (results.schema.{constant})"
+        )
+    check_document(data, schema, source, closed=True)
 
 
 def schema_version_of(data: Mapping[str, Any], source: str, current: int, unversioned: int) -> int:

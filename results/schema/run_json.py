@@ -20,7 +20,7 @@ Sections owned by another package stay opaque here (``dict[str, Any]``): the sce
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
-from results.schema.check import SchemaError, check_document, schema_version_of
+from results.schema.check import check_document, check_for_writing, schema_version_of
 
 __all__ = [
     "RUN_JSON_VERSION",
@@ -170,13 +170,7 @@ def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:
 
     Raises results.schema.SchemaError naming ``source``, the key and the fix.
     """
-    version = data.get("schema_version")
-    if version != RUN_JSON_VERSION:
-        raise SchemaError(
-            f"{source}: schema_version {version!r}; a run.json being written is version "
-            f"{RUN_JSON_VERSION} (results.schema.RUN_JSON_VERSION)"
-        )
-    check_document(data, RunJson, source, closed=True)
+    check_for_writing(data, RunJson, RUN_JSON_VERSION, source, "run.json", "RUN_JSON_VERSION")
     return cast(RunJson, data)
 
 

@@ -21,7 +21,7 @@ clock; a figure that cannot be computed (no requests, no window) is null.
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
-from results.schema.check import SchemaError, check_document, schema_version_of
+from results.schema.check import check_document, check_for_writing, schema_version_of
 
 __all__ = [
     "SUMMARY_JSON_VERSION",
@@ -140,13 +140,9 @@ class SummaryJson(TypedDict):
 def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:
     """``data`` as a SummaryJson to write: the current version, every key declared and of its
     type. Raises results.schema.SchemaError naming ``source``, the key and the fix."""
-    version = data.get("schema_version")
-    if version != SUMMARY_JSON_VERSION:
-        raise SchemaError(
-            f"{source}: schema_version {version!r}; a summary.json being written is version "
-            f"{SUMMARY_JSON_VERSION} (results.schema.SUMMARY_JSON_VERSION)"
-        )
-    check_document(data, SummaryJson, source, closed=True)
+    check_for_writing(
+        data, SummaryJson, SUMMARY_JSON_VERSION, source, "summary.json", "SUMMARY_JSON_VERSION"
+    )
     return cast(SummaryJson, data)
 
 
