@@ -27,8 +27,7 @@ from engine.core.telemetry import NvtxRanges, StepRecorder
 from engine.model.kv_dtype import resolve_kv_cache_dtype
 from engine.model.model_runner import ModelRunner, num_kv_blocks_for
 from engine.model.quant import QuantReport, quantize_model
-from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramProposer
-from engine.model.weights import load_hf_directory, load_model
+from engine.model.weights import load_model, load_model_spec
 from engine.native import attention as native_attention
 from engine.native import lib as native_lib
 from engine.native.cpu_features import has_native_bf16
@@ -36,8 +35,7 @@ from engine.sim.setup import build_sim_executor
 from engine.tokenizer.constructed import LARGE_VOCAB, constructed_tokenizer
 from engine.tokenizer.tokenizer import Tokenizer
 from perfmodel.model_config import ModelConfig
-from perfmodel.models import resolve_model
-from perfmodel.presets import PRESETS, get_preset
+from perfmodel.presets import PRESETS
 
 log = logging.getLogger(__name__)
 
@@ -100,24 +98,6 @@ def resolve_dtype(
     if checkpoint_dtype == "bfloat16" and has_native_bf16():
         return torch.bfloat16
     return torch.float32
-
-
-def load_model_spec(model: str, shape_only: bool = False) -> tuple[ModelConfig, Path | None]:
-    """A preset name or a local HF directory -> (config, weights directory or None).
-
-    ``shape_only`` (the simulated device, which loads no weights) also takes every name and
-    alias of perfmodel.models and a bare config.json, and returns no weights directory.
-    """
-    if model in PRESETS:
-        return get_preset(model), None
-    path = Path(model)
-    if path.is_dir() and not shape_only:
-        return load_hf_directory(path)
-    if shape_only:
-        return resolve_model(model), None
-    raise ValueError(
-        f"model {model!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a directory"
-    )
 
 
 def load_tokenizer(model: str, config: ModelConfig) -> Tokenizer:
@@ -265,35 +245,7 @@ class LLMEngine:
 
     def _make_proposer(self, executor: Executor) -> Proposer | None:
         c = self.config.speculative
-        if c.method == "off":
-            return None
-        # The simulated device drafts at a stated acceptance rate; the torch executor has no
-        # proposer of its own and gets the model's.
-        own = executor.make_proposer(c.num_speculative_tokens, c.method == "draft")
-        if own is not None:
-            return own
-        if not isinstance(executor, ModelRunner):
-            raise ValueError("speculative decoding needs the torch executor")
-        if c.method == "ngram":
-            proposer: ModelProposer = NgramProposer(
-                c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max
-            )
-        else:
-            draft = None
-            if c.draft_model is not None:
-                draft_config, draft_dir = load_model_spec(c.draft_model)
-                seed = self.config.model.seed + 1
-                draft = load_model(draft_config, draft_dir, self.dtype, self.device, seed)
-            proposer = DraftModelProposer(
-                executor.model,
-                c.num_speculative_tokens,
-                self.config.cache.block_size,
-                executor.kv_caches,
-                draft=draft,
-                num_layers=c.draft_num_layers,
-            )
-        executor.proposer = proposer
-        return proposer
+        return None if c.method == "off" else executor.make_proposer(c)
 
     @property
     def spec_stats(self) -> SpecStats:

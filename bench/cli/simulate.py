@@ -96,7 +96,7 @@ def sim_calibrate(
 ) -> None:
     """Fit the simulated CPU's efficiencies and overheads to real steps of the torch executor."""
     from bench.sim.measure import measure_steps
-    from engine.llm_engine import load_model_spec
+    from engine.model.weights import load_model_spec
     from engine.sim.calibration import calibration_from_steps, save
     from engine.sim.cost import CPU, device_roofs
     from perfmodel import calibration as calibrate

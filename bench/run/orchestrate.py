@@ -101,7 +101,8 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
 
 def _load_tokenizer(spec: str) -> Any:
     # Imported here: it pulls in torch, which a run against an external URL may not need.
-    from engine.llm_engine import load_model_spec, load_tokenizer
+    from engine.llm_engine import load_tokenizer
+    from engine.model.weights import load_model_spec
 
     try:
         config, _ = load_model_spec(spec)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import torch
 
+from engine.config import SpeculativeSettings
 from engine.core.scheduler import SchedulerOutput
 from engine.core.speculation import Proposer, SpecStats
 
@@ -35,11 +36,11 @@ class Executor(Protocol):
         virtual clock when it runs faster than real time."""
         ...
 
-    def make_proposer(self, num_speculative_tokens: int, writes_lookahead: bool) -> Proposer | None:
-        """This executor's own proposer of ``num_speculative_tokens`` tokens per step, or None
-        when it has none and the engine builds the model's (n-gram or draft model) for it.
-        ``writes_lookahead``: the proposer stands for a draft model (see Proposer). Raises
-        ValueError, naming the setting, when the executor cannot speculate as configured."""
+    def make_proposer(self, settings: SpeculativeSettings) -> Proposer:
+        """The proposer of ``settings.method`` ("ngram" or "draft"), drafting
+        ``settings.num_speculative_tokens`` tokens per step; the executor keeps it and feeds it
+        what it needs. Raises ValueError, naming the setting, when this executor cannot
+        speculate as configured."""
         ...
 
     def describe(self) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.config import SpeculativeSettings
 from engine.core.scheduler import ScheduledRequest, SchedulerOutput
 from engine.core.speculation import SpecStats
 from engine.model.attention import AttentionMetadata
@@ -21,7 +22,8 @@ from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import weight_bytes
 from engine.model.rejection_sampler import greedy_verify, rejection_sample
 from engine.model.sampler import Sampler, processed_probs
-from engine.model.spec_decode import ModelProposer
+from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramProposer
+from engine.model.weights import load_model, load_model_spec
 from perfmodel.model_config import ModelConfig
 
 _CPU_KV_DEFAULT_BYTES = 512 * 1024**2
@@ -61,8 +63,8 @@ def num_kv_blocks_for(
 class ModelRunner:
     """Implements engine.core.executor.Executor with a LlamaForCausalLM, in real time.
 
-    Its proposers are the model's (n-gram lookup or a draft model): the engine builds one and
-    sets ``proposer``, which then sees every forward (ModelProposer.observe).
+    Its proposers are the model's (n-gram lookup or a draft model): ``make_proposer`` builds
+    one, which then sees every forward (ModelProposer.observe).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class ModelRunner:
         self.config = config
         self.block_size = block_size
         self.device = device
+        self.seed = seed
         self.dtype = dtype
         self._num_blocks = num_blocks
         # Decode attention in the C kernel (engine/native/attention.py), as the engine decided.
@@ -102,7 +105,7 @@ class ModelRunner:
             self.decode_stack = DecodeStack(model, self.kv_caches)
         self.sampler = Sampler(seed)
         self.weight_bytes = weight_bytes(model)
-        # Set by the engine when speculative decoding is on.
+        # Set by make_proposer when speculative decoding is on.
         self.proposer: ModelProposer | None = None
         self.spec_stats = SpecStats()
 
@@ -118,9 +121,27 @@ class ModelRunner:
         """Real time: time.perf_counter_ns."""
         return time.perf_counter_ns()
 
-    def make_proposer(self, num_speculative_tokens: int, writes_lookahead: bool) -> None:
-        """None: the engine builds the model's proposer (class docstring)."""
-        return None
+    def make_proposer(self, settings: SpeculativeSettings) -> ModelProposer:
+        """The model's proposer (class docstring): n-gram lookup in each request's own tokens,
+        or a draft model, another preset or directory (``draft_model``) or this model's first
+        ``draft_num_layers`` layers. From then on it sees every forward."""
+        n = settings.num_speculative_tokens
+        proposer: ModelProposer
+        if settings.method == "ngram":
+            proposer = NgramProposer(n, settings.prompt_lookup_min, settings.prompt_lookup_max)
+        elif settings.method == "draft":
+            draft = None
+            if settings.draft_model is not None:
+                draft_config, draft_dir = load_model_spec(settings.draft_model)
+                draft = load_model(draft_config, draft_dir, self.dtype, self.device, self.seed + 1)
+            proposer = DraftModelProposer(
+                self.model, n, self.block_size, self.kv_caches,
+                draft=draft, num_layers=settings.draft_num_layers,
+            )  # fmt: skip
+        else:
+            raise ValueError(f"speculative={settings.method!r} has no proposer; use ngram or draft")
+        self.proposer = proposer
+        return proposer
 
     def describe(self) -> dict[str, Any] | None:
         """None: a real device, which the engine describes itself."""

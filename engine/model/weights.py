@@ -17,6 +17,8 @@ from safetensors import safe_open
 
 from engine.model.llama import LlamaForCausalLM, WeightSlot
 from perfmodel.model_config import ModelConfig
+from perfmodel.models import resolve_model
+from perfmodel.presets import PRESETS, get_preset
 
 INDEX_FILE = "model.safetensors.index.json"
 # Tensors some checkpoints carry that this model recomputes or does not need.
@@ -177,3 +179,21 @@ def _check_header(tensor_slice: object, name: str, slot: WeightSlot, file: Path)
         raise WeightsError(
             f"{file}: tensor '{name}' has dtype {dtype}; only {', '.join(FLOAT_DTYPES)} load"
         )
+
+
+def load_model_spec(model: str, shape_only: bool = False) -> tuple[ModelConfig, Path | None]:
+    """A preset name or a local HF directory -> (config, weights directory or None).
+
+    ``shape_only`` (the simulated device, which loads no weights) also takes every name and
+    alias of perfmodel.models and a bare config.json, and returns no weights directory.
+    """
+    if model in PRESETS:
+        return get_preset(model), None
+    path = Path(model)
+    if path.is_dir() and not shape_only:
+        return load_hf_directory(path)
+    if shape_only:
+        return resolve_model(model), None
+    raise ValueError(
+        f"model {model!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a directory"
+    )

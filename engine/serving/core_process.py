@@ -24,8 +24,9 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
-from engine.llm_engine import LLMEngine, check_request_fits, load_model_spec
+from engine.llm_engine import LLMEngine, check_request_fits
 from engine.llm_engine import load_tokenizer as _load_tokenizer
+from engine.model.weights import load_model_spec
 from engine.native.cpu_allocator import retain_freed_memory
 from engine.serving.core_messages import (
     AbortRequest,
@@ -70,9 +71,8 @@ def default_core_threads() -> int:
 def core_main(config: EngineConfig, conn: Connection) -> None:
     """The child's entry point: build the engine, report Ready (or StartupFailed), then
     serve the pipe."""
-    why = (
-        retain_freed_memory()
-    )  # this process exists to run the model (engine/native/cpu_allocator.py)
+    # This process exists to run the model (engine/native/cpu_allocator.py).
+    why = retain_freed_memory()
     if why is not None:
         log.info("malloc settings left as they were: %s", why)
     parallel = config.parallel

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.config import SpeculativeSettings
 from engine.core.request import Request
 from engine.core.scheduler import SchedulerOutput
 from engine.core.speculation import SpecStats
@@ -146,7 +147,7 @@ class SimExecutor:
         """The virtual clock (``speedup`` 0), else real time (time.perf_counter_ns)."""
         return time.perf_counter_ns() if self.pacer is not None else self.clock.now_ns()
 
-    def make_proposer(self, num_speculative_tokens: int, writes_lookahead: bool) -> SimProposer:
+    def make_proposer(self, settings: SpeculativeSettings) -> SimProposer:
         """The proposer of this device's speculative decoding (needs an acceptance rate)."""
         if self.acceptance_rate is None:
             raise ValueError(
@@ -154,7 +155,10 @@ class SimExecutor:
                 "set sim_acceptance_rate (0..1)"
             )
         self.proposer = SimProposer(
-            num_speculative_tokens, self.vocab_size, self._draft_rng, writes_lookahead
+            settings.num_speculative_tokens,
+            self.vocab_size,
+            self._draft_rng,
+            writes_lookahead=settings.method == "draft",
         )
         return self.proposer
 

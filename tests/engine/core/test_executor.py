@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 import torch
 
+from engine.config import SpeculativeSettings
 from engine.core.executor import Executor
 from engine.core.scheduler import SchedulerOutput
 from engine.core.speculation import SpecStats
 from engine.model.model_runner import ModelRunner
+from engine.model.spec_decode import DraftModelProposer, NgramProposer
 from engine.sim.executor import SimExecutor
 from tests.support.engine_fixtures import make_engine
 from tests.support.sim_fixtures import a100_engine
@@ -91,7 +93,7 @@ def test_both_executors_implement_every_member(
 
 def test_neutral_values_of_members_that_do_not_apply(executors: dict[str, Any]) -> None:
     runner, sim = executors["torch"], executors["sim"]
-    assert runner.make_proposer(3, False) is None and runner.describe() is None
+    assert runner.describe() is None
     assert runner.weight_bytes > 0 and runner.kv_cache_dtype == torch.float32
     assert (sim.weight_bytes, sim.native_decode, sim.native_custom_ops) == (None, False, False)
     assert sim.describe()["tp"] == 4
@@ -130,3 +132,17 @@ def test_the_check_names_each_missing_or_mismatched_member() -> None:
         "clock_ns",
     }
     assert "native_decode: 'no' is not a <class 'bool'>" in errors
+
+
+def test_each_executor_builds_and_keeps_its_own_proposer(executors: dict[str, Any]) -> None:
+    runner, sim = executors["torch"], executors["sim"]
+    ngram = SpeculativeSettings(method="ngram", num_speculative_tokens=2)
+    proposer = runner.make_proposer(ngram)
+    assert isinstance(proposer, NgramProposer) and runner.proposer is proposer
+    assert not proposer.writes_lookahead
+    drafted = runner.make_proposer(SpeculativeSettings(method="draft", draft_num_layers=1))
+    assert isinstance(drafted, DraftModelProposer) and drafted.writes_lookahead
+    with pytest.raises(ValueError, match="set sim_acceptance_rate"):
+        sim.make_proposer(SpeculativeSettings(method="ngram"))
+    with pytest.raises(ValueError, match="speculative='off' has no proposer"):
+        runner.make_proposer(SpeculativeSettings())
