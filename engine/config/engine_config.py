@@ -102,7 +102,7 @@ class EngineConfig:
         for name, value in values.items():
             s = cls.setting(name)
             if value is not None:
-                groups[s.group][s.attr] = s.check(value)
+                groups[s.group][s.attr] = value  # checked by the group's constructor
         return cls(**{group.GROUP: group(**groups[group.GROUP]) for group in _GROUPS})
 
     def to_flat(self) -> dict[str, Any]:

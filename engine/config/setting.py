@@ -199,14 +199,16 @@ class SettingsGroup:
     """Base of EngineConfig's groups (frozen dataclasses of :func:`setting` fields).
 
     ``GROUP`` is the group's attribute on EngineConfig. Constructing a group checks every field
-    (:meth:`Setting.check`), then the rules between its fields (:meth:`check_rules`).
+    (:meth:`Setting.check`, storing the checked value), then the rules between its fields
+    (:meth:`check_rules`).
     """
 
     GROUP: ClassVar[str]
 
     def __post_init__(self) -> None:
         for s in settings_of(type(self)):
-            s.check(getattr(self, s.attr))
+            # Stored as checked: an integer given for a number becomes a float here too.
+            object.__setattr__(self, s.attr, s.check(getattr(self, s.attr)))
         self.check_rules()
 
     def check_rules(self) -> None:

@@ -103,6 +103,10 @@ def test_flat_view_round_trips_and_none_means_the_default() -> None:
     assert EngineConfig.from_flat({"max_num_seqs": None}) == EngineConfig()
     # An integer where a number is expected is that number.
     assert EngineConfig.from_flat({"gpu_memory_utilization": 1}).sim.gpu_memory_utilization == 1.0
+    assert isinstance(
+        EngineConfig.from_flat({"gpu_memory_utilization": 1}).sim.gpu_memory_utilization, float
+    )
+    assert isinstance(SchedulerSettings(step_delay_ms=1).step_delay_ms, float)
 
 
 def test_an_engine_config_written_before_the_grouping_still_loads() -> None:
