@@ -24,11 +24,15 @@ calibrated ones, or `scales_from_amax` of a calibration pass) before the first f
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Sequence
 
 import torch
 
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
+from engine.config.groups import KVCacheDtype
+
+# The kv_cache_dtype setting's choices (engine.config), every one but "auto" an fp8 spelling.
+KV_CACHE_DTYPES: tuple[str, ...] = typing.get_args(KVCacheDtype)
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0  # largest finite float8_e4m3fn value
 
@@ -38,7 +42,7 @@ def resolve_kv_cache_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
     "fp8" / "fp8_e4m3" -> torch.float8_e4m3fn. Raises ValueError naming the choices."""
     if name == "auto":
         return model_dtype
-    if name in ("fp8", "fp8_e4m3"):
+    if name in KV_CACHE_DTYPES:  # "auto" was handled above
         return FP8_DTYPE
     raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}, got {name!r}")
 

@@ -26,7 +26,8 @@ from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramPro
 from engine.model.weights import load_model, load_model_spec
 from perfmodel.model_config import ModelConfig
 
-_CPU_KV_DEFAULT_BYTES = 512 * 1024**2
+# KV cache memory on a CPU when kv_cache_memory_bytes is unset (the simulated CPU uses it too).
+CPU_KV_DEFAULT_BYTES = 512 * 1024**2
 _GPU_KV_FRACTION = 0.9
 
 
@@ -50,7 +51,7 @@ def num_kv_blocks_for(
             free_bytes, _ = torch.cuda.mem_get_info(device)
             kv_cache_memory_bytes = int(free_bytes * _GPU_KV_FRACTION)
         else:
-            kv_cache_memory_bytes = _CPU_KV_DEFAULT_BYTES
+            kv_cache_memory_bytes = CPU_KV_DEFAULT_BYTES
     n = kv_cache_memory_bytes // kv_bytes_per_block(config, block_size, dtype)
     if n < 1:
         raise ValueError(

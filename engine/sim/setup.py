@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from engine.config import EngineConfig
-from engine.model.kv_dtype import resolve_kv_cache_dtype
+from engine.model.kv_dtype import is_fp8, resolve_kv_cache_dtype
+from engine.model.model_runner import CPU_KV_DEFAULT_BYTES
 from engine.sim.calibration import SimCalibration
 from engine.sim.calibration import load as load_calibration
 from engine.sim.cost import CPU, DeviceRoofs, StepTimeModel, device_roofs
@@ -30,18 +31,14 @@ from perfmodel.model_config import ModelConfig
 from perfmodel.models import dtype_bytes, resolve_model, short_dtype
 from perfmodel.roofline import Precision
 
-# The torch executor's KV budget on a CPU (engine.model.model_runner), kept equal so that a
-# simulated
-# CPU preempts exactly when the real one does.
-CPU_KV_DEFAULT_BYTES = 512 * 1024**2
 
-
-def sim_precision(config: EngineConfig, model: ModelConfig, dtype: torch.dtype) -> Precision:
+def sim_precision(config: EngineConfig, dtype: torch.dtype) -> Precision:
     """Weight, KV and activation dtypes of the simulated engine (module docstring)."""
     activations = short_dtype(str(dtype).removeprefix("torch."))
     quantization = config.model.quantization
     weights = quantization if quantization != "none" else activations
-    kv = "fp8" if config.cache.kv_cache_dtype in ("fp8", "fp8_e4m3") else activations
+    kv_dtype = resolve_kv_cache_dtype(config.cache.kv_cache_dtype, dtype)
+    kv = "fp8" if is_fp8(kv_dtype) else activations
     return Precision(weights, kv, activations)
 
 
@@ -64,6 +61,7 @@ def _num_blocks(
     tp = config.parallel.tp
     per_block = block_size * time_model.cost.kv_bytes_per_token
     if budget is not None or gpu == CPU:
+        # The torch executor's CPU budget, so that a simulated CPU preempts when the real one does.
         return int((budget or CPU_KV_DEFAULT_BYTES) // per_block), None
     cap = capacity(
         model, get_gpu(str(gpu)), min(config.model.max_model_len or 10**9,
@@ -97,7 +95,7 @@ def build_sim_executor(config: EngineConfig, model: ModelConfig, dtype: torch.dt
     """
     sim, tp, block_size = config.sim, config.parallel.tp, config.cache.block_size
     assert sim.gpu is not None, "EngineConfig checks that device='sim' names a gpu"
-    precision = sim_precision(config, model, dtype)
+    precision = sim_precision(config, dtype)
     cal = _calibration(config, model)
     roofs: DeviceRoofs = device_roofs(sim.gpu, precision.activation_dtype)
     if cal is not None:
