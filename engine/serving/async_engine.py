@@ -204,7 +204,8 @@ class RemoteAsyncLLM(AsyncLLM):
                     case StepOutputs():
                         if self.metrics is not None:
                             self.metrics.record_step(msg.stats)
-                        self._post(msg.outputs())
+                        if msg.rows:  # a step of prefill chunks alone wakes no one
+                            self._post(msg.outputs())
                     case Idle(kv_cache_usage=usage):
                         if self.metrics is not None:
                             self.metrics.record_idle(usage)
