@@ -1,8 +1,7 @@
 """LLMEngine: one ``step()`` = schedule, execute, update.
 
-Synchronous and single-threaded by design; the async front (engine.serving.async_engine) runs it in
-a
-background thread for the server, and tests drive it directly.
+Synchronous and single-threaded by design; the async front (engine.serving.async_engine) runs it
+in a background thread for the server, and tests drive it directly.
 """
 
 from __future__ import annotations

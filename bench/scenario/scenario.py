@@ -2,8 +2,8 @@
 
 A scenario is a TOML file whose top-level keys mirror :class:`Scenario`'s fields; ``input_len``,
 ``output_len``, ``slo`` and ``engine`` are tables. Shipped scenarios live in
-``bench/scenario/scenarios`` and
-are loaded by name (``load_scenario("100-users")``); anything else is read as a path.
+``bench/scenario/scenarios`` and are loaded by name (``load_scenario("100-users")``); anything
+else is read as a path.
 
 Validation is strict because a typo in a benchmark definition silently changes what is measured:
 an unknown key, a wrong type or an out-of-range value raises :class:`ScenarioError` naming the

@@ -179,8 +179,8 @@ _SUMMARY_COLUMNS = frozenset({"output_tok_s", "tps_p50", "ttft_p50_ms", "ttft_p9
 
 def ablation_input_from_json(path: Path) -> AblationInput:
     """The AblationInput of an ``ablation.json`` written by `bench ablate`
-    (bench.experiments.ablate):
-    its rows' run folders and labels, and its other columns as ``extra`` figures.
+    (bench.experiments.ablate): its rows' run folders and labels, and its other columns as
+    ``extra`` figures.
 
     Raises ValueError naming the file when it is not such a document.
     """

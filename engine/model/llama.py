@@ -120,8 +120,7 @@ class LlamaAttention(nn.Module):
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
         self.scale = config.head_dim**-0.5
-        # Fixed fp8 KV cache scales (cache holds K / k_scale, V / v_scale):
-        # engine/model/kv_dtype.py.
+        # Fixed fp8 KV cache scales (the cache holds K / k_scale, V / v_scale; kv_dtype.py).
         # Plain floats, not buffers: no weight bytes, and never cast by model.to().
         self.k_scale = 1.0
         self.v_scale = 1.0
@@ -289,8 +288,8 @@ class LlamaForCausalLM(nn.Module):
 
     def use_custom_ops(self, on: bool) -> None:
         """Run linear layers (and the LM head) of 1..4 rows, each residual add + RMSNorm and
-        each SwiGLU activation in the C kernels (engine/native/linear.py, native_norm.py,
-        native_activation.py), or in torch ops."""
+        each SwiGLU activation in the C kernels (engine/native/linear.py, norm.py,
+        activation.py), or in torch ops."""
         self.native_ops = on
         for module in self.modules():
             if isinstance(module, (SmallBatchLinear, RMSNorm, LlamaMLP)):

@@ -1,9 +1,8 @@
 """The engine's C kernels (engine/native/csrc/*.c), built into one library on first use.
 
 Compiled with the system C compiler (``$CC``, else ``cc``) into the cache folder
-(perfmodel.cache.native_dir), keyed by the sources, the flags, the compiler and this
-CPU's model
-and flags, so a build made for one CPU is never loaded on another. Where nothing can be built,
+(perfmodel.cache.native_dir), keyed by the sources, the flags, the compiler and this CPU's
+model and flags, so a build made for one CPU is never loaded on another. Where nothing can be built,
 load() raises NativeKernelError with the reason and the engine keeps to its torch paths.
 """
 

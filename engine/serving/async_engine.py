@@ -3,8 +3,7 @@
 Two ways to run the engine behind it. AsyncLLM steps an LLMEngine in a background thread of the
 server's process (tests, notebooks). RemoteAsyncLLM talks to an engine core in its own process
 (engine/serving/core_process.py, what `bench serve` runs), so the step loop never waits on the
-server's
-GIL. Either way the server's coroutines submit requests and read their outputs from
+server's GIL. Either way the server's coroutines submit requests and read their outputs from
 per-request asyncio queues, and a whole step's outputs reach the event loop in one
 call_soon_threadsafe, so cross-thread wake-ups cost one per step, not one per token.
 """

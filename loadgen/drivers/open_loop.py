@@ -88,8 +88,8 @@ async def run_open_loop(
         on_record: called with each record as it completes; an exception in it stops the run.
         counters: live totals updated in place.
         on_started: called with (due_s, started_s) per request (see
-        :mod:`loadgen.drivers.selfcheck`). user_ids: the ``user_id`` recorded per request (default:
-        its index: each arrival is a
+            :mod:`loadgen.drivers.selfcheck`).
+        user_ids: the ``user_id`` recorded per request (default: its index: each arrival is a
             new user).
 
     Returns:

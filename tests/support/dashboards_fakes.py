@@ -25,8 +25,7 @@ from results.summary import compute_summary
 from tests.support.run_json import fake_run_json
 
 H100 = "NVIDIA H100 80GB HBM3"
-# Roofs as run.json's "analytic" gives them (bench.run.probing): an A100 in BF16, ridge 156
-# FLOP/byte.
+# Roofs as run.json's "analytic" gives them (results.analytic): an A100 in BF16, ridge 156 FLOP/B.
 A100_ROOFS = {
     "name": "NVIDIA A100 80GB",
     "source": "test",

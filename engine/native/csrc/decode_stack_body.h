@@ -2,13 +2,13 @@
  * The body of decode_stack.c for one element type: T, SFX, IN and OUT are defined by the
  * includer (no include guard: included once per type).
  *
- * Contract (checked by engine/native_decode_stack.py):
+ * Contract (checked by engine/model/decode_stack.py):
  *   layer_ptrs [num_layers * PTRS_PER_LAYER]: input norm weight [h], qkv weight
  *     [(heads + 2 kv_heads) * d, h], o weight [h, heads * d], post-attention norm weight [h],
  *     gate_up weight [2 * inter, h] (gate rows first), down weight [h, inter], KV cache
  *     [2, num_blocks, block_size, kv_heads, d]; all contiguous, of type T.
  *   embed [vocab, h]; final_norm [h]; cos_table and sin_table [max_position, d] in T, sin
- *     carrying rotate_half's sign (cat(-sin, sin)), as engine/model.py's RotaryEmbedding.
+ *     carrying rotate_half's sign (cat(-sin, sin)), as engine/model/llama.py's RotaryEmbedding.
  *   input_ids, positions, slot_mapping int64 [m]; block_tables int64 [m, table_stride];
  *   seq_lens int64 [m], each including the new token. out [m, h].
  * Returns 0, or -1 when a buffer could not be allocated (out is then undefined; the caches

@@ -7,7 +7,7 @@
  * Two element types, one body: float32, and bfloat16 (stored as uint16_t, widened to float32
  * by a 16-bit shift, computed in float32, rounded to nearest even on the way out).
  *
- * Layout (engine/attention.py): q and out [num_seqs, num_heads, head_dim]; kv_cache
+ * Layout (engine/model/attention.py): q and out [num_seqs, num_heads, head_dim]; kv_cache
  * [2, num_blocks, block_size, num_kv_heads, head_dim] (0 = K, 1 = V); block_tables int64
  * [num_seqs, block_table_stride]; seq_lens int64 [num_seqs], each the context length including
  * the query token, whose K/V are already in the cache. Query heads g*group .. g*group+group-1

@@ -9,7 +9,7 @@
  *
  * Rounding follows torch's two ops in the element type: silu(g) = g / (1 + exp(-g)) computed
  * in float32 and rounded to T, then the product rounded to T. Built with -ffast-math (see
- * engine/native_lib.py) so that gcc vectorises expf through glibc's libmvec: its expf is
+ * engine/native/lib.py) so that gcc vectorises expf through glibc's libmvec: its expf is
  * within 4 ulp, against 1 for torch's, which moves a bf16 result by one step in rare ties and
  * an fp32 result by a few ulp.
  */

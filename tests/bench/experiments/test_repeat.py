@@ -1,7 +1,6 @@
 """`bench run --repeat N` (bench.experiments.repeat.run_repeated): N run folders in one group
-folder with a
-manifest that `bench baseline save` and `bench gate` expand. Real runs against a reference
-engine served in this process on 127.0.0.1."""
+folder with a manifest that `bench baseline save` and `bench gate` expand. Real runs against a
+reference engine served in this process on 127.0.0.1."""
 
 from __future__ import annotations
 
