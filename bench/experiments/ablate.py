@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
-from bench.run.orchestrate import RunOptions, run_benchmark
+from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from results.run_folder import load_run, sanitize_name
@@ -60,10 +60,11 @@ def parse_switch(spec: str) -> Switch:
     return Switch(name, parsed)
 
 
-def settings_grid(switches: list[Switch]) -> list[dict[str, Any]]:
+def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, Any]]:
     """Every combination of the switches' values; the first (all first values) is the baseline.
 
-    Each combination is checked against EngineConfig now, so a bad one fails before any run.
+    Each combination is checked now, over the scenario's [engine] table as the run will merge
+    it (bench.run.orchestrate.reference_settings), so a bad one fails before any run.
     """
     names = [s.name for s in switches]
     if len(set(names)) != len(names):
@@ -73,8 +74,8 @@ def settings_grid(switches: list[Switch]) -> list[dict[str, Any]]:
     )]  # fmt: skip
     for setting in grid:
         try:
-            EngineConfig.from_flat(setting)
-        except SettingError as e:
+            reference_settings(scenario, setting)
+        except RunError as e:
             raise AblationError(f"setting {label(setting)}: {e}") from e
     return grid
 
@@ -91,7 +92,7 @@ def run_ablation(
     live: bool = True,
 ) -> Path:
     """Run every setting; write <runs_dir>/<UTC>-ablate-<scenario>/ablation.json; return it."""
-    grid = settings_grid(switches)
+    grid = settings_grid(switches, scenario)
     rows: list[dict[str, Any]] = []
     for i, setting in enumerate(grid):
         console.rule(f"[bold]setting {i + 1}/{len(grid)}: {label(setting)}")

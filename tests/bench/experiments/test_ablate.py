@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.experiments.ablate import AblationError, Switch, parse_switch, settings_grid
+from bench.scenario.scenario import load_scenario
 
 SCENARIO = """
 name = "ablate-small"
@@ -58,14 +59,25 @@ def test_bad_switches_name_the_problem(spec: str, fragment: str) -> None:
 
 def test_grid_is_every_combination_baseline_first_and_checked() -> None:
     grid = settings_grid(
-        [parse_switch("batching=continuous,static"), parse_switch("kv_layout=paged,contiguous")]
+        [parse_switch("batching=continuous,static"), parse_switch("kv_layout=paged,contiguous")],
+        load_scenario("1-user"),
     )
     assert grid[0] == {"batching": "continuous", "kv_layout": "paged"}
     assert len(grid) == 4
     with pytest.raises(AblationError, match="needs kv_layout='paged'"):
         settings_grid(
-            [parse_switch("kv_layout=contiguous"), parse_switch("enable_prefix_caching=on")]
+            [parse_switch("kv_layout=contiguous"), parse_switch("enable_prefix_caching=on")],
+            load_scenario("1-user"),
         )
+
+
+def test_grid_is_checked_over_the_scenarios_engine_table(tmp_path: Path) -> None:
+    path = tmp_path / "contiguous.toml"
+    path.write_text(SCENARIO + '\n[engine]\nkv_layout = "contiguous"\n')
+    with pytest.raises(
+        AblationError, match=r"setting enable_prefix_caching=True: .*needs kv_layout"
+    ):
+        settings_grid([parse_switch("enable_prefix_caching=off,on")], load_scenario(path))
 
 
 def test_ablation_runs_each_setting_on_a_fresh_engine(tmp_path: Path) -> None:
