@@ -9,7 +9,7 @@ import pytest
 
 from perfmodel.hardware import get_gpu
 from perfmodel.roofs import Roofs, find_roofs, roofs_of, table_roofs
-from tests.support.calibration_fakes import save_calibration
+from tests.support.calibration import save_calibration
 
 RUN_JSON_KEYS = {"name", "source", "compute_dtype", "flops_per_s", "bytes_per_s",
                  "ridge_flop_per_byte"}  # fmt: skip

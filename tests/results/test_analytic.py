@@ -9,7 +9,7 @@ import pytest
 
 from perfmodel.presets import TINY
 from results.analytic import analytic_section, engine_precision, run_analytic
-from tests.support.calibration_fakes import save_calibration
+from tests.support.calibration import save_calibration
 
 H100 = "NVIDIA H100 80GB HBM3"
 
