@@ -21,13 +21,12 @@ r R / 2 + r (t - R) after), which keeps the arrival process's shape while thinni
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
 
-from loadgen.workloads.spec import ParameterError
+from loadgen.workloads.spec import ParameterError, check_type
 
 __all__ = ["ARRIVAL_KINDS", "ArrivalKind", "ArrivalProcess", "ramp_time_change"]
 
@@ -73,10 +72,7 @@ class ArrivalProcess:
             problem = f"expected one of {list(ARRIVAL_KINDS)}, got {self.kind!r}"
             raise ParameterError(owner, "kind", problem)
         for name in ("rate_rps", "burstiness"):
-            value = getattr(self, name)
-            finite = isinstance(value, int | float) and not isinstance(value, bool)
-            if not (finite and math.isfinite(value)):
-                raise ParameterError(owner, name, f"expected a finite number, got {value!r}")
+            check_type(owner, name, getattr(self, name), float)
         if self.rate_rps <= 0:
             raise ParameterError(
                 owner, "rate_rps", f"must be > 0 requests/s, got {self.rate_rps!r}"

@@ -27,6 +27,7 @@ __all__ = [
     "SharedPrefix",
     "WorkloadError",
     "WorkloadSpec",
+    "check_type",
 ]
 
 LengthKind = Literal["fixed", "uniform", "normal", "pareto"]
@@ -81,7 +82,7 @@ class ParameterError(WorkloadError):
         self.problem = problem
 
 
-def _check_type(owner: str, name: str, value: Any, expected: type) -> None:
+def check_type(owner: str, name: str, value: Any, expected: type) -> None:
     """``value`` is of the declared type: a str, an integer, or a finite number (not a bool)."""
     if expected is str:
         if not isinstance(value, str):
@@ -100,7 +101,7 @@ def _check_params(owner: str, kind: str, values: Mapping[str, Any], takes: dict[
             continue
         if name not in takes:
             raise ParameterError(owner, name, f"kind {kind!r} does not take it; drop it")
-        _check_type(owner, name, value, takes[name])
+        check_type(owner, name, value, takes[name])
 
 
 @dataclass(frozen=True)
@@ -233,9 +234,9 @@ class SharedPrefix:
 
     def __post_init__(self) -> None:
         owner = "SharedPrefix"
-        _check_type(owner, "tokens", self.tokens, int)
-        _check_type(owner, "num_prefixes", self.num_prefixes, int)
-        _check_type(owner, "share_ratio", self.share_ratio, float)
+        check_type(owner, "tokens", self.tokens, int)
+        check_type(owner, "num_prefixes", self.num_prefixes, int)
+        check_type(owner, "share_ratio", self.share_ratio, float)
         for name in ("tokens", "num_prefixes"):
             if getattr(self, name) < 1:
                 raise ParameterError(owner, name, f"must be >= 1, got {getattr(self, name)!r}")
