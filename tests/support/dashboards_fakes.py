@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 from perfmodel.presets import get_preset
 from results.engine_steps import STEPS_SCHEMA
 from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder
-from results.summary import compute_summary
+from results.run_folder import RunFolder, load_run
+from results.run_summary import summarize_run
 from tests.support.run_json import fake_run_json
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -206,7 +206,7 @@ def make_run(
     records = _records(users, requests, rng, errors)
     folder = RunFolder.create(root, scenario, "reference")
     req = folder.write_requests(records)
-    tok = folder.write_tokens(records)
+    folder.write_tokens(records)
     description = {
         "model_config": get_preset("tiny").to_dict(),
         "dtype": "bfloat16",
@@ -237,7 +237,7 @@ def make_run(
         table = pa.Table.from_pandas(frame, preserve_index=False)
         pq.write_table(table, folder.path / "samples.parquet")
     if summary:
-        result = _summarize(folder.path, req, tok, warmup_s, slo)
+        result = summarize_run(load_run(folder.path))
         if attribution is not None:
             result["attribution"] = attribution
         folder.write_summary(result)
@@ -254,16 +254,3 @@ def _analytic(roofs: dict[str, Any] | None) -> dict[str, Any]:
         "roofs": roofs,
         "notes": [] if roofs else ["no roofs given to the fake run"],
     }
-
-
-def _summarize(
-    path: Path, req: pd.DataFrame, tok: pd.DataFrame, warmup_s: float, slo: Any
-) -> dict[str, Any]:
-    """The real summarizer of run folders (attribution, probes) when it exists, else the
-    request figures alone."""
-    try:
-        from results.run_folder import load_run
-        from results.run_summary import summarize_run
-    except ImportError:
-        return compute_summary(req, tok, warmup_s, 0.0, slo)
-    return summarize_run(load_run(path))
