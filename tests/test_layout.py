@@ -13,14 +13,15 @@ TESTS = REPO_ROOT / "tests"
 NOT_MIRRORS = {"support", "fixtures"}
 
 
-def _module_name(path: Path, root: Path) -> str:
-    parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def _package_of(path: Path, root: Path) -> str:
+    """The package a relative import in ``path`` starts from: its folder's dotted name (an
+    ``__init__.py`` is in its own package, a module in its folder's)."""
+    return ".".join(path.relative_to(root).parent.parts)
 
 
-def _imported(tree: ast.Module, module: str) -> list[tuple[int, str]]:
+def _imported(tree: ast.Module, package: str) -> list[tuple[int, str]]:
     """(line, dotted name) of every module an import in ``tree`` may load, relative ones
-    resolved against ``module``; ``from a import b`` counts ``a`` and ``a.b``."""
+    resolved against ``package``; ``from a import b`` counts ``a`` and ``a.b``."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -28,8 +29,9 @@ def _imported(tree: ast.Module, module: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                package = module.split(".")[: -node.level]
-                base = ".".join([*package, base] if base else package)
+                parts = package.split(".")
+                start = parts[: len(parts) - node.level + 1]
+                base = ".".join([*start, base] if base else start)
             found.append((node.lineno, base))
             found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
     return found
@@ -53,7 +55,7 @@ def cross_test_imports(root: Path) -> list[str]:
     problems: list[str] = []
     for path in sorted((root / "tests").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for line, name in _imported(tree, _module_name(path, root)):
+        for line, name in _imported(tree, _package_of(path, root)):
             target = _test_module_in(name)
             problem = f"{path.relative_to(root).as_posix()}:{line} imports {target}"
             if target is not None and problem not in problems:

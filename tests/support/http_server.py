@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,13 +22,6 @@ TEST_TIMEOUT_S = 15.0
 def run(coro: Coroutine[Any, Any, Any], timeout_s: float = TEST_TIMEOUT_S) -> Any:
     """Run ``coro`` in a fresh event loop, bounded in time (seconds)."""
     return asyncio.run(asyncio.wait_for(coro, timeout_s))
-
-
-def free_port() -> int:
-    """A port nobody listens on (bound then released; connecting to it is refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
