@@ -15,11 +15,8 @@ from pathlib import Path
 from tests.support.paths import REPO_ROOT
 
 # The project's packages, as import-linter's contracts name them.
-PACKAGES: tuple[str, ...] = tuple(
-    tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
-        "root_packages"
-    ]
-)
+_PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+PACKAGES: tuple[str, ...] = tuple(_PYPROJECT["tool"]["importlinter"]["root_packages"])
 LAZY_PACKAGES = ("bench/cli",)
 REASON = "# Imported here"
 
