@@ -9,7 +9,8 @@ summary can be recomputed from the run folder alone:
      "activation_dtype"}, "tp": int, "roofs": perfmodel.roofs.Roofs.to_dict() | None,
      "notes": [str, ...]}
 
-`bench run` writes it (:func:`analytic_section`, from the engine's /debug/engine description);
+`bench run` and `bench simulate` write it (:func:`analytic_section`, from the engine's
+/debug/engine description);
 readers of a folder written before run.json had it rebuild it the same way (:func:`run_analytic`).
 """
 
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel.models import resolve_model, short_dtype
-from perfmodel.roofs import find_roofs
+from perfmodel.roofs import Roofs, find_roofs
 
-__all__ = ["analytic_section", "engine_precision", "run_analytic"]
+__all__ = ["analytic_section", "engine_precision", "run_analytic", "simulated_analytic"]
 
 # fp8 KV caches are named by their torch dtype in an engine's description.
 _FP8_NAMES = {"float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
@@ -54,7 +55,11 @@ def analytic_section(
     """The section (module docstring) for an engine that ``description`` describes (None for
     an engine that does not); ``model_spec`` names the model for engines that do not describe
     themselves (a preset or HF directory, e.g. the --tokenizer). ``local``: the engine runs on
-    this host, whose GPUs (NVML names) and CPU are given, so its roofs can be looked up."""
+    this host, whose GPUs (NVML names) and CPU are given, so its roofs can be looked up. An
+    engine on the simulated device gets the simulated part's (:func:`simulated_analytic`)."""
+    simulated = simulated_analytic(description)
+    if simulated is not None:
+        return simulated
     notes: list[str] = []
     config_dict = (description or {}).get("model_config")
     if config_dict is None and model_spec:
@@ -82,6 +87,34 @@ def analytic_section(
         "tp": 1,
         "roofs": roofs.to_dict() if roofs else None,
         "notes": notes,
+    }
+
+
+def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The analytic section (results.analytic's shape) of an engine whose
+    /debug/engine ``description`` says it runs on the simulated device; None for any other.
+
+    The model, precision and TP degree are those simulated; the roofs are the simulated part's
+    datasheet peaks, so MFU and MBU read as they would on that hardware.
+    """
+    sim = (description or {}).get("simulated")
+    if not sim:
+        return None
+    assert description is not None
+    model = sim["time_model"]
+    roofs = model["roofs"]
+    return {
+        "model_config": description.get("model_config"),
+        "precision": model["precision"],
+        "tp": model["tp"],
+        "roofs": Roofs(
+            name=roofs["name"],
+            source=f"simulated device: {roofs['sources'].get('peaks')}",
+            compute_dtype=roofs["compute_dtype"],
+            flops_per_s=roofs["peak_flops_per_s"],
+            bytes_per_s=roofs["peak_bytes_per_s"],
+        ).to_dict(),
+        "notes": ["simulated device", *(sim.get("notes") or [])],
     }
 
 

@@ -25,7 +25,6 @@ from bench.run.environment import cpu_name, git_commit, hardware, package_versio
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.probing import (
-    analytic_section,
     samples_frame,
     start_probes,
 )
@@ -40,6 +39,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
 from probes import nsys
 from probes.session import ProbeResult
+from results.analytic import analytic_section
 from results.engine_steps import fetch_json, fetch_steps
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run

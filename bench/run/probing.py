@@ -1,32 +1,25 @@
-"""The probes of one `bench run`: which samplers, the analytic model's inputs, samples.parquet.
+"""The probes of one `bench run`: which samplers, and samples.parquet.
 
 - :func:`probe_spec`: NVML and CPU samplers when the engine runs on this host (the GPUs and
   processes here are then the engine's), engine /metrics through the adapter's name map always.
 - :func:`samples_frame`: the probes' readings on the run's clock (t_s = seconds since t0_ns).
-- :func:`analytic_section`: run.json's "analytic" (results.analytic): the model shape, the dtypes
-  and TP degree the analytic model assumes, and the roofs MFU and MBU are measured against
-  (perfmodel.roofs), or the simulated part's for an engine on the simulated device.
 - :func:`start_probes`: the probe process, each unavailable probe said once.
 
-Starting the engine itself (and Nsight Systems around it) is bench.run.engine_launch.
+Starting the engine itself (and Nsight Systems around it) is bench.run.engine_launch; run.json's
+analytic section (model shape, dtypes, roofs) is results.analytic.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from bench.run.sim_analytic import simulated_analytic
 from engine_adapters.base import EngineAdapter
 from probes.probe_process import ProbeProcess
 from probes.session import ProbeResult, ProbeSpec
-from results.analytic import analytic_section as results_analytic_section
 
 
 def probe_spec(
@@ -59,24 +52,6 @@ def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
         }
     )
     return frame.sort_values("t_s", kind="mergesort").reset_index(drop=True)
-
-
-def analytic_section(
-    description: Mapping[str, Any] | None,
-    model_spec: str | None,
-    local: bool,
-    gpu_names: list[str],
-    cpu_name: str,
-    calibration_path: Path | None = None,
-) -> dict[str, Any]:
-    """run.json's "analytic": the simulated part's for an engine on the simulated device
-    (bench.run.sim_analytic), else results.analytic.analytic_section's (same arguments)."""
-    simulated = simulated_analytic(description)
-    if simulated is not None:
-        return simulated
-    return results_analytic_section(
-        description, model_spec, local, gpu_names, cpu_name, calibration_path
-    )
 
 
 def start_probes(

@@ -62,3 +62,27 @@ def test_an_older_run_json_gets_the_section_rebuilt() -> None:
     assert rebuilt["roofs"]["name"] == "NVIDIA H100 SXM"
     assert rebuilt["notes"][0].startswith("run.json has no analytic section")
     assert run_analytic({})["model_config"] is None
+
+
+def test_an_old_simulated_folder_is_rebuilt_with_the_simulated_parts_roofs() -> None:
+    """A simulated run.json without an analytic section: the rebuild reads the simulated
+    device's peaks from the description, never this host's roofs."""
+    bf16 = {"weight_dtype": "bf16", "kv_dtype": "bf16", "activation_dtype": "bf16"}
+    description = {
+        "model_config": {"name": "llama-3-70b"},
+        "simulated": {
+            "time_model": {
+                "precision": bf16,
+                "tp": 4,
+                "roofs": {"name": "NVIDIA H100 SXM", "sources": {"peaks": "datasheet"},
+                          "compute_dtype": "bf16", "peak_flops_per_s": 989e12,
+                          "peak_bytes_per_s": 3.35e12},
+            },
+            "notes": [],
+        },
+    }  # fmt: skip
+    old = {"engine": {"description": description}, "hardware": {"cpu": "Fake CPU", "gpus": []}}
+    rebuilt = run_analytic(old)
+    assert rebuilt["tp"] == 4 and rebuilt["roofs"]["flops_per_s"] == 989e12
+    assert rebuilt["roofs"]["source"] == "simulated device: datasheet"
+    assert "simulated device" in rebuilt["notes"]
