@@ -18,7 +18,13 @@ import types
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-__all__ = ["SchemaError", "check_document", "check_for_writing", "schema_version_of"]
+__all__ = [
+    "SchemaError",
+    "check_document",
+    "check_for_writing",
+    "schema_version_of",
+    "stamped",
+]
 
 
 class SchemaError(ValueError):
@@ -196,3 +202,9 @@ def schema_version_of(data: Mapping[str, Any], source: str, current: int, unvers
             f"{current}); read it with the llm-perf-lab version that wrote it, or a newer one"
         )
     return version
+
+
+def stamped(data: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """``data`` upgraded to ``version``: its ``schema_version`` set to it, first, as writers
+    put it (whatever version the file said)."""
+    return {"schema_version": version, **{k: v for k, v in data.items() if k != "schema_version"}}

@@ -20,7 +20,7 @@ Sections owned by another package stay opaque here (``dict[str, Any]``): the sce
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
-from results.schema.check import check_document, check_for_writing, schema_version_of
+from results.schema.check import check_document, check_for_writing, schema_version_of, stamped
 
 __all__ = [
     "RUN_JSON_VERSION",
@@ -180,10 +180,8 @@ def upgrade_run_json(raw: Mapping[str, Any], source: str) -> RunJson:
     Raises results.schema.SchemaError for a version newer than this code reads, or a document
     that does not fit :class:`RunJson`; keys it does not declare are kept as they are.
     """
-    version = schema_version_of(raw, source, RUN_JSON_VERSION, unversioned=0)
-    data = dict(raw)
-    if version == 0:
-        # Version 0 differs only by lacking the version; put it first, as writers do.
-        data = {"schema_version": RUN_JSON_VERSION, **data}
+    # Version 0 (before versions existed) differs from 1 only by lacking the version.
+    schema_version_of(raw, source, RUN_JSON_VERSION, unversioned=0)
+    data = stamped(raw, RUN_JSON_VERSION)
     check_document(data, RunJson, source)
     return cast(RunJson, data)

@@ -21,7 +21,7 @@ clock; a figure that cannot be computed (no requests, no window) is null.
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict, cast
 
-from results.schema.check import check_document, check_for_writing, schema_version_of
+from results.schema.check import check_document, check_for_writing, schema_version_of, stamped
 
 __all__ = [
     "SUMMARY_JSON_VERSION",
@@ -153,6 +153,6 @@ def upgrade_summary_json(raw: Mapping[str, Any], source: str) -> SummaryJson:
     that does not fit :class:`SummaryJson`; keys it does not declare are kept as they are.
     """
     schema_version_of(raw, source, SUMMARY_JSON_VERSION, unversioned=1)
-    data = {"schema_version": SUMMARY_JSON_VERSION, **raw}
+    data = stamped(raw, SUMMARY_JSON_VERSION)
     check_document(data, SummaryJson, source)
     return cast(SummaryJson, data)

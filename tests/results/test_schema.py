@@ -67,6 +67,13 @@ def test_an_unversioned_run_json_is_read_as_version_0_and_upgraded(tmp_path: Pat
     assert run.summary == {"schema_version": SUMMARY_JSON_VERSION, **summary}
 
 
+def test_a_file_that_states_version_0_comes_back_at_the_current_version() -> None:
+    old = {**fake_run_json("r"), "schema_version": 0}
+    upgraded = upgrade_run_json(old, "old/run.json")
+    assert upgraded["schema_version"] == RUN_JSON_VERSION
+    assert next(iter(upgraded)) == "schema_version"
+
+
 def test_undeclared_keys_of_an_older_file_are_kept() -> None:
     old = {**fake_run_json("r"), "retired_section": {"x": 1}}
     del old["schema_version"]
