@@ -18,13 +18,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from results.run_folder import RunData, RunFolderError, load_run
+from results.run_folder import (
+    REQUESTS_PARQUET,
+    RUN_JSON,
+    SAMPLES_PARQUET,
+    STEPS_PARQUET,
+    SUMMARY_JSON,
+    TOKENS_PARQUET,
+    RunData,
+    RunFolderError,
+    load_run,
+)
 from results.run_summary import request_summary
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
-STEPS_PARQUET = "steps.parquet"
-SAMPLES_PARQUET = "samples.parquet"
 SAMPLES_COLUMNS: tuple[str, ...] = ("t_s", "source", "name", "value")
 # The steps.parquet columns the figures use; a file of another version may hold more or fewer.
 STEPS_COLUMNS_USED: tuple[str, ...] = (
@@ -176,20 +184,25 @@ def _read_steps(path: Path, loaded: pd.DataFrame | None, notes: list[Note]) -> p
     return frame
 
 
-def _load(path: Path) -> RunData:
-    """results.run_folder.load_run, except that an optional table it refuses (one written by
-    another version of the tool) is left for the lenient readers above."""
+def _load(path: Path) -> tuple[RunData, str | None]:
+    """results.run_folder.load_run, except that an optional file it refuses (one written by
+    another version of the tool) is left out: steps and samples for the lenient readers above,
+    summary.json to be recomputed. Returns the data and why summary.json was left out, if it
+    was."""
     try:
-        return load_run(path)
+        return load_run(path), None
     except RunFolderError as exc:
-        if STEPS_PARQUET not in str(exc) and SAMPLES_PARQUET not in str(exc):
-            raise
+        why = str(exc)
+    optional = {name: name in why for name in (STEPS_PARQUET, SAMPLES_PARQUET, SUMMARY_JSON)}
+    if not any(optional.values()):
+        raise RunFolderError(why)
     with tempfile.TemporaryDirectory(prefix="dashboards-") as tmp:
-        for name in ("run.json", "requests.parquet", "tokens.parquet", "summary.json"):
+        names = [RUN_JSON, REQUESTS_PARQUET, TOKENS_PARQUET]
+        for name in names if optional[SUMMARY_JSON] else [*names, SUMMARY_JSON]:
             if (path / name).is_file():
                 (Path(tmp) / name).symlink_to((path / name).resolve())
         data = load_run(tmp)
-    return replace(data, path=path)
+    return replace(data, path=path), why if optional[SUMMARY_JSON] else None
 
 
 def _labels_text(labels: Any) -> str:
@@ -215,7 +228,7 @@ def _labels_text(labels: Any) -> str:
 def load_run_view(path: Path | str, label: str | None = None) -> RunView:
     """Read ``path`` for drawing. Raises RunFolderError if it is not a run folder at all."""
     path = Path(path)
-    data = _load(path)
+    data, unreadable = _load(path)
     notes: list[Note] = []
     summary = data.summary
     if summary is None:
@@ -225,8 +238,9 @@ def load_run_view(path: Path | str, label: str | None = None) -> RunView:
             raise RunFolderError(
                 f"{path}: no summary.json and it cannot be recomputed: {exc}"
             ) from exc
+        why = "is missing" if unreadable is None else f"could not be read ({unreadable})"
         notes.append(
-            Note("run", "summary.json is missing; its figures were recomputed from the tables.")
+            Note("run", f"summary.json {why}; its figures were recomputed from the tables.")
         )
     steps = _read_steps(path, data.steps, notes)
     gpus = (data.run_json.get("hardware") or {}).get("gpus")

@@ -51,8 +51,14 @@ from results.tables import (
 )
 
 __all__ = [
+    "REQUESTS_PARQUET",
     "REQUESTS_SCHEMA",
+    "RUN_JSON",
+    "SAMPLES_PARQUET",
     "SAMPLES_SCHEMA",
+    "STEPS_PARQUET",
+    "SUMMARY_JSON",
+    "TOKENS_PARQUET",
     "TOKENS_SCHEMA",
     "RunData",
     "RunFolder",

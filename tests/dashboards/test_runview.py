@@ -99,6 +99,16 @@ def test_unreadable_samples_are_a_note(tmp_path: Path) -> None:
     assert any("samples.parquet" in n.text for n in view.notes)
 
 
+def test_a_summary_of_another_version_is_recomputed_with_a_note(tmp_path: Path) -> None:
+    run = make_run(tmp_path, samples=False)
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 99}))
+    view = load_run_view(run)
+    assert view.summary["counts"] == summary["counts"]
+    (note,) = [n.text for n in view.notes if n.text.startswith("summary.json")]
+    assert "could not be read" in note and "schema_version 99" in note
+
+
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RunFolderError, match="not a run folder"):
         load_run_view(tmp_path)
