@@ -16,6 +16,7 @@ __all__ = [
     "calibration_path",
     "engines_dir",
     "native_dir",
+    "sim_calibration_path",
     "tokenizers_dir",
 ]
 
@@ -31,6 +32,11 @@ def cache_root() -> Path:
 def calibration_path() -> Path:
     """`bench calibrate`'s measured roofs of this machine (JSON)."""
     return cache_root() / "calibration.json"
+
+
+def sim_calibration_path(model: str) -> Path:
+    """`bench sim-calibrate`'s fit of the simulated CPU to ``model``'s real steps (JSON)."""
+    return cache_root() / f"sim-calibration-{model}.json"
 
 
 def native_dir() -> Path:

@@ -17,17 +17,12 @@ from typing import Any
 
 from perfmodel.cache import calibration_path
 
-__all__ = ["default_path", "load", "save"]
-
-
-def default_path() -> Path:
-    """Where calibrations are saved and looked up (perfmodel.cache.calibration_path)."""
-    return calibration_path()
+__all__ = ["load", "save"]
 
 
 def save(calibration: dict[str, Any], path: Path | None = None) -> Path:
-    """Write ``calibration`` as JSON to ``path`` (default: :func:`default_path`)."""
-    path = path or default_path()
+    """Write ``calibration`` as JSON to ``path`` (default: perfmodel.cache.calibration_path())."""
+    path = path or calibration_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(calibration, indent=2) + "\n", encoding="utf-8")
@@ -37,7 +32,7 @@ def save(calibration: dict[str, Any], path: Path | None = None) -> Path:
 
 def load(path: Path | None = None) -> dict[str, Any] | None:
     """The saved calibration, or None when there is none (or it cannot be read)."""
-    path = path or default_path()
+    path = path or calibration_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

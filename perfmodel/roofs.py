@@ -127,7 +127,7 @@ def find_roofs(
 
     ``gpu_names`` are NVML's names of this host's GPUs (index order), ``cpu_name`` its CPU's
     model name; a CPU's roofs are read from the calibration at ``calibration_path`` (default:
-    perfmodel.calibration.default_path()). Returns (roofs, None), or (None, a sentence saying
+    perfmodel.cache.calibration_path()). Returns (roofs, None), or (None, a sentence saying
     why there are none and what would give some).
     """
     if device.startswith("cuda"):

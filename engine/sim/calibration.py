@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from engine.sim.cost import DeviceRoofs, StepTimeModel
-from perfmodel import calibration as calibrate
+from perfmodel.cache import sim_calibration_path
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, Precision, StepCost
 
@@ -156,13 +156,8 @@ def _fit_once(
     return best
 
 
-def path_for(model: str) -> Path:
-    """Where the calibration of ``model`` is kept: beside `bench calibrate`'s file."""
-    return calibrate.default_path().parent / f"sim-calibration-{model}.json"
-
-
 def save(result: SimCalibration, path: Path | None = None) -> Path:
-    path = path or path_for(result.model)
+    path = path or sim_calibration_path(result.model)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
@@ -174,7 +169,7 @@ def load(model: str, host: str | None = None, path: Path | None = None) -> SimCa
     """The saved calibration of ``model`` (None when missing, unreadable, or made on another
     host than ``host``)."""
     try:
-        data = json.loads((path or path_for(model)).read_text(encoding="utf-8"))
+        data = json.loads((path or sim_calibration_path(model)).read_text(encoding="utf-8"))
         result = SimCalibration(**data)
     except (OSError, ValueError, TypeError):
         return None

@@ -14,8 +14,9 @@ from bench.cli.simulate import register
 from bench.scenario.scenario import load_scenario
 from bench.sim.simulate import SimulateError, simulate
 from engine.core.request import SamplingParams
-from engine.sim.calibration import SimCalibration, calibration_from_steps, path_for, save
+from engine.sim.calibration import SimCalibration, calibration_from_steps, save
 from engine.sim.cost import device_roofs
+from perfmodel.cache import sim_calibration_path
 from perfmodel.presets import get_preset
 from perfmodel.roofline import Precision
 from results.run_folder import load_run
@@ -130,7 +131,7 @@ def test_cli_simulates_and_calibrates_from_the_run(tmp_path: Path) -> None:
     # The simulated steps are the fake CPU's roofline exactly: the fit finds its peaks again.
     result = runner.invoke(app, ["sim-calibrate", "--from-run", str(folder)])
     assert result.exit_code == 0, result.output
-    saved = json.loads(path_for("tiny").read_text())
+    saved = json.loads(sim_calibration_path("tiny").read_text())
     assert saved["rms_relative_error"] < 0.02
     assert saved["step_overhead_s"] < 1e-4
     bad = runner.invoke(app, ["simulate", "--scenario", str(path), "--set", "nonsense=1"])
