@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.cli.errors import print_error
+from bench.run.messages import print_error
 from perfmodel.hardware import HardwareSpec, get_gpu
 from perfmodel.models import resolve_model
 from perfmodel.roofline import Batch, CostModel, Precision

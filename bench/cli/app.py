@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from bench.cli.errors import print_error
+from bench.run.messages import print_error, print_warning
 
 app = typer.Typer(
     help="LLM-inference performance lab: drive an engine with load, record, and report.",
@@ -125,7 +125,7 @@ def run(
     from results.client_check import client_warning
 
     if warning := client_warning(summary):
-        console.print(f"[yellow]{warning}[/yellow]")
+        print_warning(console, warning)
     console.print(f"run folder: [bold]{folder}[/bold]")
     report_after_run(folder, console)
 

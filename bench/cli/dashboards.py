@@ -15,7 +15,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.cli.errors import print_error
+from bench.run.messages import print_error, print_warning
 
 __all__ = ["compare", "deltas_table", "register", "report_after_run", "write_report_html"]
 
@@ -45,9 +45,10 @@ def report_after_run(run_folder: Path, console: Console) -> Path | None:
 
         path = write_run_report(run_folder)
     except Exception as e:  # the dashboard is a view of the data; it must not lose the run
-        console.print(
-            f"[yellow]report.html not written ({type(e).__name__}: {e}); "
-            f"retry with: bench report {run_folder} --html[/yellow]"
+        print_warning(
+            console,
+            f"report.html not written ({type(e).__name__}: {e}); "
+            f"retry with: bench report {run_folder} --html",
         )
         return None
     console.print(f"dashboard: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")

@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from bench.cli.errors import print_error
+from bench.run.messages import print_error, print_warning
 
 __all__ = ["register"]
 
@@ -107,7 +107,7 @@ def gate(
         if not skip_other_hardware:
             _report_unusable(str(exc), junit, markdown)
         message = f"not judged: {exc}"
-        _console.print(f"[yellow]{message}[/yellow]")
+        print_warning(_console, message)
         if markdown is not None:
             write_text(markdown, f"**Performance gate not judged.** {exc}\n")
         raise typer.Exit(0) from None

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from bench.cli.errors import print_error
+from bench.run.messages import print_error
 
 console = Console(width=None if sys.stdout.isatty() else 132)
 

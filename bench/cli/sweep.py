@@ -19,7 +19,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.cli.errors import print_error
 from bench.experiments.sweep import (
     Axis,
     RunPoint,
@@ -31,6 +30,7 @@ from bench.experiments.sweep import (
     search_slo,
     write_sweep,
 )
+from bench.run.messages import print_error, print_warning
 
 __all__ = ["make_run_point", "register", "render_sweep"]
 
@@ -192,4 +192,4 @@ def _write_report(result: SweepResult, folder: Path, console: Console) -> None:
             folder / "report.html",
         )
     except Exception as exc:  # the sweep's data is written; a figure failing must not lose it
-        console.print(f"[yellow]sweep report not written: {type(exc).__name__}: {exc}[/yellow]")
+        print_warning(console, f"sweep report not written: {type(exc).__name__}: {exc}")

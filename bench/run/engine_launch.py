@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bench.run.messages import print_warning
 from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.reference import serve_command
 from probes import nsys
@@ -37,7 +38,7 @@ def launch_reference(
             command = nsys.nsys_command(command, output)
             console.print(f"profiling the engine with: {' '.join(command[:5])} ...")
         except nsys.NsysUnavailable as e:
-            console.print(f"[yellow]{e}[/yellow]")
+            print_warning(console, e)
             output = None
     return launch(command, f"http://{host}:{port}"), output
 
@@ -46,7 +47,7 @@ def collect_nsys_report(folder: Path, output: Path, console: Console) -> None:
     """Move nsys's report into the run folder and note it in run.json."""
     report = nsys.report_path(output)
     if not report.is_file():
-        console.print(f"[yellow]nsys wrote no report at {report}[/yellow]")
+        print_warning(console, f"nsys wrote no report at {report}")
         return
     target = folder / "engine.nsys-rep"
     report.replace(target)

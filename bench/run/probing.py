@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
+from bench.run.messages import print_warning
 from engine_adapters.base import EngineAdapter
 from probes.probe_process import ProbeProcess
 from probes.session import ProbeResult, ProbeSpec
@@ -64,5 +65,5 @@ def start_probes(
     except RuntimeError as e:
         probes, reasons = None, [f"probes: {e}; the run goes on without them"]
     for reason in reasons:
-        console.print(f"[yellow]{reason}[/yellow]")
+        print_warning(console, reason)
     return probes, reasons

@@ -13,6 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench.run.messages import print_note
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
 __all__ = ["format_number", "render_summary"]
@@ -193,12 +194,12 @@ def render_attribution(summary: Mapping[str, Any], console: Console) -> None:
         if attr.get("available"):
             console.print(_attribution_table(attr))
         else:
-            console.print(f"[dim]no time attribution: {attr.get('reason')}[/dim]")
+            print_note(console, f"no time attribution: {attr.get('reason')}")
     probes = summary.get("probes")
     if not isinstance(probes, Mapping):
         return
     if not probes.get("available"):
-        console.print(f"[dim]no probe readings: {probes.get('reason')}[/dim]")
+        print_note(console, f"no probe readings: {probes.get('reason')}")
         return
     energy = probes.get("energy") or {}
     if energy.get("available"):
@@ -207,4 +208,4 @@ def render_attribution(summary: Mapping[str, Any], console: Console) -> None:
             f"mean power {format_number(energy.get('mean_power_w'))} W"
         )
     else:
-        console.print(f"[dim]no energy figures: {energy.get('reason')}[/dim]")
+        print_note(console, f"no energy figures: {energy.get('reason')}")
