@@ -53,7 +53,7 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
     sys.path.insert(0, str(ROOT))
     from loadgen.clock import RunClock
     from loadgen.drivers.driver import ClientConfig, LoadPlan, run_plan
-    from results.records import RequestSpec
+    from loadgen.request_spec import RequestSpec
 
     specs = [
         RequestSpec(f"r{i:06d}", "hello " * 100, 100, tokens, ignore_eos=True)

@@ -12,9 +12,10 @@ Rooms, each importing only those below it (pyproject.toml's import-linter contra
 - ``workloads``: what a workload is made of, the types scenarios use (``spec``: kinds, length
   distributions, shared prefixes), exact-length prompts (``prompts``), ShareGPT, multi-turn
   and trace files, open-loop arrival schedules (``arrivals``).
-- ``clock`` (the run's time base) and ``protocols`` (what a tokenizer must offer).
+- ``clock`` (the run's time base), ``protocols`` (what a tokenizer must offer) and
+  ``request_spec`` (``RequestSpec``: one request to send).
 
-What it sends and records is the results contract's (results.records, results.client_samples).
+What it records is the results contract's (results.records, results.client_samples).
 It imports neither the engine nor bench; a tokenizer is anything that fits
 ``protocols.TokenizerLike``.
 """

@@ -1,4 +1,4 @@
-"""What the load generator sends and what it records.
+"""What the load generator records (what it sends is loadgen.request_spec.RequestSpec).
 
 These dataclasses are the contract between the load generator and the run folder: one
 :class:`RequestRecord` per request becomes one row of requests.parquet, and each of its
@@ -11,78 +11,21 @@ run's start on the run clock (see :mod:`loadgen.clock`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 __all__ = [
-    "API_KINDS",
     "REQUEST_COLUMNS",
     "TOKEN_COLUMNS",
-    "Api",
     "ChunkRecord",
     "RequestRecord",
-    "RequestSpec",
     "Status",
     "TokenSource",
 ]
 
-Api = Literal["completions", "chat"]
 Status = Literal["ok", "error", "cancelled"]
 # "chunks" is the last resort when the server sent no usage and no tokenizer was given: one token
 # per content chunk, exact for engines that stream one token per event.
 TokenSource = Literal["usage", "tokenizer", "chunks"]
-
-API_KINDS: tuple[str, ...] = get_args(Api)
-
-
-@dataclass(frozen=True)
-class RequestSpec:
-    """One request to send.
-
-    Attributes:
-        request_id: unique within a run.
-        prompt: the prompt text; for ``api="chat"`` it is sent as one user message.
-        prompt_tokens: tokens of ``prompt`` under the workload's tokenizer (the server may count
-            more for chat, since it adds its chat template).
-        max_tokens: the most output tokens to generate, >= 1.
-        api: ``"completions"`` (/v1/completions) or ``"chat"`` (/v1/chat/completions).
-        ignore_eos: ask the server to generate exactly ``max_tokens`` (a vLLM/llama.cpp extension;
-            sent only when true, so strict OpenAI servers are not sent an unknown field).
-        temperature: sampling temperature, >= 0.
-        seed: per-request sampling seed, or None to let the server choose.
-        messages: for ``api="chat"``, the whole conversation to send as (role, content) pairs
-            (multi-turn chats, system prompts); ``prompt`` is then its transcript, and
-            ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
-    """
-
-    request_id: str
-    prompt: str
-    prompt_tokens: int
-    max_tokens: int
-    api: Api = "completions"
-    ignore_eos: bool = False
-    temperature: float = 0.0
-    seed: int | None = None
-    messages: tuple[tuple[str, str], ...] | None = None
-
-    def __post_init__(self) -> None:
-        if not self.request_id:
-            raise ValueError("RequestSpec.request_id: must be a non-empty string")
-        if self.api not in API_KINDS:
-            raise ValueError(
-                f"RequestSpec.api: expected one of {list(API_KINDS)}, got {self.api!r}"
-            )
-        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(
-                f"RequestSpec.max_tokens: expected an int >= 1, got {self.max_tokens!r}"
-            )
-        if not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 0:
-            raise ValueError(
-                f"RequestSpec.prompt_tokens: expected an int >= 0, got {self.prompt_tokens!r}"
-            )
-        if self.temperature < 0:
-            raise ValueError(
-                f"RequestSpec.temperature: expected a float >= 0, got {self.temperature!r}"
-            )
 
 
 @dataclass(slots=True)

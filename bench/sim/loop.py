@@ -23,7 +23,8 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.drivers.driver import LoadPlan
-from results.records import ChunkRecord, RequestRecord, RequestSpec
+from loadgen.request_spec import RequestSpec
+from results.records import ChunkRecord, RequestRecord
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"
 

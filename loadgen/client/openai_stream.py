@@ -23,7 +23,8 @@ from typing import Any
 from loadgen.client.apportion import apportion_tokens, chunk_token_weights
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
-from results.records import Api, ChunkRecord, RequestRecord, RequestSpec, Status, TokenSource
+from loadgen.request_spec import Api, RequestSpec
+from results.records import ChunkRecord, RequestRecord, Status, TokenSource
 
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
 

@@ -31,7 +31,8 @@ from loadgen.client.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTime
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
-from results.records import RequestRecord, RequestSpec, Status
+from loadgen.request_spec import RequestSpec
+from results.records import RequestRecord, Status
 
 __all__ = ["ServerUnreachableError", "StreamingClient"]
 

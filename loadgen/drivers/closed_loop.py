@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from loadgen.clock import RunClock
-from results.records import RequestRecord, RequestSpec
+from loadgen.request_spec import RequestSpec
+from results.records import RequestRecord
 
 __all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "run_closed_loop"]
 

@@ -22,8 +22,9 @@ from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
 from loadgen.drivers.open_loop import run_open_loop
 from loadgen.drivers.selfcheck import ClientMonitor
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import RequestSpec
 from results.client_samples import ClientSamples
-from results.records import RequestRecord, RequestSpec
+from results.records import RequestRecord
 
 __all__ = ["ClientConfig", "LoadMode", "LoadPlan", "LoadResult", "run_plan"]
 

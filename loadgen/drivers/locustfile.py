@@ -33,8 +33,9 @@ from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_m
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.drivers.locust_job import CLIENT_FILE, JOB_ENV, RECORDS_FILE, read_job, record_to_wire
+from loadgen.request_spec import RequestSpec
 from results.client_samples import ClientSamples
-from results.records import RequestRecord, RequestSpec
+from results.records import RequestRecord
 
 if JOB_ENV not in os.environ:
     raise RuntimeError(

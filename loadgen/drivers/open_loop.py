@@ -28,7 +28,8 @@ import numpy as np
 
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _cancelled_record
-from results.records import RequestRecord, RequestSpec
+from loadgen.request_spec import RequestSpec
+from results.records import RequestRecord
 
 __all__ = ["run_open_loop"]
 

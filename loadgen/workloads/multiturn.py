@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import Api, RequestSpec
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.sharegpt import MIN_TOKENS, Turn, load_sharegpt
 from loadgen.workloads.spec import LengthDist, WorkloadError
-from results.records import Api, RequestSpec
 
 __all__ = ["sessions_turns", "sharegpt_sessions", "synthetic_sessions", "turn_request"]
 

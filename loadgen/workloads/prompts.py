@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import API_KINDS, Api, RequestSpec
 from loadgen.workloads.spec import LengthDist, SharedPrefix, WorkloadError
-from results.records import API_KINDS, Api, RequestSpec
 
 __all__ = ["exact_length_prompt", "synthetic_requests"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import Api, RequestSpec
 from loadgen.workloads.spec import LengthDist, WorkloadError
-from results.records import Api, RequestSpec
 
 __all__ = ["Turn", "load_sharegpt", "sharegpt_requests"]
 

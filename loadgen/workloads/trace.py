@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import Api, RequestSpec
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.spec import WorkloadError
-from results.records import Api, RequestSpec
 
 __all__ = ["TraceEntry", "load_trace", "trace_requests"]
 

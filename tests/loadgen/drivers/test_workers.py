@@ -13,7 +13,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan
 from loadgen.drivers.workers import run_load, shard_plan
-from results.records import RequestSpec
+from loadgen.request_spec import RequestSpec
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests
 from tests.support.sse_streams import streaming_handler

@@ -1,0 +1,65 @@
+"""What the load generator sends: one request, as workloads make it and the client sends it.
+
+What comes back is recorded as results.records.RequestRecord, the run folder's row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+__all__ = ["API_KINDS", "Api", "RequestSpec"]
+
+Api = Literal["completions", "chat"]
+API_KINDS: tuple[str, ...] = get_args(Api)
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request to send.
+
+    Attributes:
+        request_id: unique within a run.
+        prompt: the prompt text; for ``api="chat"`` it is sent as one user message.
+        prompt_tokens: tokens of ``prompt`` under the workload's tokenizer (the server may count
+            more for chat, since it adds its chat template).
+        max_tokens: the most output tokens to generate, >= 1.
+        api: ``"completions"`` (/v1/completions) or ``"chat"`` (/v1/chat/completions).
+        ignore_eos: ask the server to generate exactly ``max_tokens`` (a vLLM/llama.cpp extension;
+            sent only when true, so strict OpenAI servers are not sent an unknown field).
+        temperature: sampling temperature, >= 0.
+        seed: per-request sampling seed, or None to let the server choose.
+        messages: for ``api="chat"``, the whole conversation to send as (role, content) pairs
+            (multi-turn chats, system prompts); ``prompt`` is then its transcript, and
+            ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
+    """
+
+    request_id: str
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    api: Api = "completions"
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    seed: int | None = None
+    messages: tuple[tuple[str, str], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.request_id:
+            raise ValueError("RequestSpec.request_id: must be a non-empty string")
+        if self.api not in API_KINDS:
+            raise ValueError(
+                f"RequestSpec.api: expected one of {list(API_KINDS)}, got {self.api!r}"
+            )
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError(
+                f"RequestSpec.max_tokens: expected an int >= 1, got {self.max_tokens!r}"
+            )
+        if not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 0:
+            raise ValueError(
+                f"RequestSpec.prompt_tokens: expected an int >= 0, got {self.prompt_tokens!r}"
+            )
+        if self.temperature < 0:
+            raise ValueError(
+                f"RequestSpec.temperature: expected a float >= 0, got {self.temperature!r}"
+            )
