@@ -34,6 +34,7 @@ from engine_adapters.base import EngineAdapter
 from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
 from engine_adapters.registry import get_adapter
+from loadgen.client.auth import RequestHeaders
 from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
@@ -83,6 +84,8 @@ class RunOptions:
     # line ({port}, {model}, {host}, {exe} filled in), or the model for the adapter's usual one.
     launch: str | None = None
     launch_model: str | None = None
+    # --api-key and --header: sent with every request to the endpoint, never written down.
+    headers: RequestHeaders = field(default_factory=RequestHeaders)
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,12 +190,13 @@ def _run_against(
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
     plan = prepare_load(scenario, tokenizer, adapter, console)
-    engine_description = fetch_json(base_url, "/debug/engine")
+    headers = opts.headers.as_dict()
+    engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
     local = urlsplit(base_url).hostname in _LOCAL_HOSTS
     probes, probe_messages = (
-        start_probes(console, adapter, base_url, engine_pid, local)
+        start_probes(console, adapter, base_url, engine_pid, local, headers)
         if opts.probes
         else (None, ["probes disabled"])
     )
@@ -202,8 +206,8 @@ def _run_against(
     finally:
         if probes is not None:
             probe_result = probes.stop()
-    steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
-    engine_end = fetch_json(base_url, "/debug/engine")
+    steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
+    engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
@@ -263,7 +267,9 @@ async def _drive(
     plan: LoadPlan,
 ) -> tuple[LoadResult, ClientClock, str]:
     scenario = opts.scenario
-    probe = StreamingClient(base_url, opts.model or "", max_connections=1)
+    probe = StreamingClient(
+        base_url, opts.model or "", max_connections=1, headers=opts.headers.as_dict()
+    )
     try:
         models = await probe.check_reachable(_REACHABLE_TIMEOUT_S)
     except ServerUnreachableError as e:
@@ -285,7 +291,8 @@ async def _drive(
         try:
             result = await drive_load(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
-                workers=opts.workers, on_record=display.on_record, counters=display.counters,
+                workers=opts.workers, headers=opts.headers, on_record=display.on_record,
+                counters=display.counters,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e
