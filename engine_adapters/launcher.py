@@ -13,9 +13,14 @@ from pathlib import Path
 
 import httpx
 
+from results.redact import command_secrets, redact_command, redact_text
+
 
 class EngineStartError(RuntimeError):
-    """The engine exited or did not become healthy in time; carries the tail of its log."""
+    """The engine exited or did not become healthy in time; carries the tail of its log.
+
+    The message shows the command line and the log tail redacted (results.redact): an engine
+    that echoes its arguments (vLLM logs its non-default ones) does not print its key here."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -83,13 +88,15 @@ def launch(
             start_new_session=True,
         )
     engine = LaunchedEngine(command, base_url, process, Path(log_name))
+    shown = " ".join(redact_command(command))
+    secrets = command_secrets(command)
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0) as client:
         while True:
             if process.poll() is not None:
                 raise EngineStartError(
                     f"the engine exited with code {process.returncode} before it was healthy: "
-                    f"{' '.join(command)}\n--- its log ---\n{engine.log_tail()}"
+                    f"{shown}\n--- its log ---\n{redact_text(engine.log_tail(), secrets)}"
                 )
             try:
                 if client.get(base_url + health_path).status_code == 200:
@@ -100,6 +107,6 @@ def launch(
                 engine.stop()
                 raise EngineStartError(
                     f"the engine was not healthy at {base_url}{health_path} after {timeout_s:.0f} "
-                    f"s: {' '.join(command)}\n--- its log ---\n{engine.log_tail()}"
+                    f"s: {shown}\n--- its log ---\n{redact_text(engine.log_tail(), secrets)}"
                 )
             time.sleep(0.1)

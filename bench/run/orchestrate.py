@@ -42,6 +42,7 @@ from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
 from results.engine_steps import fetch_json, fetch_steps
+from results.redact import redact_command
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from results.schema import (
@@ -136,7 +137,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     if external:
         try:
             plan = launch_plan(adapter, opts.launch, opts.launch_model)
-            console.print(f"starting {adapter.name}: {' '.join(plan.command)}")
+            console.print(f"starting {adapter.name}: {' '.join(redact_command(plan.command))}")
             launched = start_engine(adapter, plan)
         except (LaunchError, EngineStartError) as e:
             raise RunError(str(e)) from e
@@ -161,7 +162,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
         adapter=adapter.name,
         url=base_url,
         launched=launched is not None,
-        launch_command=launched.command if launched else None,
+        launch_command=redact_command(launched.command) if launched else None,
         settings=settings or None,
         startup_s=time.monotonic() - t_launch if launched else None,
     )
