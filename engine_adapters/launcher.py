@@ -78,17 +78,23 @@ def launch(
     """
     fd, log_name = tempfile.mkstemp(prefix="engine-", suffix=".log")
     # The child keeps its own copy of the descriptor; ours is closed once it has started.
-    with os.fdopen(fd, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
-    engine = LaunchedEngine(command, base_url, process, Path(log_name))
     shown = " ".join(redact_command(command))
+    with os.fdopen(fd, "wb") as log_file:
+        try:
+            process = subprocess.Popen(
+                command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        except OSError as exc:  # no such program, not executable: said, not a traceback
+            Path(log_name).unlink(missing_ok=True)
+            raise EngineStartError(
+                f"cannot run {command[0]!r} ({exc.strerror or exc}): {shown}"
+            ) from None
+    engine = LaunchedEngine(command, base_url, process, Path(log_name))
     secrets = command_secrets(command)
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0) as client:

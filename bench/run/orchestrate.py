@@ -103,7 +103,7 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
     return settings
 
 
-def _load_tokenizer(spec: str) -> Any:
+def _load_tokenizer(spec: str, option: str = "--tokenizer") -> Any:
     # Imported here: it pulls in torch, which a run against an external URL may not need.
     from engine.llm_engine import load_tokenizer
     from engine.model.weights import load_model_spec
@@ -111,7 +111,8 @@ def _load_tokenizer(spec: str) -> Any:
     try:
         config, _ = load_model_spec(spec)
     except (ValueError, OSError) as e:
-        raise RunError(f"--tokenizer {spec!r}: {e}") from e
+        hint = "; pass --tokenizer with the model's HF directory" if option != "--tokenizer" else ""
+        raise RunError(f"{option} {spec!r}: {e}{hint}") from e
     return load_tokenizer(spec, config)
 
 
@@ -129,7 +130,8 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
             f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
             " pass --tokenizer with its local HF directory (or a preset name)"
         )
-    tokenizer = _load_tokenizer(tokenizer_spec)
+    given = opts.tokenizer is not None or reference
+    tokenizer = _load_tokenizer(tokenizer_spec, "--tokenizer" if given else "--launch-model")
 
     started_wall = datetime.now(UTC)
     t_launch = time.monotonic()
