@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ from engine_adapters.base import EngineAdapter
 from engine_adapters.engine_cache import find_executable
 from engine_adapters.launcher import LaunchedEngine, free_port, launch
 
-__all__ = ["LaunchError", "LaunchPlan", "launch_plan", "start_engine"]
+__all__ = ["LaunchError", "LaunchPlan", "launch_plan", "program_of", "start_engine"]
 
 HOST = "127.0.0.1"
 
@@ -40,6 +41,8 @@ class LaunchPlan:
     base_url: str
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 300.0
+    # The option the command came from, which errors name: "--launch" or "--launch-model".
+    option: str = "--launch"
 
 
 def _port_from_args(args: Sequence[str]) -> int | None:
@@ -70,6 +73,31 @@ def _fill(args: Sequence[str], values: dict[str, str]) -> list[str]:
     return filled
 
 
+def program_of(args: Sequence[str]) -> str | None:
+    """The program ``args`` runs: its first word, or for ``env [-OPTS] [NAME=VALUE ...] PROG``
+    the ``PROG`` after env's options and assignments (None when there is none)."""
+    rest = list(args)
+    if rest and os.path.basename(rest[0]) == "env":
+        rest = rest[1:]
+        while rest and (rest[0].startswith("-") or "=" in rest[0]):
+            # env's options that take the next word: -u NAME, -C DIR.
+            takes_value = rest[0] in ("-u", "--unset", "-C", "--chdir")
+            rest = rest[2:] if takes_value else rest[1:]
+    return rest[0] if rest else None
+
+
+def _check_program(args: Sequence[str], option: str) -> None:
+    """Refuse a command whose program cannot be run, naming it (not a traceback from exec)."""
+    program = program_of(args)
+    if program is None:
+        raise LaunchError(f"{option}: the command names no program to run")
+    if os.sep in program:
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            raise LaunchError(f"{option}: {program!r} is not an executable file")
+    elif shutil.which(program) is None:
+        raise LaunchError(f"{option}: {program!r} is not on PATH; install it or give its full path")
+
+
 def launch_plan(
     adapter: EngineAdapter,
     command: str | Sequence[str] | None = None,
@@ -92,6 +120,7 @@ def launch_plan(
 
     Raises:
         LaunchError: no command and no template, a missing model or executable, or no port.
+            The message names ``--launch`` or ``--launch-model``, whichever was given.
     """
     chosen = port or free_port(HOST)
     exe = executable or (find_executable(adapter.executable) if adapter.executable else None)
@@ -99,14 +128,16 @@ def launch_plan(
     if command is None:
         if adapter.launch_template is None:
             raise LaunchError(
-                f'engine {adapter.name!r} has no usual command line; give --launch "CMD"'
+                f"--launch-model: engine {adapter.name!r} has no usual command line; give "
+                '--launch "CMD" instead'
             )
         if not model:
-            raise LaunchError(f"--launch for {adapter.name}: give the model (--launch-model DIR)")
+            raise LaunchError(f"--launch-model: give the model for {adapter.name} (a HF dir)")
         if "{exe}" in " ".join(adapter.launch_template) and not exe:
             raise LaunchError(
-                f"--launch for {adapter.name}: {adapter.executable!r} is neither in the engine "
-                "cache nor on PATH; install it (benchmarks/engines/) or pass its path"
+                f"--launch-model for {adapter.name}: {adapter.executable!r} is neither in the "
+                "engine cache nor on PATH; install it (benchmarks/engines/) or give "
+                '--launch "PATH/TO/EXE ..."'
             )
         args = _fill(adapter.launch_template, values)
     else:
@@ -114,6 +145,11 @@ def launch_plan(
         if not raw:
             raise LaunchError("--launch: the command is empty")
         text = " ".join(raw)
+        if "{exe}" in text and not exe:
+            raise LaunchError(
+                f"--launch: {{exe}} stands for {adapter.executable or 'the engine'!r}, which is "
+                "neither in the engine cache nor on PATH; install it or write its path"
+            )
         args = _fill(raw, values)
         if "{port}" not in text:
             found = _port_from_args(args)
@@ -125,14 +161,18 @@ def launch_plan(
             chosen = found
     env = {k: v for k, v in adapter.launch_env.items() if k not in os.environ}
     return LaunchPlan(
-        [*args, *extra_args], f"http://{HOST}:{chosen}", env, adapter.launch_timeout_s
-    )
+        [*args, *extra_args], f"http://{HOST}:{chosen}", env, adapter.launch_timeout_s,
+        option="--launch" if command is not None else "--launch-model",
+    )  # fmt: skip
 
 
 def start_engine(adapter: EngineAdapter, plan: LaunchPlan) -> LaunchedEngine:
     """Start ``plan`` and wait until the adapter's health path answers (see launcher.launch).
 
     Raises:
+        LaunchError: the program (after ``env`` and its assignments) is neither on PATH nor an
+            executable file; one line naming it and the option it came from.
         engine_adapters.launcher.EngineStartError: it exited or was not healthy in time.
     """
+    _check_program(plan.command, plan.option)
     return launch(plan.command, plan.base_url, adapter.health_path, plan.timeout_s, plan.env)

@@ -13,9 +13,14 @@ from pathlib import Path
 
 import httpx
 
+from results.redact import command_secrets, redact_command, redact_text
+
 
 class EngineStartError(RuntimeError):
-    """The engine exited or did not become healthy in time; carries the tail of its log."""
+    """The engine exited or did not become healthy in time; carries the tail of its log.
+
+    The message shows the command line and the log tail redacted (results.redact): an engine
+    that echoes its arguments (vLLM logs its non-default ones) does not print its key here."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -73,23 +78,31 @@ def launch(
     """
     fd, log_name = tempfile.mkstemp(prefix="engine-", suffix=".log")
     # The child keeps its own copy of the descriptor; ours is closed once it has started.
+    shown = " ".join(redact_command(command))
     with os.fdopen(fd, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
+        try:
+            process = subprocess.Popen(
+                command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        except OSError as exc:  # no such program, not executable: said, not a traceback
+            Path(log_name).unlink(missing_ok=True)
+            raise EngineStartError(
+                f"cannot run {command[0]!r} ({exc.strerror or exc}): {shown}"
+            ) from None
     engine = LaunchedEngine(command, base_url, process, Path(log_name))
+    secrets = command_secrets(command)
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0) as client:
         while True:
             if process.poll() is not None:
                 raise EngineStartError(
                     f"the engine exited with code {process.returncode} before it was healthy: "
-                    f"{' '.join(command)}\n--- its log ---\n{engine.log_tail()}"
+                    f"{shown}\n--- its log ---\n{redact_text(engine.log_tail(), secrets)}"
                 )
             try:
                 if client.get(base_url + health_path).status_code == 200:
@@ -100,6 +113,6 @@ def launch(
                 engine.stop()
                 raise EngineStartError(
                     f"the engine was not healthy at {base_url}{health_path} after {timeout_s:.0f} "
-                    f"s: {' '.join(command)}\n--- its log ---\n{engine.log_tail()}"
+                    f"s: {shown}\n--- its log ---\n{redact_text(engine.log_tail(), secrets)}"
                 )
             time.sleep(0.1)

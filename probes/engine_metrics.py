@@ -59,7 +59,8 @@ def normalize(
 
 class EngineMetricsSampler(Sampler):
     """GET ``base_url``/metrics every ``interval_s`` (default 0.5 s: 2 Hz) and store the mapped
-    samples (module docstring)."""
+    samples (module docstring). ``headers`` go with every scrape (an endpoint behind a key);
+    they are never stored or described."""
 
     source = "engine"
 
@@ -70,8 +71,10 @@ class EngineMetricsSampler(Sampler):
         interval_s: float = 0.5,
         timeout_s: float = 2.0,
         path: str = "/metrics",
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(interval_s)
+        self._headers = dict(headers or {})
         self.url = base_url.rstrip("/") + path
         self.metric_names = {k: tuple(v) for k, v in metric_names.items()}
         self._timeout_s = timeout_s
@@ -82,7 +85,7 @@ class EngineMetricsSampler(Sampler):
     def open(self) -> str | None:
         if not self.metric_names:
             return "the engine adapter maps no Prometheus names; engine metrics not recorded"
-        self._client = httpx.Client(timeout=self._timeout_s)
+        self._client = httpx.Client(timeout=self._timeout_s, headers=self._headers)
         try:
             response = self._client.get(self.url)
         except httpx.HTTPError as exc:

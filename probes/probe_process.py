@@ -5,11 +5,13 @@ Python) would hold the interpreter lock that the load generator's event loop nee
 chunks; in a process of its own it cannot delay a timestamp, and the probes' whole cost shows up
 as that process's CPU time, which is reported.
 
-Protocol over the child's stdin/stdout, one JSON object a line: the parent writes the ProbeSpec
-and the path of a result file; the child answers {"event": "started", "reasons": [...]} once its
-samplers run; any line (or end of input: the parent died) on stdin stops it; it writes the
-ProbeResult as JSON to the result file and answers {"event": "stopped"}. A plain subprocess,
-not multiprocessing, so that nothing re-imports the parent's __main__ (the `bench` CLI).
+Protocol over the child's stdin/stdout, one JSON object a line: the parent writes the ProbeSpec,
+the headers of the engine's /metrics (``--api-key``/``--header``: through the pipe, never a
+file, the environment or argv) and the path of a result file; the child answers
+{"event": "started", "reasons": [...]} once its samplers run; any line (or end of input: the
+parent died) on stdin stops it; it writes the ProbeResult as JSON to the result file and
+answers {"event": "stopped"}. A plain subprocess, not multiprocessing, so that nothing
+re-imports the parent's __main__ (the `bench` CLI).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,10 +45,13 @@ def _failed(reason: str) -> ProbeResult:
 
 
 class ProbeProcess:
-    """Run ``spec``'s samplers in a child process: ``start()`` before the load, ``stop()`` after."""
+    """Run ``spec``'s samplers in a child process: ``start()`` before the load, ``stop()`` after.
 
-    def __init__(self, spec: ProbeSpec) -> None:
+    ``engine_headers`` go with each /metrics scrape (module docstring: how they travel)."""
+
+    def __init__(self, spec: ProbeSpec, engine_headers: Mapping[str, str] | None = None) -> None:
         self.spec = spec
+        self._engine_headers = dict(engine_headers or {})
         self._process: subprocess.Popen[str] | None = None
         fd, name = tempfile.mkstemp(prefix="probes-", suffix=".json")
         os.close(fd)
@@ -85,7 +91,14 @@ class ProbeProcess:
             env={**os.environ, "PYTHONPATH": path},
         )
         assert self._process.stdin is not None
-        _send(self._process.stdin, {"spec": self.spec.to_json(), "result": str(self._result_path)})
+        _send(
+            self._process.stdin,
+            {
+                "spec": self.spec.to_json(),
+                "engine_headers": self._engine_headers,
+                "result": str(self._result_path),
+            },
+        )
         try:
             return list(self._readline(timeout_s)["reasons"])
         except (RuntimeError, ValueError, KeyError):
@@ -119,7 +132,8 @@ def main() -> None:
     """The child's side of the protocol (module docstring)."""
     cpu0, t0 = time.process_time(), time.perf_counter()
     request = json.loads(sys.stdin.readline())
-    session = ProbeSession(ProbeSpec.from_json(request["spec"]).build())
+    spec = ProbeSpec.from_json(request["spec"])
+    session = ProbeSession(spec.build(request.get("engine_headers") or None))
     _send(sys.stdout, {"event": "started", "reasons": session.start()})
     sys.stdin.readline()  # a stop message, or "" when the parent has gone
     result = session.stop()

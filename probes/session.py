@@ -51,7 +51,9 @@ class ProbeSpec:
         names = {k: tuple(v) for k, v in data.get("engine_metric_names", {}).items()}
         return cls(**{**data, "engine_metric_names": names})
 
-    def build(self) -> list[Sampler]:
+    def build(self, engine_headers: Mapping[str, str] | None = None) -> list[Sampler]:
+        """The samplers; ``engine_headers`` go with each /metrics scrape. They are an argument,
+        not a field, so that a spec, which may be shown or stored, never holds a secret."""
         # Imported here so that a spec can be pickled without loading every sampler's module.
         from probes.cpu import CpuSampler
         from probes.engine_metrics import EngineMetricsSampler
@@ -69,6 +71,7 @@ class ProbeSpec:
                     self.engine_metric_names,
                     self.engine_interval_s,
                     path=self.engine_metrics_path,
+                    headers=engine_headers,
                 )
             )
         return samplers

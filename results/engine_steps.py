@@ -9,6 +9,7 @@ the steps are not placed on the run's clock (the caller decides; see ``same_host
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -44,10 +45,13 @@ STEPS_SCHEMA = pa.schema(
 )
 
 
-def fetch_json(base_url: str, path: str, timeout_s: float = 10.0) -> Any | None:
-    """GET ``base_url + path`` as JSON; None when the engine does not offer it (any failure)."""
+def fetch_json(
+    base_url: str, path: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+) -> Any | None:
+    """GET ``base_url + path`` as JSON, with ``headers`` (an endpoint's key); None when the
+    engine does not offer it (any failure)."""
     try:
-        r = httpx.get(base_url.rstrip("/") + path, timeout=timeout_s)
+        r = httpx.get(base_url.rstrip("/") + path, timeout=timeout_s, headers=headers)
     except httpx.HTTPError:
         return None
     if r.status_code != 200:
@@ -77,9 +81,11 @@ def steps_frame(columns: dict[str, list[int]], t0_ns: int) -> pd.DataFrame:
     return pa.Table.from_pandas(out, schema=STEPS_SCHEMA, preserve_index=False).to_pandas()
 
 
-def fetch_steps(base_url: str, t0_ns: int) -> pd.DataFrame | None:
+def fetch_steps(
+    base_url: str, t0_ns: int, headers: Mapping[str, str] | None = None
+) -> pd.DataFrame | None:
     """The engine's steps during the run, or None if it does not expose /debug/steps."""
-    data = fetch_json(base_url, "/debug/steps")
+    data = fetch_json(base_url, "/debug/steps", headers=headers)
     if not isinstance(data, dict) or data.get("clock") != "perf_counter_ns":
         return None
     return steps_frame(data.get("columns", {}), t0_ns)

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.engine_steps import STEPS_SCHEMA
+from results.redact import redact_command
 from results.schema import (
     RunJson,
     SchemaError,
@@ -155,9 +156,14 @@ class RunFolder:
         """Write run.json (indent 2; NaN/inf become null, Paths and numpy scalars plain JSON).
 
         Raises results.schema.SchemaError (nothing written) when ``data`` does not fit
-        results.schema.RunJson at the current RUN_JSON_VERSION, naming the key.
+        results.schema.RunJson at the current RUN_JSON_VERSION, naming the key. The engine's
+        launch command is stored redacted (results.redact), whoever built the document.
         """
         path = self.path / RUN_JSON
+        engine = data.get("engine")
+        if isinstance(engine, dict) and engine.get("launch_command"):
+            redacted = {**engine, "launch_command": redact_command(engine["launch_command"])}
+            data = {**data, "engine": redacted}  # type: ignore[typeddict-item]
         _write_json(path, check_run_json(json_safe(data), str(path)))
         return path
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
 from bench.run.messages import print_error, print_warning
 
 app = typer.Typer(
@@ -85,6 +86,8 @@ def run(
             "for llamacpp); also the default --tokenizer."
         ),
     ] = None,
+    api_key: Annotated[str | None, API_KEY_OPTION] = None,
+    header: Annotated[list[str] | None, HEADER_OPTION] = None,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
@@ -94,12 +97,13 @@ def run(
 
     try:
         spec = load_scenario(scenario)
-    except ScenarioError as e:
+        headers = request_headers(api_key, header)
+    except (ScenarioError, ValueError) as e:
         print_error(console, e)
         raise typer.Exit(2) from e
     opts = RunOptions(
         spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
-        driver=driver, workers=workers, launch=launch, launch_model=launch_model,
+        driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
     )  # fmt: skip
     if repeat > 1:
         from bench.experiments.repeat import run_repeated

@@ -3,7 +3,9 @@
 Its engine options are not written here: one is made for every EngineConfig setting (its flag,
 type, default, help and choices, in a help panel per group), so a setting added to
 engine.config appears here untouched. The server's own options (address, core process, log
-level) are the only ones declared in this module.
+level, API key) are the only ones declared in this module. The key is a server option, not an
+engine setting: it is in no EngineConfig, so it never reaches the engine core, /debug/engine or
+run.json.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from engine.config import SETTINGS, EngineConfig, Setting
+from engine.serving.auth import API_KEY_ENV
 
 __all__ = ["config_from_options", "register", "serve"]
 
@@ -60,6 +63,24 @@ def _server_parameter(name: str, kind: type, default: Any, help: str) -> inspect
     )
 
 
+def _api_key_parameter() -> inspect.Parameter:
+    option = typer.Option(
+        "--api-key",
+        envvar=API_KEY_ENV,
+        show_envvar=True,
+        show_default=False,
+        rich_help_panel=_SERVER_PANEL,
+        help="Require 'Authorization: Bearer KEY' on every /v1 route (401 otherwise), as vLLM's "
+        "--api-key; /health, /metrics and /debug stay open.",
+    )
+    return inspect.Parameter(
+        "api_key",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[str | None, option],
+    )
+
+
 def config_from_options(options: dict[str, Any]) -> EngineConfig:
     """The EngineConfig of `bench serve`'s parsed options (the server's own are ignored).
 
@@ -81,8 +102,9 @@ def serve(**options: Any) -> None:
         raise typer.BadParameter(str(e)) from e
     try:
         run_server(
-            config, options["host"], options["port"], core_process=options["engine_core_process"]
-        )
+            config, options["host"], options["port"], core_process=options["engine_core_process"],
+            api_key=options.get("api_key") or None,
+        )  # fmt: skip
     except (EngineCoreError, ValueError) as e:
         typer.echo(f"error: the engine did not start: {e}", err=True)
         raise typer.Exit(1) from e
@@ -91,6 +113,7 @@ def serve(**options: Any) -> None:
 # typer reads the options from the signature: the server's, then one per engine setting.
 serve.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [_server_parameter(*option) for option in _SERVER_OPTIONS]
+    + [_api_key_parameter()]
     + [_engine_parameter(s) for s in SETTINGS]
 )
 

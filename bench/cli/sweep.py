@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
 from bench.experiments.sweep import (
     Axis,
     RunPoint,
@@ -132,6 +133,8 @@ def register(app: typer.Typer) -> None:
         runs_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = Path("runs"),
         workers: Annotated[int, typer.Option(help="Client processes per run.")] = 1,
         live: Annotated[bool, typer.Option(help="Live display during each run.")] = True,
+        api_key: Annotated[str | None, API_KEY_OPTION] = None,
+        header: Annotated[list[str] | None, HEADER_OPTION] = None,
     ) -> None:
         """Run a scenario at several users or rates (one run folder each), or search SLOs."""
         from bench.run.orchestrate import RunError
@@ -149,12 +152,13 @@ def register(app: typer.Typer) -> None:
             targets = parse_slo(slo) if slo else None
             chosen: Axis = "users" if users else "rate" if rates else axis  # type: ignore[assignment]
             values = parse_values(users or rates, chosen) if (users or rates) else None
+            headers = request_headers(api_key, header)
         except (ValueError, ScenarioError) as e:
             print_error(console, e)
             raise typer.Exit(2) from e
         run_point = make_run_point(
             console, url=url, engine=engine, model=model, tokenizer=tokenizer,
-            runs_dir=runs_dir, live=live, workers=workers,
+            runs_dir=runs_dir, live=live, workers=workers, headers=headers,
         )  # fmt: skip
 
         def on_point(point: SweepPoint) -> None:

@@ -22,6 +22,7 @@ from rich.console import Console
 from bench.run.load_plan import build_plan, load_section
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
+from loadgen.client.auth import HEADERS_ENV, RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import LocustError, run_locust
@@ -61,7 +62,7 @@ async def drive_load(
     *,
     driver: str = "asyncio",
     workers: int = 1,
-    api_key: str | None = None,
+    headers: RequestHeaders | None = None,
     on_record: Any = None,
     counters: Any = None,
     remote_workers: int = 0,
@@ -80,7 +81,7 @@ async def drive_load(
         raise LoadError(f"--driver {driver!r}: expected one of {', '.join(DRIVERS)}")
     if workers < 1:
         raise LoadError(f"--workers {workers}: expected >= 1")
-    config = ClientConfig(base_url, model, api_key=api_key)
+    config = ClientConfig(base_url, model, headers=headers or RequestHeaders())
     if driver == "asyncio":
         return await run_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters
@@ -92,6 +93,12 @@ async def drive_load(
                 f"waiting for {remote_workers} remote Locust worker(s): copy {job} to each "
                 f"machine and run there, in this checkout: LLM_PERF_LOCUST_JOB=<copied job> "
                 f"{' '.join(command)}"
+                + (
+                    f" (with ${HEADERS_ENV} set to the headers {config.headers.names()}, as JSON "
+                    "[[name, value], ...]: bench never writes their values down)"
+                    if config.headers
+                    else ""
+                )
             )
 
     try:

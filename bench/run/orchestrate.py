@@ -34,6 +34,7 @@ from engine_adapters.base import EngineAdapter
 from engine_adapters.launch_command import LaunchError, launch_plan, start_engine
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
 from engine_adapters.registry import get_adapter
+from loadgen.client.auth import RequestHeaders
 from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
@@ -41,6 +42,7 @@ from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
 from results.engine_steps import fetch_json, fetch_steps
+from results.redact import redact_command
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from results.schema import (
@@ -83,6 +85,8 @@ class RunOptions:
     # line ({port}, {model}, {host}, {exe} filled in), or the model for the adapter's usual one.
     launch: str | None = None
     launch_model: str | None = None
+    # --api-key and --header: sent with every request to the endpoint, never written down.
+    headers: RequestHeaders = field(default_factory=RequestHeaders)
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +103,7 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
     return settings
 
 
-def _load_tokenizer(spec: str) -> Any:
+def _load_tokenizer(spec: str, option: str = "--tokenizer") -> Any:
     # Imported here: it pulls in torch, which a run against an external URL may not need.
     from engine.llm_engine import load_tokenizer
     from engine.model.weights import load_model_spec
@@ -107,7 +111,8 @@ def _load_tokenizer(spec: str) -> Any:
     try:
         config, _ = load_model_spec(spec)
     except (ValueError, OSError) as e:
-        raise RunError(f"--tokenizer {spec!r}: {e}") from e
+        hint = "; pass --tokenizer with the model's HF directory" if option != "--tokenizer" else ""
+        raise RunError(f"{option} {spec!r}: {e}{hint}") from e
     return load_tokenizer(spec, config)
 
 
@@ -125,7 +130,8 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
             f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
             " pass --tokenizer with its local HF directory (or a preset name)"
         )
-    tokenizer = _load_tokenizer(tokenizer_spec)
+    given = opts.tokenizer is not None or reference
+    tokenizer = _load_tokenizer(tokenizer_spec, "--tokenizer" if given else "--launch-model")
 
     started_wall = datetime.now(UTC)
     t_launch = time.monotonic()
@@ -133,7 +139,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     if external:
         try:
             plan = launch_plan(adapter, opts.launch, opts.launch_model)
-            console.print(f"starting {adapter.name}: {' '.join(plan.command)}")
+            console.print(f"starting {adapter.name}: {' '.join(redact_command(plan.command))}")
             launched = start_engine(adapter, plan)
         except (LaunchError, EngineStartError) as e:
             raise RunError(str(e)) from e
@@ -158,7 +164,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
         adapter=adapter.name,
         url=base_url,
         launched=launched is not None,
-        launch_command=launched.command if launched else None,
+        launch_command=redact_command(launched.command) if launched else None,
         settings=settings or None,
         startup_s=time.monotonic() - t_launch if launched else None,
     )
@@ -187,12 +193,13 @@ def _run_against(
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
     plan = prepare_load(scenario, tokenizer, adapter, console)
-    engine_description = fetch_json(base_url, "/debug/engine")
+    headers = opts.headers.as_dict()
+    engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
     local = urlsplit(base_url).hostname in _LOCAL_HOSTS
     probes, probe_messages = (
-        start_probes(console, adapter, base_url, engine_pid, local)
+        start_probes(console, adapter, base_url, engine_pid, local, headers)
         if opts.probes
         else (None, ["probes disabled"])
     )
@@ -202,8 +209,8 @@ def _run_against(
     finally:
         if probes is not None:
             probe_result = probes.stop()
-    steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
-    engine_end = fetch_json(base_url, "/debug/engine")
+    steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
+    engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
@@ -263,7 +270,9 @@ async def _drive(
     plan: LoadPlan,
 ) -> tuple[LoadResult, ClientClock, str]:
     scenario = opts.scenario
-    probe = StreamingClient(base_url, opts.model or "", max_connections=1)
+    probe = StreamingClient(
+        base_url, opts.model or "", max_connections=1, headers=opts.headers.as_dict()
+    )
     try:
         models = await probe.check_reachable(_REACHABLE_TIMEOUT_S)
     except ServerUnreachableError as e:
@@ -285,7 +294,8 @@ async def _drive(
         try:
             result = await drive_load(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
-                workers=opts.workers, on_record=display.on_record, counters=display.counters,
+                workers=opts.workers, headers=opts.headers, on_record=display.on_record,
+                counters=display.counters,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e

@@ -12,6 +12,7 @@ analytic section (model shape, dtypes, roofs) is results.analytic.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -56,10 +57,12 @@ def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
 
 
 def start_probes(
-    console: Console, adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool
-) -> tuple[ProbeProcess | None, list[str]]:
-    """Start the probe process; a probe that cannot run is said once, and the run goes on."""
-    probes = ProbeProcess(probe_spec(adapter, base_url, engine_pid, local))
+    console: Console, adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
+    headers: Mapping[str, str] | None = None,
+) -> tuple[ProbeProcess | None, list[str]]:  # fmt: skip
+    """Start the probe process; a probe that cannot run is said once, and the run goes on.
+    ``headers`` (``--api-key``/``--header``) go with each /metrics scrape."""
+    probes = ProbeProcess(probe_spec(adapter, base_url, engine_pid, local), headers)
     try:
         reasons = probes.start()
     except RuntimeError as e:

@@ -28,6 +28,7 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.native.cpu_allocator import retain_freed_memory
 from engine.serving.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLLM
+from engine.serving.auth import ApiKeyMiddleware
 from engine.serving.core_messages import Describe, StepsSince
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.metrics import EngineMetrics
@@ -72,9 +73,10 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "invalid request: " + "; ".join(parts), param
 
 
-def build_app(engine: LLMEngine | EngineCoreProcess) -> FastAPI:
+def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None) -> FastAPI:
     """The OpenAI-compatible app over an in-process engine (stepped in a thread) or an engine
-    core process."""
+    core process; with ``api_key``, /v1 needs ``Authorization: Bearer <api_key>``
+    (engine.serving.auth)."""
     metrics = EngineMetrics(engine.served_model_name)
     llm = (
         RemoteAsyncLLM(engine, metrics)
@@ -96,6 +98,8 @@ def build_app(engine: LLMEngine | EngineCoreProcess) -> FastAPI:
 
     app = FastAPI(title="reference engine", lifespan=lifespan)
     app.state.llm = llm
+    if api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=api_key)
 
     @app.exception_handler(RequestValidationError)
     async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -314,13 +318,18 @@ def _check_length(
 
 
 def run_server(
-    config: EngineConfig, host: str = "127.0.0.1", port: int = 8000, core_process: bool = True
+    config: EngineConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    core_process: bool = True,
+    api_key: str | None = None,
 ) -> None:
     """Load the engine, then serve until interrupted. /health answers once the model is loaded.
 
     ``core_process`` runs the engine in its own process (engine/serving/core_process.py); without it
-    the engine steps in a thread of the server's process and shares its GIL. Raises
-    EngineCoreError when the core cannot start."""
+    the engine steps in a thread of the server's process and shares its GIL. ``api_key``
+    guards /v1 (engine.serving.auth); it stays in this process. Raises EngineCoreError when
+    the core cannot start."""
     if not core_process:
         # The engine steps in this process: it gets the model's malloc settings.
         why = retain_freed_memory()
@@ -334,7 +343,7 @@ def run_server(
         # uvloop and httptools, uvicorn's fast event loop and HTTP parser: per SSE event they
         # cost about half what asyncio's loop and h11 do, and a stream is one event per token.
         uvicorn.run(
-            build_app(engine), host=host, port=port, log_level="warning", access_log=False,
+            build_app(engine, api_key), host=host, port=port, log_level="warning", access_log=False,
             loop="uvloop", http="httptools",
         )  # fmt: skip
     finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from time import perf_counter_ns
 from typing import Any
 
@@ -55,6 +56,8 @@ class StreamingClient:
         tokenizer: counts output tokens when the server sends no usage, and weighs multi-token
             chunks; optional.
         api_key: sent as ``Authorization: Bearer <api_key>`` when given.
+        headers: more headers for every request (``--header``; an ``Authorization`` here wins
+            over ``api_key``), e.g. ``RequestHeaders.as_dict()`` of loadgen.client.auth.
         connect_timeout_s: the longest wait to open a TCP connection (default
             ``min(timeout_s, 10)``).
         trust_env: honour HTTP(S)_PROXY and similar variables; off by default because a proxy on
@@ -78,6 +81,7 @@ class StreamingClient:
         trust_env: bool = False,
         extra_body: dict[str, Any] | None = None,
         raw: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -110,15 +114,19 @@ class StreamingClient:
             "completions": self.api_root + "/completions",
             "chat": self.api_root + "/chat/completions",
         }
-        headers = {
+        sent = {
             "Accept": "text/event-stream",
             # Compressed SSE would be buffered by the encoder and decoded per read: ask for none.
             "Accept-Encoding": "identity",
             "Content-Type": "application/json",
         }
         if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._headers = headers
+            sent["Authorization"] = f"Bearer {api_key}"
+        for name, value in (headers or {}).items():
+            for known in [k for k in sent if k.lower() == name.lower()]:
+                del sent[known]
+            sent[name] = value
+        self._headers = sent
         self._trust_env = trust_env
         self._slots_pool: ConnectionSlots | None = None
         self._raw: RawPool | None = None
@@ -132,7 +140,7 @@ class StreamingClient:
                 api: (
                     f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
                     f"Host: {host_header}\r\n"
-                    + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                    + "".join(f"{k}: {v}\r\n" for k, v in sent.items())
                     + "Content-Length: "
                 ).encode()
                 for api, tail in (("completions", "/completions"), ("chat", "/chat/completions"))
@@ -435,7 +443,8 @@ class StreamingClient:
         if response.status_code in (401, 403):
             raise ServerUnreachableError(
                 f"{url} answered HTTP {response.status_code}: "
-                f"{error_message_from_body(response.content)}; pass the server's api_key"
+                f"{error_message_from_body(response.content)}; pass the server's key with "
+                "--api-key KEY (or $OPENAI_API_KEY), or the header it wants with --header"
             )
         if response.status_code >= 400:
             return []

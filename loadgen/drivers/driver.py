@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from loadgen.client.auth import RequestHeaders
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
@@ -34,11 +35,12 @@ LoadMode = Literal["closed", "open"]
 @dataclass(frozen=True)
 class ClientConfig:
     """How to reach the server (see :class:`loadgen.client.stream.StreamingClient`); picklable, so
-    worker processes build their own clients from it."""
+    worker processes build their own clients from it (``--workers`` gets it through the spawn
+    pipe, never a file). ``headers``: ``--api-key`` and ``--header``, shown by name only."""
 
     base_url: str
     model: str
-    api_key: str | None = None
+    headers: RequestHeaders = field(default_factory=RequestHeaders)
     timeout_s: float = 300.0
     extra_body: dict[str, Any] = field(default_factory=dict)
 
@@ -49,7 +51,7 @@ class ClientConfig:
             max_connections=connections,
             timeout_s=self.timeout_s,
             tokenizer=tokenizer,
-            api_key=self.api_key,
+            headers=self.headers.as_dict(),
             extra_body=self.extra_body,
         )
 

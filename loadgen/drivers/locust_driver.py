@@ -130,12 +130,13 @@ def run_locust(
         raise LocustError("Locust is not installed: pip install locust")
     out = Path(tempfile.mkdtemp(prefix="llm-perf-locust-"))
     job = LocustJob(
-        plan=plan, base_url=config.base_url, model=config.model, api_key=config.api_key,
+        plan=plan, base_url=config.base_url, model=config.model,
         timeout_s=config.timeout_s, t0_ns=clock.t0_ns, t0_unix_ns=int(clock.t0_unix_s * 1e9),
         hostname=socket.gethostname(), workers=total, out_dir=str(out),
         tokenizer=_picklable(tokenizer),
     )  # fmt: skip
-    env = {**os.environ, JOB_ENV: str(write_job(job, out / "job.pkl"))}
+    # The headers go in the environment of the Locust processes, never in the job file.
+    env = {**os.environ, **config.headers.to_env(), JOB_ENV: str(write_job(job, out / "job.pkl"))}
     limit_s = run_time_s or plan.duration_s or _NO_LIMIT_S
     port = _free_port()
     master_cmd, worker_cmd = locust_commands(plan, config.base_url, total, port, limit_s, bind_host)

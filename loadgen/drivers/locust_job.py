@@ -40,12 +40,15 @@ CLIENT_FILE = "client.jsonl"
 
 @dataclass(frozen=True)
 class LocustJob:
-    """One Locust run of a load plan (closed loop only: Locust users are closed-loop users)."""
+    """One Locust run of a load plan (closed loop only: Locust users are closed-loop users).
+
+    It holds no request header: the job is a file, and ``--api-key``/``--header`` values are
+    never written down; the workers read them from their environment
+    (loadgen.client.auth.HEADERS_ENV)."""
 
     plan: LoadPlan
     base_url: str
     model: str
-    api_key: str | None
     timeout_s: float
     t0_ns: int
     t0_unix_ns: int

@@ -29,6 +29,7 @@ from locust import User, constant, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from loadgen.client.auth import RequestHeaders
 from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
@@ -42,6 +43,8 @@ if JOB_ENV not in os.environ:
         f"${JOB_ENV} is not set: this locustfile runs under `bench run --driver locust`"
     )
 JOB = read_job(os.environ[JOB_ENV])
+# --api-key and --header, from this process's environment (the job file holds none).
+HEADERS = RequestHeaders.from_env()
 _FLUSH_S = 0.25
 _TICK_S = 0.01
 
@@ -220,8 +223,7 @@ class PlanUser(User):
         self.http = requests.Session()
         self.http.trust_env = False  # a proxy on the path would distort every latency
         self.http.headers.update({"Accept-Encoding": "identity"})
-        if JOB.api_key:
-            self.http.headers["Authorization"] = f"Bearer {JOB.api_key}"
+        self.http.headers.update(HEADERS.as_dict())
         self.finished = False
 
     def on_stop(self) -> None:

@@ -19,17 +19,25 @@ from engine_adapters.launcher import free_port
 
 @contextmanager
 def running_server(
-    config: EngineConfig, startup_timeout_s: float = 60.0, core_process: bool = False
+    config: EngineConfig,
+    startup_timeout_s: float = 60.0,
+    core_process: bool = False,
+    api_key: str | None = None,
 ) -> Iterator[str]:
     """Serve ``config`` on a free port; yields the base URL, stops the server on exit.
 
     The engine steps in a thread of this process, or with ``core_process`` in a child process
-    named "engine-core" (as `bench serve` runs it), which the server closes when it stops."""
+    named "engine-core" (as `bench serve` runs it), which the server closes when it stops.
+    With ``api_key`` the /v1 routes need it (`bench serve --api-key`)."""
     engine = EngineCoreProcess(config) if core_process else LLMEngine(config)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            build_app(engine), host="127.0.0.1", port=port, log_level="warning", access_log=False
+            build_app(engine, api_key),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            access_log=False,
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

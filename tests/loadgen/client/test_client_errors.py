@@ -176,7 +176,7 @@ def test_check_reachable_on_a_live_server(status: int, expected: list[str] | Non
             return await client.check_reachable(timeout_s=3.0)
 
     if expected is None:
-        with pytest.raises(ServerUnreachableError, match="api_key"):
+        with pytest.raises(ServerUnreachableError, match="--api-key"):
             run(main())
     else:
         assert run(main()) == expected
