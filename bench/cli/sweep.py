@@ -30,7 +30,9 @@ from bench.experiments.sweep import (
     search_slo,
     write_sweep,
 )
+from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_warning
+from results.usability import DEFAULT_MAX_ERROR_RATE
 
 __all__ = ["make_run_point", "register", "render_sweep"]
 
@@ -132,9 +134,16 @@ def register(app: typer.Typer) -> None:
         runs_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = Path("runs"),
         workers: Annotated[int, typer.Option(help="Client processes per run.")] = 1,
         live: Annotated[bool, typer.Option(help="Live display during each run.")] = True,
+        max_error_rate: Annotated[
+            float,
+            typer.Option(
+                min=0.0, max=1.0, help="Exit 1 when a point's run has more failed requests."
+            ),
+        ] = DEFAULT_MAX_ERROR_RATE,
     ) -> None:
         """Run a scenario at several users or rates (one run folder each), or search SLOs."""
         from bench.run.orchestrate import RunError
+        from bench.run.verdict import exit_code, print_unusable_runs
         from bench.scenario.scenario import ScenarioError, load_scenario
 
         # Piped output (CI logs, files) gets room for the whole table.
@@ -151,10 +160,10 @@ def register(app: typer.Typer) -> None:
             values = parse_values(users or rates, chosen) if (users or rates) else None
         except (ValueError, ScenarioError) as e:
             print_error(console, e)
-            raise typer.Exit(2) from e
+            raise typer.Exit(EXIT_REFUSED) from e
         run_point = make_run_point(
             console, url=url, engine=engine, model=model, tokenizer=tokenizer,
-            runs_dir=runs_dir, live=live, workers=workers,
+            runs_dir=runs_dir, live=live, workers=workers, max_error_rate=max_error_rate,
         )  # fmt: skip
 
         def on_point(point: SweepPoint) -> None:
@@ -169,13 +178,21 @@ def register(app: typer.Typer) -> None:
             else:
                 assert values is not None
                 result = run_sweep(spec, chosen, values, run_point, requests_per_user, on_point)
-        except (RunError, ScenarioError) as e:
+        except ScenarioError as e:
             print_error(console, e)
-            raise typer.Exit(1) from e
+            raise typer.Exit(EXIT_REFUSED) from e
+        except RunError as e:
+            print_error(console, e)
+            raise typer.Exit(e.exit_code) from e
         folder = write_sweep(result, runs_dir)
         _write_report(result, folder, console)
         render_sweep(result, console)
         console.print(f"sweep folder: [bold]{folder}[/bold]")
+        points = sorted(result.points, key=lambda p: p.value)
+        print_unusable_runs(
+            console, [(f"{result.axis} {p.value:g}", p.folder, p.usability) for p in points]
+        )
+        raise typer.Exit(exit_code([p.usability for p in points]))
 
 
 def _write_report(result: SweepResult, folder: Path, console: Console) -> None:
