@@ -46,3 +46,6 @@ class EngineAdapter:
     launch_env: dict[str, str] = field(default_factory=dict)
     # Seconds a launched engine may take to become healthy (model load, warm-up, compiling).
     launch_timeout_s: float = 300.0
+    # A JSON document beside /v1/models that states the context a request may fill, for engines
+    # whose /v1/models does not (llama.cpp's /props, TGI's /info); read by bench's pre-flight.
+    context_path: str | None = None

@@ -49,4 +49,5 @@ LLAMACPP = EngineAdapter(
         "--slots",
     ),
     launch_timeout_s=120.0,
+    context_path="/props",
 )

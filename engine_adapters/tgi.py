@@ -44,4 +44,5 @@ TGI = EngineAdapter(
         "{port}",
     ),
     launch_timeout_s=900.0,
+    context_path="/info",
 )

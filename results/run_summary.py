@@ -7,7 +7,8 @@ two can never disagree:
 - "per_user_tps_by_phase" and "attribution" (results.attribution: prefill vs decode, memory- vs
   compute-bound, MFU and MBU, from steps.parquet and run.json's "analytic"),
 - "probes" (results.samples_summary: energy per output token, GPU, CPU and engine gauges),
-- "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported.
+- "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported,
+- "usability": whether the run can be used (results.usability, with run.json's threshold).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from results.run_folder import RunData
 from results.samples_summary import engine_flops_increase, samples_summary
 from results.schema import SummaryJson
 from results.summary import compute_summary, json_safe
+from results.usability import run_max_error_rate, usability
 
 
 def request_summary(run: RunData) -> SummaryJson:
@@ -50,4 +52,5 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["client"] = client_health(
         read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
     )
+    summary["usability"] = usability(run.requests, run_max_error_rate(run.run_json))
     return cast(SummaryJson, json_safe(summary))

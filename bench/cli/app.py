@@ -14,7 +14,9 @@ import typer
 from rich.console import Console
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
+from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_warning
+from results.usability import DEFAULT_MAX_ERROR_RATE
 
 app = typer.Typer(
     help="LLM-inference performance lab: drive an engine with load, record, and report.",
@@ -88,11 +90,21 @@ def run(
     ] = None,
     api_key: Annotated[str | None, API_KEY_OPTION] = None,
     header: Annotated[list[str] | None, HEADER_OPTION] = None,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Exit 1 (the run is not usable) when more than this share of the requests "
+            "failed, or none succeeded; the run folder is written either way.",
+        ),
+    ] = DEFAULT_MAX_ERROR_RATE,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
     from bench.run.orchestrate import RunError, RunOptions, run_benchmark
     from bench.run.report import render_summary
+    from bench.run.verdict import exit_code, print_unusable_runs
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     try:
@@ -100,15 +112,19 @@ def run(
         headers = request_headers(api_key, header)
     except (ScenarioError, ValueError) as e:
         print_error(console, e)
-        raise typer.Exit(2) from e
+        raise typer.Exit(EXIT_REFUSED) from e
     opts = RunOptions(
         spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
         driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
+        max_error_rate=max_error_rate,
     )  # fmt: skip
     if repeat > 1:
         from bench.experiments.repeat import run_repeated
 
+        runs: list[tuple[str, Path, dict[str, Any] | None]] = []
+
         def show(index: int, folder: Path, summary: dict[str, Any]) -> None:
+            runs.append((f"run {index + 1}", folder, summary.get("usability")))
             render_summary(summary, console)
             console.print(f"run folder: [bold]{folder}[/bold]")
             report_after_run(folder, console)
@@ -117,14 +133,15 @@ def run(
             group, _ = run_repeated(opts, repeat, console, on_run=show)
         except RunError as e:
             print_error(console, e)
-            raise typer.Exit(1) from e
+            raise typer.Exit(e.exit_code) from e
         console.print(f"group folder: [bold]{group}[/bold]")
-        return
+        print_unusable_runs(console, runs)
+        raise typer.Exit(exit_code([verdict for _, _, verdict in runs]))
     try:
         folder, summary = run_benchmark(opts, console)
     except RunError as e:
         print_error(console, e)
-        raise typer.Exit(1) from e
+        raise typer.Exit(e.exit_code) from e
     render_summary(summary, console)
     from results.client_check import client_warning
 
@@ -132,6 +149,7 @@ def run(
         print_warning(console, warning)
     console.print(f"run folder: [bold]{folder}[/bold]")
     report_after_run(folder, console)
+    raise typer.Exit(exit_code([summary.get("usability")]))
 
 
 @app.command()
@@ -146,10 +164,23 @@ def ablate(
     scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
     runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
     live: Annotated[bool, typer.Option(help="Show a live display while each load runs.")] = True,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Exit 1 when a setting's run has more failed requests than this."
+        ),
+    ] = DEFAULT_MAX_ERROR_RATE,
 ) -> None:
     """Run a scenario once per engine setting, each on a fresh reference engine."""
-    from bench.experiments.ablate import AblationError, parse_switch, render_ablation, run_ablation
+    from bench.experiments.ablate import (
+        AblationError,
+        ablation_verdicts,
+        parse_switch,
+        render_ablation,
+        run_ablation,
+    )
     from bench.run.orchestrate import RunError
+    from bench.run.verdict import exit_code, print_unusable_runs
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     try:
@@ -157,17 +188,23 @@ def ablate(
         switches = [parse_switch(s) for s in switch]
     except (ScenarioError, AblationError) as e:
         print_error(console, e)
-        raise typer.Exit(2) from e
+        raise typer.Exit(EXIT_REFUSED) from e
     try:
-        path = run_ablation(spec, switches, runs_dir, console, live)
-    except (AblationError, RunError) as e:
+        path = run_ablation(spec, switches, runs_dir, console, live, max_error_rate)
+    except AblationError as e:
         print_error(console, e)
-        raise typer.Exit(1) from e
+        raise typer.Exit(EXIT_REFUSED) from e
+    except RunError as e:
+        print_error(console, e)
+        raise typer.Exit(e.exit_code) from e
     render_ablation(path, console)
     from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
 
     page = write_ablation_report(ablation_input_from_json(path), path.with_name("ablation.html"))
     console.print(f"dashboard: [bold]{page}[/bold]")
+    verdicts = ablation_verdicts(path)
+    print_unusable_runs(console, verdicts)
+    raise typer.Exit(exit_code([verdict for _, _, verdict in verdicts]))
 
 
 @app.command()

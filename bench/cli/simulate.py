@@ -81,6 +81,9 @@ def simulate(
         from bench.cli.dashboards import report_after_run
 
         report_after_run(folder, console)
+    from bench.run.verdict import exit_code
+
+    raise typer.Exit(exit_code([summary.get("usability")]))
 
 
 def sim_calibrate(

@@ -31,7 +31,9 @@ from bench.experiments.sweep import (
     search_slo,
     write_sweep,
 )
+from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_warning
+from results.usability import DEFAULT_MAX_ERROR_RATE
 
 __all__ = ["make_run_point", "register", "render_sweep"]
 
@@ -135,9 +137,16 @@ def register(app: typer.Typer) -> None:
         live: Annotated[bool, typer.Option(help="Live display during each run.")] = True,
         api_key: Annotated[str | None, API_KEY_OPTION] = None,
         header: Annotated[list[str] | None, HEADER_OPTION] = None,
+        max_error_rate: Annotated[
+            float,
+            typer.Option(
+                min=0.0, max=1.0, help="Exit 1 when a point's run has more failed requests."
+            ),
+        ] = DEFAULT_MAX_ERROR_RATE,
     ) -> None:
         """Run a scenario at several users or rates (one run folder each), or search SLOs."""
         from bench.run.orchestrate import RunError
+        from bench.run.verdict import exit_code, print_unusable_runs
         from bench.scenario.scenario import ScenarioError, load_scenario
 
         # Piped output (CI logs, files) gets room for the whole table.
@@ -155,10 +164,11 @@ def register(app: typer.Typer) -> None:
             headers = request_headers(api_key, header)
         except (ValueError, ScenarioError) as e:
             print_error(console, e)
-            raise typer.Exit(2) from e
+            raise typer.Exit(EXIT_REFUSED) from e
         run_point = make_run_point(
             console, url=url, engine=engine, model=model, tokenizer=tokenizer,
             runs_dir=runs_dir, live=live, workers=workers, headers=headers,
+            max_error_rate=max_error_rate,
         )  # fmt: skip
 
         def on_point(point: SweepPoint) -> None:
@@ -173,13 +183,21 @@ def register(app: typer.Typer) -> None:
             else:
                 assert values is not None
                 result = run_sweep(spec, chosen, values, run_point, requests_per_user, on_point)
-        except (RunError, ScenarioError) as e:
+        except ScenarioError as e:
             print_error(console, e)
-            raise typer.Exit(1) from e
+            raise typer.Exit(EXIT_REFUSED) from e
+        except RunError as e:
+            print_error(console, e)
+            raise typer.Exit(e.exit_code) from e
         folder = write_sweep(result, runs_dir)
         _write_report(result, folder, console)
         render_sweep(result, console)
         console.print(f"sweep folder: [bold]{folder}[/bold]")
+        points = sorted(result.points, key=lambda p: p.value)
+        print_unusable_runs(
+            console, [(f"{result.axis} {p.value:g}", p.folder, p.usability) for p in points]
+        )
+        raise typer.Exit(exit_code([p.usability for p in points]))
 
 
 def _write_report(result: SweepResult, folder: Path, console: Console) -> None:

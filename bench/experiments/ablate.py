@@ -21,6 +21,7 @@ from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from results.run_folder import load_run, sanitize_name
+from results.usability import DEFAULT_MAX_ERROR_RATE
 
 # Every setting is an ablation switch but the name clients send, which changes no figure.
 _NOT_SWITCHES = ("served_model_name",)
@@ -90,16 +91,24 @@ def run_ablation(
     runs_dir: Path,
     console: Console,
     live: bool = True,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
 ) -> Path:
-    """Run every setting; write <runs_dir>/<UTC>-ablate-<scenario>/ablation.json; return it."""
+    """Run every setting; write <runs_dir>/<UTC>-ablate-<scenario>/ablation.json; return it.
+
+    Each row keeps its run's usability verdict (summary.json's ``usability``), so a setting whose
+    run is not usable is named after all of them ran."""
     grid = settings_grid(switches, scenario)
     rows: list[dict[str, Any]] = []
     for i, setting in enumerate(grid):
         console.rule(f"[bold]setting {i + 1}/{len(grid)}: {label(setting)}")
-        opts = RunOptions(scenario, None, "reference", None, None, runs_dir, live, setting)
-        folder, _ = run_benchmark(opts, console)
+        opts = RunOptions(
+            scenario, None, "reference", None, None, runs_dir, live, setting,
+            max_error_rate=max_error_rate,
+        )  # fmt: skip
+        folder, summary = run_benchmark(opts, console)
         rows.append({"setting": setting, "label": label(setting), "run": str(folder),
-                     **ablation_row(load_run(folder))})  # fmt: skip
+                     **ablation_row(load_run(folder)),
+                     "usability": summary.get("usability")})  # fmt: skip
     baseline = rows[0]
     for row in rows:
         row["ratios"] = {
@@ -118,6 +127,12 @@ def run_ablation(
     }
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return path
+
+
+def ablation_verdicts(path: Path) -> list[tuple[str, Path, dict[str, Any]]]:
+    """(label, run folder, usability verdict) of each row of ablation.json at ``path``."""
+    rows = json.loads(path.read_text())["rows"]
+    return [(str(row["label"]), Path(row["run"]), row.get("usability")) for row in rows]
 
 
 def _fmt(value: Any, unit: str) -> str:

@@ -177,6 +177,8 @@ class SweepPoint:
     folder: Path
     figures: dict[str, Any]
     slo_misses: list[str] | None = None
+    # The run's usability verdict (summary.json's "usability"; None in older summaries).
+    usability: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))
@@ -200,7 +202,9 @@ def run_sweep(
     result = SweepResult(scenario.name, axis)
     for value in values:
         folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
-        point = SweepPoint(value, Path(folder), point_figures(summary))
+        point = SweepPoint(
+            value, Path(folder), point_figures(summary), usability=summary.get("usability")
+        )
         result.points.append(point)
         if on_point is not None:
             on_point(point)
@@ -227,7 +231,9 @@ def search_slo(
         if value not in tested:
             folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
             misses = slo_failures(summary, targets)
-            point = SweepPoint(value, Path(folder), point_figures(summary), misses)
+            point = SweepPoint(
+                value, Path(folder), point_figures(summary), misses, summary.get("usability")
+            )
             result.points.append(point)
             if on_point is not None:
                 on_point(point)

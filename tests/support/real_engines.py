@@ -9,15 +9,17 @@ scrape its /metrics into samples.parquet.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pandas as pd
+import pytest
 from rich.console import Console
 
-from bench.run.orchestrate import RunOptions, run_benchmark
+from bench.run.orchestrate import RunOptions, RunRefused, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.base import EngineAdapter
 from probes.engine_metrics import normalize
@@ -57,6 +59,22 @@ high = 96
 """
 
 
+# Prompts 4 tokens short of the context, and 8 output tokens: 4 past it.
+TOO_LONG = """
+name = "too-long"
+users = 1
+num_requests = 2
+
+[input_len]
+kind = "fixed"
+value = {prompt}
+
+[output_len]
+kind = "fixed"
+value = 8
+"""
+
+
 def tiny_model(folder: Path) -> Path:
     return make_hf_model_dir(folder, **ENGINE_MODEL)
 
@@ -85,6 +103,25 @@ def run_scenario(
         folder, summary = run_benchmark(opts, Console(file=sink))
     after = scrape(adapter, base_url)["generation_tokens_total"]
     return folder, summary, after - before
+
+
+def check_refused_past_context(
+    tmp: Path, adapter: EngineAdapter, base_url: str, model_dir: Path, context: int, source: str
+) -> None:
+    """The pre-flight reads the engine's ``context`` (tokens) from ``source``: `bench run` of a
+    scenario 4 tokens past it is refused with the figures and the keys, before any request."""
+    path = tmp / "too-long.toml"
+    path.write_text(TOO_LONG.format(prompt=context - 4))
+    opts = RunOptions(
+        load_scenario(path), base_url, adapter.name, None, str(model_dir), tmp / "refused",
+        live=False,
+    )  # fmt: skip
+    with pytest.raises(RunRefused) as info:
+        run_benchmark(opts, Console(file=io.StringIO()))
+    assert (
+        f"longest prompt {context - 4} tokens + output 8 = {context + 4} > max_model_len "
+        f"{context} ({source}); lower input_len.value, output_len.value"
+    ) in str(info.value)
 
 
 def check_run(

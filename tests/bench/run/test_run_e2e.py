@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from bench.run.orchestrate import RunError, RunOptions, RunRefused, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from engine_adapters.launcher import free_port
@@ -106,16 +106,14 @@ def test_every_request_recorded_and_summary_recomputes(tmp_path: Path, base_url:
     assert data.run_json["hardware"]["cpu_count_logical"] >= 1
 
 
-def test_failed_requests_are_recorded_and_counted(tmp_path: Path, base_url: str) -> None:
-    # max_model_len is 96: prompts of 80..95 tokens plus up to 24 outputs overflow it often.
-    folder, summary = run(tmp_path, base_url, write_scenario(tmp_path, 80, 95))
-    req = pd.read_parquet(folder / "requests.parquet")
-    assert len(req) == 40
-    failed = req[req["status"] == "error"]
-    assert len(failed) > 0 and (failed["http_status"] == 400).all()
-    assert failed["error"].str.contains("maximum context length").all()
-    assert summary["counts"]["all"]["error"] == len(failed)
-    assert summary["counts"]["all"]["ok"] == 40 - len(failed)
+def test_a_scenario_overflowing_the_context_is_refused_before_the_load(
+    tmp_path: Path, base_url: str
+) -> None:
+    # max_model_len is 96: prompts of 80..95 tokens plus up to 24 outputs would overflow it.
+    keys = r"> max_model_len 96 \(/v1/models max_model_len\); lower input_len.high, output_len.high"
+    with pytest.raises(RunRefused, match=keys):
+        run(tmp_path, base_url, write_scenario(tmp_path, 80, 95))
+    assert not (tmp_path / "runs").exists()
 
 
 def test_unreachable_url_fails_fast_naming_it(tmp_path: Path) -> None:

@@ -128,7 +128,8 @@ def test_a_missing_or_wrong_key_fails_naming_the_option(
     if given:
         args += ["--api-key", given]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
-    assert result.exit_code == 1, result.output
+    # Refused by the pre-flight check, before any load: a usage error, not a failed run.
+    assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "HTTP 401" in text and "--api-key" in text and "$OPENAI_API_KEY" in text
     assert "Traceback" not in result.output and (given is None or given not in result.output)

@@ -66,6 +66,18 @@ def test_a_bare_run_says_plainly_what_it_lacks(tmp_path: Path) -> None:
     assert 'data-figure="steps"' not in html and 'data-figure="timeline"' in html
 
 
+def test_an_unusable_run_says_why_under_its_headline_and_its_causes_under_errors(
+    tmp_path: Path,
+) -> None:
+    # 1 failure in 12 requests: 8.3 %, above the default 5 %; 2 in 60 (3.3 %) are below it.
+    html = write_run_report(make_run(tmp_path / "bad", requests=12)).read_text(encoding="utf-8")
+    assert "run not usable: 1 of 12 requests failed (8.3%), above --max-error-rate 0.05" in html
+    assert "1 (8.3% of requests): HTTP 500: " in html
+    assert NASTY_ERROR not in html and "<script>alert" not in html
+    good = write_run_report(make_run(tmp_path / "good", requests=60)).read_text(encoding="utf-8")
+    assert "not usable" not in good
+
+
 def test_compare_page_overlays_runs_and_tabulates_deltas(runs: list[Path], tmp_path: Path) -> None:
     out = write_compare_report(runs[:2], tmp_path / "c.html", labels=["two", "four"])
     html = out.read_text(encoding="utf-8")
