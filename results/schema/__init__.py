@@ -20,6 +20,8 @@ from results.schema.run_json import (
     Roofs,
     RunJson,
     Simulation,
+    TokenizerSection,
+    TokenizerSourceKind,
     check_run_json,
     upgrade_run_json,
 )
@@ -58,6 +60,8 @@ __all__ = [
     "StatusCounts",
     "SummaryJson",
     "Throughput",
+    "TokenizerSection",
+    "TokenizerSourceKind",
     "Tokens",
     "Window",
     "check_document",
