@@ -64,9 +64,7 @@ def test_detokenize_round_trips(base_url: str) -> None:
     assert r.status_code == 200 and r.json() == {"prompt": TEXT}
 
 
-def test_tokenize_renders_chat_messages_with_the_template(
-    base_url: str, local: Tokenizer
-) -> None:
+def test_tokenize_renders_chat_messages_with_the_template(base_url: str, local: Tokenizer) -> None:
     messages = [{"role": "user", "content": TEXT}]
     body = httpx.post(base_url + "/tokenize", json={"model": MODEL, "messages": messages}).json()
     rendered = local.apply_chat_template(messages, add_generation_prompt=True)
