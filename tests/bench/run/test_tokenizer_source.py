@@ -3,6 +3,12 @@ offline, so nothing is ever downloaded."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +19,9 @@ from bench.run.tokenizer_source import (
     resolve_tokenizer,
 )
 from engine.tokenizer.tokenizer import Tokenizer
+from perfmodel.presets import PRESETS
 from tests.support.hf_hub_cache import lay_out_hub_repo, tokenizer_repo_files
+from tests.support.threaded_http import Reply, SeenRequest, threaded_server
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 COMMIT_V2 = "fedcba9876543210fedcba9876543210fedcba98"
@@ -123,6 +131,100 @@ def test_a_spec_that_is_nothing_says_what_was_tried(tmp_path: Path) -> None:
     assert "hub: not an id of the form org/name[@revision]" in str(info.value)
 
 
-def test_only_tokenizer_files_are_asked_of_the_hub() -> None:
-    assert "tokenizer.json" in HUB_TOKENIZER_FILES and "config.json" in HUB_TOKENIZER_FILES
-    assert not [f for f in HUB_TOKENIZER_FILES if f.endswith((".safetensors", ".bin", ".gguf"))]
+# Resolves one spec in a fresh interpreter: huggingface_hub reads HF_ENDPOINT when imported.
+RESOLVE = """
+import json, sys
+from bench.run.tokenizer_source import TokenizerNotFoundError, resolve_tokenizer
+try:
+    print(json.dumps(resolve_tokenizer(sys.argv[1]).to_json()))
+except TokenizerNotFoundError as e:
+    print("ERROR", e)
+"""
+CANARY = "hf_canary_d41d8cd98f00b204e9800998ecf8427e"
+
+
+def _fake_hub(files: dict[str, bytes]) -> Callable[[SeenRequest], Reply]:
+    """The Hub's API, as huggingface_hub calls it, for acme/big at COMMIT; every other
+    repository answers 401 RepoNotFound, as the Hub does for a private one without a token."""
+
+    def route(request: SeenRequest) -> Reply:
+        path = request.path.split("?")[0]
+        as_json = {"Content-Type": "application/json"}
+        if path.startswith("/api/models/acme/big/revision/"):
+            siblings = [{"rfilename": name} for name in files]
+            return (
+                200,
+                as_json,
+                json.dumps({"id": "acme/big", "sha": COMMIT, "siblings": siblings}).encode(),
+            )
+        if path == f"/api/models/acme/big/tree/{COMMIT}":
+            tree = [
+                {"type": "file", "path": n, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                for n, b in files.items()
+            ]
+            return 200, as_json, json.dumps(tree).encode()
+        if path.startswith(f"/acme/big/resolve/{COMMIT}/"):
+            body = files[path.rsplit("/", 1)[1]]
+            etag = f'"{hashlib.sha1(body).hexdigest()}"'
+            return 200, {"X-Repo-Commit": COMMIT, "ETag": etag}, body
+        return (
+            401,
+            {**as_json, "X-Error-Code": "RepoNotFound"},
+            b'{"error": "Repository not found"}',
+        )
+
+    return route
+
+
+def test_from_a_hub_only_tokenizer_files_are_fetched_with_the_token_never_shown(
+    tmp_path: Path,
+) -> None:
+    source = tokenizer_repo_files(tmp_path / "repo")
+    files = {f.name: f.read_bytes() for f in source.iterdir()}
+    files |= {"model.safetensors": b"\0" * 4096, "pytorch_model.bin": b"\0" * 4096}
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env |= {"HF_HUB_CACHE": str(cache), "HF_TOKEN": CANARY, "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+    def resolve(spec: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", RESOLVE, spec], env={**env, **extra},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    with threaded_server(_fake_hub(files)) as (url, seen):
+        env["HF_ENDPOINT"] = url
+        fetched = resolve("acme/big")
+        refused = resolve("acme/private")
+        asked = [r.path.split("?")[0] for r in seen]
+        n_online = len(seen)
+        offline = resolve("acme/big", HF_HUB_OFFLINE="1")
+        assert len(seen) == n_online  # offline: the cache alone, not one request
+    assert json.loads(fetched.stdout) == {
+        "source": "hub",
+        "name": "acme/big",
+        "revision": COMMIT,
+        "prompt_lengths": "client tokenizer",
+    }
+    assert json.loads(offline.stdout) == json.loads(fetched.stdout)
+    downloads = sorted(p.rsplit("/", 1)[1] for p in asked if "/resolve/" in p)
+    assert downloads and set(downloads) <= set(HUB_TOKENIZER_FILES)
+    assert not [p for p in asked if p.endswith((".safetensors", ".bin"))]
+    snapshot = cache / "models--acme--big" / "snapshots" / COMMIT
+    assert sorted(p.name for p in snapshot.iterdir()) == [
+        name for name in sorted(files) if name in HUB_TOKENIZER_FILES
+    ]
+    # The token went to the Hub, and nowhere else: not printed, not in the cache.
+    assert all(
+        r.headers.get("authorization") == f"Bearer {CANARY}" for r in seen if "/acme/" in r.path
+    )
+    (message,) = refused.stdout.splitlines()
+    assert message == (
+        "ERROR --tokenizer 'acme/private': folder acme/private: no such directory; preset: not one "
+        f"of {', '.join(sorted(PRESETS))}; hub acme/private: not found on the Hub "
+        "(HTTP 401); check the id, or set HF_TOKEN for a private one; pass --tokenizer with a "
+        "local folder, a preset or a Hugging Face Hub id (org/name)"
+    )
+    for proc in (fetched, refused, offline):
+        assert CANARY not in proc.stdout + proc.stderr
+    assert not [p for p in cache.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
