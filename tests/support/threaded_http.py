@@ -41,6 +41,8 @@ def threaded_server(
     state = _State(route)
 
     class _Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the servers it stands in for
+
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             request = SeenRequest(
@@ -65,7 +67,11 @@ def threaded_server(
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    class _Server(ThreadingHTTPServer):
+        request_queue_size = 128  # clients that open many connections at once are not reset
+        daemon_threads = True
+
+    server = _Server(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
