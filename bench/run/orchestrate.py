@@ -112,8 +112,17 @@ def _resolve_tokenizer(
     """The prompts' tokenizer (bench.run.tokenizer_source): ``spec``, else the endpoint's."""
     try:
         if spec is not None:
-            return resolve_tokenizer(spec)
-        assert opts.url is not None  # a launched engine always has a spec
+            # Without --tokenizer, the launched engine's model names the tokenizer too.
+            option = "--tokenizer" if opts.tokenizer else "--launch-model"
+            if opts.tokenizer is None and opts.url is None and opts.launch_model is None:
+                option = "the reference engine's model"
+            return resolve_tokenizer(spec, option=option)
+        if opts.url is None:
+            raise RunError(
+                f"--launch {opts.launch!r}: prompts of exact token lengths need the served "
+                "model's tokenizer; pass --tokenizer (a folder, a preset or a Hub id) or "
+                "--launch-model"
+            )
         return tokenizer_for_endpoint(opts.url, opts.model, presets=adapter.name == "reference")
     except TokenizerNotFoundError as e:
         raise RunError(str(e)) from e

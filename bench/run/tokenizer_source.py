@@ -119,14 +119,17 @@ class ResolvedTokenizer:
         return section
 
 
-def resolve_tokenizer(spec: str, presets: bool = True) -> ResolvedTokenizer:
-    """``--tokenizer spec``: a folder, a preset (when ``presets``), or a Hub id, in that order.
+def resolve_tokenizer(
+    spec: str, presets: bool = True, option: str = "--tokenizer"
+) -> ResolvedTokenizer:
+    """``spec``: a folder, a preset (when ``presets``), or a Hub id, in that order; ``option``
+    is the flag that gave it, for the error.
 
     Raises TokenizerNotFoundError naming what was tried and the fix.
     """
     resolved, tried = _try_spec(spec, presets)
     if resolved is None:
-        raise TokenizerNotFoundError(f"--tokenizer {spec!r}: {'; '.join(tried)}; {_FIX}")
+        raise TokenizerNotFoundError(f"{option} {spec!r}: {'; '.join(tried)}; {_FIX}")
     return resolved
 
 

@@ -182,3 +182,21 @@ def test_nothing_resolves_one_line_naming_every_attempt(tmp_path: Path) -> None:
         "pass --tokenizer with a local folder, a preset or a Hugging Face Hub id (org/name)"
     )
     assert [r.path for r in seen] == ["/v1/models", "/tokenize"]
+
+
+def test_a_launched_engine_without_a_tokenizer_is_told_by_its_own_flag(tmp_path: Path) -> None:
+    scenario = load_scenario(scenario_file(tmp_path))
+    sink = Console(file=io.StringIO())
+    launch = RunOptions(scenario, None, "llamacpp", None, None, tmp_path / "runs",
+                        live=False, launch="llama-server --port {port}")  # fmt: skip
+    expected = (
+        r"^--launch 'llama-server --port \{port\}': .* pass --tokenizer \(a folder, a preset or "
+        r"a Hub id\) or --launch-model$"
+    )
+    with pytest.raises(RunError, match=expected):
+        run_benchmark(launch, sink)
+    gguf = RunOptions(scenario, None, "llamacpp", None, None, tmp_path / "runs",
+                      live=False, launch_model="model.gguf")  # fmt: skip
+    with pytest.raises(RunError, match=r"^--launch-model 'model\.gguf': folder model\.gguf: no "):
+        run_benchmark(gguf, sink)
+    assert not (tmp_path / "runs").exists()  # refused before anything was launched or written
