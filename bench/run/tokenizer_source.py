@@ -202,7 +202,7 @@ def _from_folder(path: Path, source: TokenizerSourceKind, name: str) -> Resolved
         vocab = ModelConfig.from_hf_config(path).vocab_size if has_config else 0
         tokenizer = tokenizer_for_model(str(path), vocab, is_preset=False)
     except (ConfigError, TokenizerError, OSError, ValueError) as e:
-        raise _Unusable(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
+        raise _Unusable(_first_line(e) or type(e).__name__) from e
     return ResolvedTokenizer(tokenizer, source, name, model_dir=path if has_config else None)
 
 
@@ -256,7 +256,9 @@ def _from_hub(repo_id: str, revision: str | None) -> ResolvedTokenizer:
         hint = "; set HF_TOKEN" if status in (401, 403) else ""
         raise _Unusable(f"the Hub answered HTTP {status}{hint}") from e
     except (HFValidationError, OSError, httpx.HTTPError) as e:
-        raise _Unusable(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        raise _Unusable(f"{type(e).__name__}: {_first_line(e)}") from e
+    except Exception as e:  # its HTTP client's own errors (a proxy refused, ...) vary by version
+        raise _Unusable(f"{type(e).__name__}: {_first_line(e)}") from e
     if not (folder / "tokenizer.json").is_file():
         raise _Unusable("the repository has no tokenizer.json (a fast tokenizer is required)")
     resolved = _from_folder(folder, "hub", repo_id)
@@ -264,6 +266,11 @@ def _from_hub(repo_id: str, revision: str | None) -> ResolvedTokenizer:
     return ResolvedTokenizer(
         resolved.tokenizer, "hub", repo_id, revision=folder.name, model_dir=resolved.model_dir
     )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else ""
 
 
 def _served_model(
