@@ -31,7 +31,7 @@ from engine.native import attention as native_attention
 from engine.native import lib as native_lib
 from engine.native.cpu_features import has_native_bf16
 from engine.sim.setup import build_sim_executor
-from engine.tokenizer.constructed import LARGE_VOCAB, constructed_tokenizer
+from engine.tokenizer.for_model import tokenizer_for_model
 from engine.tokenizer.tokenizer import Tokenizer
 from perfmodel.model_config import ModelConfig
 from perfmodel.presets import PRESETS
@@ -100,16 +100,9 @@ def resolve_dtype(
 
 
 def load_tokenizer(model: str, config: ModelConfig) -> Tokenizer:
-    """The directory's tokenizer.json, else a synthetic tokenizer of the model's vocabulary:
-    trained (Tokenizer.for_preset) up to LARGE_VOCAB ids, constructed above (training one of
-    Llama-3's 128,256 ids takes about 30 s; engine.tokenizer.constructed builds one in under a
-    second)."""
-    path = Path(model)
-    if model not in PRESETS and (path / "tokenizer.json").is_file():
-        return Tokenizer.from_dir(path)
-    if config.vocab_size > LARGE_VOCAB:
-        return constructed_tokenizer(config.vocab_size)
-    return Tokenizer.for_preset(config.vocab_size)
+    """The tokenizer of ``model`` (a preset or directory) whose shape is ``config``
+    (engine.tokenizer.for_model: its tokenizer.json, else a synthetic one of its vocabulary)."""
+    return tokenizer_for_model(model, config.vocab_size, is_preset=model in PRESETS)
 
 
 def check_request_fits(

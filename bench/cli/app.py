@@ -46,7 +46,11 @@ def run(
     ] = None,
     tokenizer: Annotated[
         str | None,
-        typer.Option(help="HF directory or preset whose tokenizer builds the prompts (--url)."),
+        typer.Option(
+            help="Tokenizer that builds the prompts: a local folder, a preset, or a Hugging Face "
+            "Hub id (org/name or org/name@revision). Default with --url: the served model's root, "
+            "then its id, from /v1/models, else the server's /tokenize."
+        ),
     ] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
     live: Annotated[bool, typer.Option(help="Show a live display while the load runs.")] = True,

@@ -131,7 +131,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         engine: Annotated[str, typer.Option(help="Engine adapter.")] = "reference",
         model: Annotated[str | None, typer.Option(help="Model name to send.")] = None,
-        tokenizer: Annotated[str | None, typer.Option(help="Tokenizer for --url.")] = None,
+        tokenizer: Annotated[
+            str | None,
+            typer.Option(help="Tokenizer for --url: a folder, a preset or a Hub id, as bench run."),
+        ] = None,
         runs_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = Path("runs"),
         workers: Annotated[int, typer.Option(help="Client processes per run.")] = 1,
         live: Annotated[bool, typer.Option(help="Live display during each run.")] = True,

@@ -31,6 +31,13 @@ from bench.run.probing import (
     samples_frame,
     start_probes,
 )
+from bench.run.server_tokenizer import ServerTokenizer
+from bench.run.tokenizer_source import (
+    ResolvedTokenizer,
+    TokenizerNotFoundError,
+    resolve_tokenizer,
+    tokenizer_for_endpoint,
+)
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from engine_adapters.base import EngineAdapter
@@ -115,17 +122,29 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
     return settings
 
 
-def _load_tokenizer(spec: str, option: str = "--tokenizer") -> Any:
-    # Imported here: it pulls in torch, which a run against an external URL may not need.
-    from engine.llm_engine import load_tokenizer
-    from engine.model.weights import load_model_spec
-
+def _resolve_tokenizer(
+    opts: RunOptions, spec: str | None, adapter: EngineAdapter
+) -> ResolvedTokenizer:
+    """The prompts' tokenizer (bench.run.tokenizer_source): ``spec``, else the endpoint's."""
     try:
-        config, _ = load_model_spec(spec)
-    except (ValueError, OSError) as e:
-        hint = "; pass --tokenizer with the model's HF directory" if option != "--tokenizer" else ""
-        raise RunRefused(f"{option} {spec!r}: {e}{hint}") from e
-    return load_tokenizer(spec, config)
+        if spec is not None:
+            # Without --tokenizer, the launched engine's model names the tokenizer too.
+            option = "--tokenizer" if opts.tokenizer else "--launch-model"
+            if opts.tokenizer is None and opts.url is None and opts.launch_model is None:
+                option = "the reference engine's model"
+            return resolve_tokenizer(spec, option=option)
+        if opts.url is None:
+            raise RunRefused(
+                f"--launch {opts.launch!r}: prompts of exact token lengths need the served "
+                "model's tokenizer; pass --tokenizer (a folder, a preset or a Hub id) or "
+                "--launch-model"
+            )
+        return tokenizer_for_endpoint(
+            opts.url, opts.model, presets=adapter.name == "reference",
+            headers=opts.headers.as_dict(),
+        )  # fmt: skip
+    except TokenizerNotFoundError as e:
+        raise RunRefused(str(e)) from e
 
 
 def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson]:
@@ -137,13 +156,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     launched: LaunchedEngine | None = None
     settings = reference_settings(scenario, opts.engine_overrides) if reference else {}
     tokenizer_spec = opts.tokenizer or (settings.get("model") if reference else opts.launch_model)
-    if tokenizer_spec is None:
-        raise RunRefused(
-            f"--url {opts.url}: prompts of exact token lengths need the served model's tokenizer;"
-            " pass --tokenizer with its local HF directory (or a preset name)"
-        )
-    given = opts.tokenizer is not None or reference
-    tokenizer = _load_tokenizer(tokenizer_spec, "--tokenizer" if given else "--launch-model")
+    tokenizer = _resolve_tokenizer(opts, tokenizer_spec, adapter)
 
     started_wall = datetime.now(UTC)
     t_launch = time.monotonic()
@@ -198,13 +211,17 @@ def _run_against(
     console: Console,
     adapter: EngineAdapter,
     base_url: str,
-    tokenizer: Any,
+    tokenizer: ResolvedTokenizer,
     started_wall: datetime,
     engine_info: EngineSection,
     engine_pid: int | None = None,
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
-    plan = prepare_load(scenario, tokenizer, adapter, console)
+    console.print(f"tokenizer: {tokenizer.describe()}")
+    plan = prepare_load(scenario, tokenizer.tokenizer, adapter, console)
+    if isinstance(tokenizer.tokenizer, ServerTokenizer):
+        console.print(f"prompt lengths checked by the server: {tokenizer.tokenizer.calls} calls")
+        tokenizer.tokenizer.close()
     headers = opts.headers.as_dict()
     try:
         checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
@@ -224,7 +241,7 @@ def _run_against(
     probe_result: ProbeResult | None = None
     try:
         result, clock_info = asyncio.run(
-            _drive(opts, console, base_url, tokenizer, plan, checked.model)
+            _drive(opts, console, base_url, tokenizer.load_tokenizer, plan, checked.model)
         )
     finally:
         if probes is not None:
@@ -256,11 +273,11 @@ def _run_against(
             ),
             recorded=Recorded(steps=steps is not None, samples=wrote_samples, client=True),
             load=load_info,
-            tokenizer=getattr(tokenizer, "name", None),
+            tokenizer=tokenizer.to_json(),
             hardware=machine,
             analytic=analytic_section(
                 engine_description,
-                opts.tokenizer or (engine_info.get("settings") or {}).get("model"),
+                tokenizer.shape_spec or (engine_info.get("settings") or {}).get("model"),
                 local,
                 machine["gpus"],
                 cpu_name(),

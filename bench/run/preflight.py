@@ -175,7 +175,9 @@ def _get(url: str, headers: Mapping[str, str]) -> httpx.Response:
         ) from None
 
 
-def _models_document(base_url: str, headers: Mapping[str, str]) -> Any:
+def models_document(base_url: str, headers: Mapping[str, str]) -> Any:
+    """The JSON of ``base_url``'s /v1/models; PreflightError saying what answered instead
+    (nothing, a key wanted, 404 from a server that is no LLM server, not JSON)."""
     root = base_url.rstrip("/")
     url = (root if root.endswith("/v1") else root + "/v1") + "/models"
     response = _get(url, headers)
@@ -252,7 +254,7 @@ def preflight(
             the longest request cannot fit its context.
     """
     headers = headers or {}
-    models = served_models(_models_document(base_url, headers))
+    models = served_models(models_document(base_url, headers))
     chosen = _choose(models, model, base_url)
     notes: list[str] = []
     length, source = chosen.max_model_len, chosen.context_source

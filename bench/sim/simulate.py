@@ -36,6 +36,7 @@ from results.schema import (
     RunJson,
     Simulation,
     SummaryJson,
+    TokenizerSection,
 )
 
 ENGINE_NAME = "reference-sim"
@@ -102,7 +103,11 @@ def simulate(
                 stats_end=engine.stats(),
             ),
             recorded=Recorded(steps=True, samples=False),
-            tokenizer=engine.tokenizer.name,
+            tokenizer=TokenizerSection(
+                source="folder" if Path(engine.config.model.model).is_dir() else "preset",
+                name=engine.config.model.model,
+                prompt_lengths="client tokenizer",
+            ),
             hardware=machine,
             analytic=analytic,
             probes={"messages": ["simulated run: no probes"]},

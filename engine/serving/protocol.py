@@ -1,4 +1,5 @@
-"""OpenAI-compatible request bodies and error bodies for /v1/completions and /v1/chat/completions.
+"""OpenAI-compatible request bodies and error bodies for /v1/completions and /v1/chat/completions,
+and vLLM's /tokenize and /detokenize bodies.
 
 Field names and defaults follow OpenAI's API; ``top_k``, ``ignore_eos`` and ``stop_token_ids`` are
 the extensions vLLM accepts, so that clients written for vLLM work unchanged. Unknown fields are
@@ -78,6 +79,39 @@ class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+
+
+class TokenizeCompletionRequest(BaseModel):
+    """POST /tokenize with a text prompt, as vLLM's (special tokens added by default)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
+    return_token_strs: bool = False
+
+
+class TokenizeChatRequest(BaseModel):
+    """POST /tokenize with chat messages, as vLLM's: the chat template renders them (it adds
+    the special tokens, so add_special_tokens defaults to False)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    add_generation_prompt: bool = True
+    add_special_tokens: bool = False
+    return_token_strs: bool = False
+
+
+class DetokenizeRequest(BaseModel):
+    """POST /detokenize, as vLLM's: token ids to text."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    tokens: list[int]
 
 
 def error_body(

@@ -2,7 +2,8 @@
 
 Routes: POST /v1/completions and /v1/chat/completions (streaming as server-sent events, with
 ``stream_options.include_usage`` giving a final chunk with empty choices and the usage, as vLLM
-does), GET /v1/models, /health and /metrics. Every bad request gets a 400 with OpenAI's error body;
+does), GET /v1/models, /health and /metrics, vLLM's POST /tokenize and /detokenize
+(engine/serving/tokenization.py). Every bad request gets a 400 with OpenAI's error body;
 the server keeps serving.
 """
 
@@ -34,6 +35,7 @@ from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.metrics import EngineMetrics
 from engine.serving.output_processor import RequestTextState, TextDelta
 from engine.serving.protocol import ChatCompletionRequest, CompletionRequest, error_body
+from engine.serving.tokenization import add_tokenize_routes
 
 log = logging.getLogger(__name__)
 
@@ -277,10 +279,14 @@ def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None)
                     "object": "model",
                     "created": 0,
                     "owned_by": "llm-perf-lab",
+                    # What the engine loaded (a preset or a directory), as vLLM's `root`.
+                    "root": engine.config.model.model,
                     "max_model_len": engine.max_model_len,
                 }
             ],
         }
+
+    add_tokenize_routes(app, tokenizer, engine.max_model_len, check_model)
 
     @app.get("/health")
     async def health() -> Response:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.protocols import TokenizerLike
+from loadgen.protocols import BatchedTokenizerLike, TokenizerLike
 from loadgen.request_spec import API_KINDS, Api, RequestSpec
 from loadgen.workloads.spec import LengthDist, SharedPrefix, WorkloadError
 
@@ -23,28 +23,41 @@ _POOL_CANDIDATES = 8192  # ids tried for the clean pool; enough variety, bounded
 
 def _clean_token_pool(tokenizer: TokenizerLike, rng: np.random.Generator) -> np.ndarray:
     """Ids whose text is printable and re-encodes to exactly that one id."""
-    vocab = int(tokenizer.vocab_size)
-    if vocab < 1:
-        raise WorkloadError(f"tokenizer.vocab_size: expected >= 1, got {vocab}")
-    if vocab <= _POOL_CANDIDATES:
-        candidates = np.arange(vocab)
+    if isinstance(tokenizer, BatchedTokenizerLike):
+        candidates = list(tokenizer.candidate_ids(rng))
+        texts = tokenizer.decode_each(candidates)
+        printable = [(i, t) for i, t in zip(candidates, texts, strict=True) if _is_clean_text(t)]
+        encoded = tokenizer.encode_batch([t for _, t in printable])
+        pool = [i for (i, _), ids in zip(printable, encoded, strict=True) if ids == [i]]
     else:
-        candidates = rng.choice(vocab, size=_POOL_CANDIDATES, replace=False)
-    pool = []
-    for token_id in candidates.tolist():
-        text = tokenizer.decode([token_id], skip_special_tokens=True)
-        if not text or "\ufffd" in text:
-            continue  # special token, or a partial UTF-8 sequence
-        if not all(ch.isprintable() or ch in " \n\t" for ch in text):
-            continue
-        if tokenizer.encode(text, add_special_tokens=False) == [token_id]:
-            pool.append(token_id)
+        vocab = int(tokenizer.vocab_size)
+        if vocab < 1:
+            raise WorkloadError(f"tokenizer.vocab_size: expected >= 1, got {vocab}")
+        if vocab <= _POOL_CANDIDATES:
+            candidates = np.arange(vocab).tolist()
+        else:
+            candidates = rng.choice(vocab, size=_POOL_CANDIDATES, replace=False).tolist()
+        pool = []
+        for token_id in candidates:
+            text = tokenizer.decode([token_id], skip_special_tokens=True)
+            if not _is_clean_text(text):
+                continue
+            if tokenizer.encode(text, add_special_tokens=False) == [token_id]:
+                pool.append(token_id)
     if not pool:
         raise WorkloadError(
             "tokenizer: no token decodes to printable text that re-encodes to itself; "
             "synthetic prompts need a text tokenizer (check encode/decode)"
         )
     return np.asarray(pool, dtype=np.int64)
+
+
+def _is_clean_text(text: str) -> bool:
+    """Printable text of complete characters: not a special token (empty), not a partial UTF-8
+    sequence (U+FFFD)."""
+    if not text or "\ufffd" in text:
+        return False
+    return all(ch.isprintable() or ch in " \n\t" for ch in text)
 
 
 def exact_length_prompt(

@@ -20,6 +20,8 @@ from results.schema.run_json import (
     Roofs,
     RunJson,
     Simulation,
+    TokenizerSection,
+    TokenizerSourceKind,
     check_run_json,
     upgrade_run_json,
 )
@@ -60,6 +62,8 @@ __all__ = [
     "StatusCounts",
     "SummaryJson",
     "Throughput",
+    "TokenizerSection",
+    "TokenizerSourceKind",
     "Tokens",
     "TopError",
     "Usability",

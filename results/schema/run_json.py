@@ -8,7 +8,9 @@ and refuses an undeclared top-level key; read by results.run_folder.load_run thr
 Versions:
 - 0: run folders written before run.json carried a ``schema_version``. The same keys as
   version 1; the sections marked "since" below are absent in the oldest of them.
-- 1: ``schema_version`` first, then the keys below.
+- 1: ``schema_version`` first, then the keys below, ``tokenizer`` a plain name (or null).
+- 2: ``tokenizer`` says where the tokenizer came from and how prompt lengths were made
+  (:class:`TokenizerSection`); a version 0 or 1 name is read as source ``"unrecorded"``.
 
 Sections owned by another package stay opaque here (``dict[str, Any]``): the scenario
 (bench.scenario's resolved form), the engine's settings and its /debug/engine description
@@ -18,7 +20,7 @@ Sections owned by another package stay opaque here (``dict[str, Any]``): the sce
 # No `from __future__ import annotations`: TypedDict reads NotRequired from evaluated annotations
 # only (Python 3.11 takes every string annotation as required).
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from results.schema.check import check_document, check_for_writing, schema_version_of, stamped
 
@@ -33,11 +35,17 @@ __all__ = [
     "Roofs",
     "RunJson",
     "Simulation",
+    "TokenizerSection",
+    "TokenizerSourceKind",
     "check_run_json",
     "upgrade_run_json",
 ]
 
-RUN_JSON_VERSION = 1
+RUN_JSON_VERSION = 2
+
+# Where a run's tokenizer came from (bench.run.tokenizer_source): a local folder, a preset, a
+# Hugging Face Hub id, the endpoint's /tokenize; "unrecorded" for a run.json before version 2.
+TokenizerSourceKind = Literal["folder", "preset", "hub", "server", "unrecorded"]
 
 
 class EngineSection(TypedDict, total=False):
@@ -139,6 +147,21 @@ class Simulation(TypedDict):
     steps: int
 
 
+class TokenizerSection(TypedDict):
+    """The tokenizer the prompts were built with.
+
+    source: TokenizerSourceKind. name: the folder, preset, Hub id (``org/name``), or for
+    ``server`` the served model. revision: the Hub commit of the snapshot (Hub only).
+    prompt_lengths: how prompts of exact token lengths were made, "client tokenizer" (this
+    tokenizer, in the client) or "server /tokenize" (the endpoint's own tokenizer).
+    """
+
+    source: TokenizerSourceKind
+    name: str
+    revision: NotRequired[str]
+    prompt_lengths: Literal["client tokenizer", "server /tokenize"]
+
+
 class RunJson(TypedDict):
     """run.json (module docstring). Times are UTC ISO 8601 strings; git_commit is the checkout's
     HEAD ("+dirty" with uncommitted changes) or None outside a checkout; versions maps a package
@@ -148,7 +171,7 @@ class RunJson(TypedDict):
     run_id: str
     scenario: dict[str, Any]
     engine: EngineSection
-    tokenizer: str | None
+    tokenizer: TokenizerSection | None
     hardware: Hardware
     versions: dict[str, str]
     git_commit: str | None
@@ -183,8 +206,13 @@ def upgrade_run_json(raw: Mapping[str, Any], source: str) -> RunJson:
     Raises results.schema.SchemaError for a version newer than this code reads, or a document
     that does not fit :class:`RunJson`; keys it does not declare are kept as they are.
     """
-    # Version 0 (before versions existed) differs from 1 only by lacking the version.
-    schema_version_of(raw, source, RUN_JSON_VERSION, unversioned=0)
+    # Version 0 (before versions existed) differs from 1 only by lacking the version; 1 from 2
+    # by its tokenizer, a plain name.
+    version = schema_version_of(raw, source, RUN_JSON_VERSION, unversioned=0)
     data = stamped(raw, RUN_JSON_VERSION)
+    if version < 2 and isinstance(data.get("tokenizer"), str):
+        data["tokenizer"] = TokenizerSection(
+            source="unrecorded", name=data["tokenizer"], prompt_lengths="client tokenizer"
+        )
     check_document(data, RunJson, source)
     return cast(RunJson, data)

@@ -45,7 +45,16 @@ def test_load_run_upgrades_it_to_the_current_versions() -> None:
     run = load_run(OLD_RUN)
     assert run.run_json["schema_version"] == RUN_JSON_VERSION
     assert next(iter(run.run_json)) == "schema_version"
-    assert {k: v for k, v in run.run_json.items() if k != "schema_version"} == raw
+    # Only the tokenizer changed shape since (version 2): its name, of a source not recorded.
+    tokenizer = {
+        "source": "unrecorded",
+        "name": raw["tokenizer"],
+        "prompt_lengths": "client tokenizer",
+    }
+    assert {k: v for k, v in run.run_json.items() if k != "schema_version"} == {
+        **raw,
+        "tokenizer": tokenizer,
+    }
     assert run.summary is not None and run.summary["schema_version"] == SUMMARY_JSON_VERSION
     assert list(run.requests.columns) == list(REQUEST_COLUMNS)
     assert len(run.requests) == 8 and (run.requests["status"] == "ok").all()

@@ -21,6 +21,7 @@ from results.run_folder import (
     load_run,
     requests_frame,
 )
+from results.schema import RUN_JSON_VERSION
 from results.summary import compute_summary
 from tests.support.run_json import fake_run_json
 
@@ -110,7 +111,8 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
     ]
     assert len(tokens) == 5 and tokens["n_tokens"].sum() == 6
     text = (folder.path / "run.json").read_text()
-    assert text.startswith('{\n  "schema_version": 1,\n  "run_id"')  # indent 2, version first
+    # indent 2, version first
+    assert text.startswith(f'{{\n  "schema_version": {RUN_JSON_VERSION},\n  "run_id"')
     assert json.loads(text)["scenario"] == {"name": "s", "where": str(tmp_path), "lag_s": None}
 
     loaded = RunFolder.load(folder.path)

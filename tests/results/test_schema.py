@@ -74,6 +74,17 @@ def test_a_file_that_states_version_0_comes_back_at_the_current_version() -> Non
     assert next(iter(upgraded)) == "schema_version"
 
 
+def test_a_version_1_tokenizer_name_is_read_as_an_unrecorded_source() -> None:
+    old = {**fake_run_json("r"), "schema_version": 1, "tokenizer": "synthetic-bpe-4096"}
+    upgraded = upgrade_run_json(old, "old/run.json")
+    assert upgraded["tokenizer"] == {
+        "source": "unrecorded",
+        "name": "synthetic-bpe-4096",
+        "prompt_lengths": "client tokenizer",
+    }
+    assert upgrade_run_json({**old, "tokenizer": None}, "old/run.json")["tokenizer"] is None
+
+
 def test_undeclared_keys_of_an_older_file_are_kept() -> None:
     old = {**fake_run_json("r"), "retired_section": {"x": 1}}
     del old["schema_version"]
@@ -133,7 +144,11 @@ def test_a_misspelt_section_is_refused_before_anything_is_written(tmp_path: Path
          "r.json: hardware.gpus[1]: expected a string, got an integer (3)"),
         ({"client": {"clock": "virtual", "t0_ns": 0.5}},
          "r.json: client.t0_ns: expected an integer, got a number (0.5)"),
-        ({"tokenizer": 3}, "r.json: tokenizer: expected a string or null, got an integer (3)"),
+        ({"tokenizer": 3},
+         "r.json: tokenizer: expected an object (TokenizerSection), got an integer (3)"),
+        ({"tokenizer": {"source": "web", "name": "x", "prompt_lengths": "client tokenizer"}},
+         "r.json: tokenizer.source: expected one of 'folder', 'preset', 'hub', 'server', "
+         "'unrecorded', got a string ('web')"),
         ({"versions": {"torch": None}}, "r.json: versions.torch: expected a string, got null"),
     ],
 )  # fmt: skip
@@ -151,7 +166,9 @@ def test_a_missing_required_key_and_a_stale_version_are_refused_on_write() -> No
     ):
         check_run_json(document, "r.json")
     stale = {**fake_run_json("r"), "schema_version": 0}
-    with pytest.raises(SchemaError, match=r"a run\.json being written is version 1"):
+    with pytest.raises(
+        SchemaError, match=rf"a run\.json being written is version {RUN_JSON_VERSION}"
+    ):
         check_run_json(stale, "r.json")
 
 
