@@ -125,6 +125,16 @@ class RequestRecord:
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 
+    def __post_init__(self) -> None:
+        # A record built without the reasoning fields is one without reasoning: its first
+        # answer token is its first token.
+        if (
+            self.first_answer_token_s is None
+            and self.reasoning_tokens == 0
+            and not any(c.reasoning for c in self.chunks)
+        ):
+            self.first_answer_token_s = self.first_token_s
+
     def to_row(self) -> dict[str, Any]:
         """The requests.parquet row: exactly :data:`REQUEST_COLUMNS`, chunks left out."""
         return {name: getattr(self, name) for name in REQUEST_COLUMNS}
