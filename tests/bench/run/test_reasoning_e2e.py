@@ -77,15 +77,23 @@ def test_summary_counts_reasoning_and_answer_apart(run_folder: tuple[Path, str])
     assert reasoning["answer_tokens"] == output - PREFIX * REQUESTS > 0
     assert reasoning["requests_by_reasoning_tokens_source"] == {"usage": REQUESTS}
     assert reasoning["reasoning_share"] == pytest.approx(PREFIX * REQUESTS / output)
-    assert reasoning["time_to_first_answer_token_ms"]["p50"] > summary["ttft_ms"]["p50"]
-    assert reasoning["answer_per_user_tps"]["count"] == REQUESTS
-
+    assert reasoning["time_to_first_answer_token_ms"]["mean"] > summary["ttft_ms"]["mean"]
     requests = run.requests
-    assert (requests["first_answer_token_s"] > requests["first_token_s"]).all()
+    assert reasoning["answer_tpot_ms"]["count"] == REQUESTS  # every answer has > 1 token
+    # A whole answer read at once (a busy client) has TPOT 0 and no per-user TPS, as in
+    # per_user_tps.
+    streamed = int((requests["done_s"] > requests["first_answer_token_s"]).sum())
+    assert reasoning["answer_per_user_tps"]["count"] == streamed > 0
+    # Equal where one network read carried the last reasoning and the first answer chunk
+    # (times are per read): the first wave's events can arrive together.
+    assert (requests["first_answer_token_s"] >= requests["first_token_s"]).all()
     assert (requests["reasoning_tokens"] == PREFIX).all()
     tokens = run.tokens
     per_request = tokens[tokens["reasoning"]].groupby("request_id")["n_tokens"].sum()
     assert (per_request == PREFIX).all() and len(per_request) == REQUESTS
+    last_thought = tokens[tokens["reasoning"]].groupby("request_id")["index"].max()
+    first_said = tokens[~tokens["reasoning"]].groupby("request_id")["index"].min()
+    assert (last_thought < first_said).all()  # reasoning first, then the answer
     first_answer = tokens[~tokens["reasoning"]].groupby("request_id")["t_s"].min()
     assert first_answer.sort_index().tolist() == pytest.approx(
         requests.set_index("request_id")["first_answer_token_s"].sort_index().tolist()
