@@ -53,6 +53,25 @@ DEFINITIONS: dict[str, MetricDefinition] = {
         "1 / TPOT of each request: the speed one user sees; its distribution across requests "
         "is reported, not just a mean.",
     ),
+    "time_to_first_answer_token_ms": MetricDefinition(
+        "Time to first answer token",
+        "ms",
+        "First answer (content, not reasoning) chunk − sent, per ok request: TTFT plus the "
+        "model's reasoning. TTFT stays the first token of any kind.",
+    ),
+    "answer_per_user_tps": MetricDefinition(
+        "Answer per-user TPS",
+        "tok/s",
+        "The speed the answer streams at once it has begun: 1 / answer TPOT = (answer tokens "
+        "− 1) / (done − first answer token), per request with more than one answer token.",
+    ),
+    "reasoning_share": MetricDefinition(
+        "Reasoning share",
+        "%",
+        "Reasoning tokens / output tokens of the ok requests in the measured window; "
+        "reasoning tokens from usage.completion_tokens_details.reasoning_tokens when the "
+        "server sends it, else counted from the stream's reasoning chunks.",
+    ),
     "output_tok_s": MetricDefinition(
         "Output throughput",
         "tok/s",

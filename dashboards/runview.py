@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.records import REQUEST_BACKFILLS
 from results.run_folder import (
     REQUESTS_PARQUET,
     RUN_JSON,
@@ -30,6 +31,7 @@ from results.run_folder import (
     load_run,
 )
 from results.run_summary import request_summary
+from results.tables import backfill_frame
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
@@ -56,8 +58,10 @@ class RunView:
     """Everything a dashboard draws from one run folder.
 
     ``requests`` gains the derived per-request columns (milliseconds, tokens/s): ttft_ms,
-    tpot_ms, e2el_ms, queueing_delay_ms, tps, end_s (the last moment a request was seen) and
-    measured (ok and inside summary.json's measured window).
+    tpot_ms, e2el_ms, queueing_delay_ms, tps, end_s (the last moment a request was seen),
+    measured (ok and inside summary.json's measured window), and for reasoning
+    answer_tokens, time_to_first_answer_token_ms and answer_tps (results.summary's
+    definitions; a folder without the reasoning columns reads as all answer).
     """
 
     path: Path
@@ -104,7 +108,7 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 def _derive(requests: pd.DataFrame, window: dict[str, Any]) -> pd.DataFrame:
     """Per-request figures by README.md's definitions, and the measured-window mask."""
-    req = requests.copy()
+    req = backfill_frame(requests, REQUEST_BACKFILLS).copy()
     sched, sent = _floats(req, "scheduled_s"), _floats(req, "sent_s")
     first, done = _floats(req, "first_token_s"), _floats(req, "done_s")
     out = req["output_tokens"].to_numpy(dtype=np.float64)
@@ -116,6 +120,12 @@ def _derive(requests: pd.DataFrame, window: dict[str, Any]) -> pd.DataFrame:
         tpot = np.where(out > 1, (done - first) / (out - 1) * 1000.0, np.nan)
         req["tpot_ms"] = tpot
         req["tps"] = np.where(tpot > 0, 1000.0 / tpot, np.nan)
+        first_answer = _floats(req, "first_answer_token_s")
+        answer = out - req["reasoning_tokens"].to_numpy(dtype=np.float64, na_value=0.0)
+        req["answer_tokens"] = answer
+        req["time_to_first_answer_token_ms"] = (first_answer - sent) * 1000.0
+        answer_s = done - first_answer
+        req["answer_tps"] = np.where((answer > 1) & (answer_s > 0), (answer - 1) / answer_s, np.nan)
     start, stop = window.get("start_s"), window.get("end_s")
     measured = (req["status"] == "ok").to_numpy(dtype=bool, copy=True)
     if start is not None and stop is not None:

@@ -6,6 +6,11 @@ These dataclasses are the contract between the load generator and the run folder
 are their fields in order (:data:`REQUEST_COLUMNS`, :data:`TOKEN_COLUMNS`), and each column's
 parquet type follows the field's annotation (results.tables). All times are seconds since the
 run's start on the run clock (see :mod:`loadgen.clock`).
+
+A column added after the first run folders were written declares how a table that lacks it is
+read (:class:`Backfill`, in the field's metadata; :data:`REQUEST_BACKFILLS`,
+:data:`TOKEN_BACKFILLS`), so old folders keep opening: a folder without the reasoning columns
+reads as a run whose every token was answer.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = [
+    "REQUEST_BACKFILLS",
     "REQUEST_COLUMNS",
+    "TOKEN_BACKFILLS",
     "TOKEN_COLUMNS",
+    "Backfill",
     "ChunkRecord",
     "RequestRecord",
     "Status",
@@ -26,6 +34,19 @@ Status = Literal["ok", "error", "cancelled"]
 # "chunks" is the last resort when the server sent no usage and no tokenizer was given: one token
 # per content chunk, exact for engines that stream one token per event.
 TokenSource = Literal["usage", "tokenizer", "chunks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """How a table written before its column existed is read: the column is filled with
+    ``value``, or, when ``copy_of`` names another column, with that column's values."""
+
+    value: Any = None
+    copy_of: str | None = None
+
+
+def _added(backfill: Backfill) -> dict[str, Any]:
+    return {"backfill": backfill}
 
 
 @dataclass(slots=True)
@@ -39,12 +60,16 @@ class ChunkRecord:
         n_tokens: output tokens this chunk carries; the chunks of a request sum to its
             ``output_tokens``. It is >= 1 except when the server sent more content chunks than
             it reports tokens (then some chunks carry 0; see :mod:`loadgen.client.apportion`).
+        reasoning: True for a chunk of reasoning (``delta.reasoning_content`` or
+            ``delta.reasoning``), False for one of the answer (``content``, or a completion's
+            ``text``). An event carrying both becomes two chunks with the same ``t_s``.
     """
 
     request_id: str
     index: int
     t_s: float
     n_tokens: int
+    reasoning: bool = field(default=False, metadata=_added(Backfill(False)))
 
 
 @dataclass(slots=True)
@@ -66,7 +91,15 @@ class RequestRecord:
             duration; kept so that nothing in flight disappears from the tables).
         error: a human-readable message for "error" and "cancelled", else None.
         http_status: the HTTP status code when a response started, else None.
-        chunks: the content chunks in arrival order.
+        first_answer_token_s: arrival of the first answer chunk (not reasoning), or None when
+            none arrived (a request cut while still reasoning); equal to ``first_token_s`` for
+            a stream without reasoning. TTFT stays the first token of any kind.
+        reasoning_tokens: how many of ``output_tokens`` were reasoning (0 without reasoning);
+            the answer's tokens are ``output_tokens - reasoning_tokens``.
+        reasoning_tokens_source: "usage" when the server reported them
+            (``usage.completion_tokens_details.reasoning_tokens``), else how the stream's
+            reasoning chunks were counted ("tokenizer" or "chunks"); None without reasoning.
+        chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
     request_id: str
@@ -81,8 +114,26 @@ class RequestRecord:
     status: Status
     error: str | None
     http_status: int | None
+    # Added with reasoning models: keyword-only, so records built by position keep their meaning.
+    first_answer_token_s: float | None = field(
+        default=None, kw_only=True, metadata=_added(Backfill(copy_of="first_token_s"))
+    )
+    reasoning_tokens: int = field(default=0, kw_only=True, metadata=_added(Backfill(0)))
+    reasoning_tokens_source: TokenSource | None = field(
+        default=None, kw_only=True, metadata=_added(Backfill(None))
+    )
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
+
+    def __post_init__(self) -> None:
+        # A record built without the reasoning fields is one without reasoning: its first
+        # answer token is its first token.
+        if (
+            self.first_answer_token_s is None
+            and self.reasoning_tokens == 0
+            and not any(c.reasoning for c in self.chunks)
+        ):
+            self.first_answer_token_s = self.first_token_s
 
     def to_row(self) -> dict[str, Any]:
         """The requests.parquet row: exactly :data:`REQUEST_COLUMNS`, chunks left out."""
@@ -93,6 +144,13 @@ def _columns(record: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(record) if f.metadata.get("column", True))
 
 
+def _backfills(record: type) -> dict[str, Backfill]:
+    return {f.name: f.metadata["backfill"] for f in fields(record) if "backfill" in f.metadata}
+
+
 # The tables' columns in file order, derived from the dataclasses above.
 REQUEST_COLUMNS: tuple[str, ...] = _columns(RequestRecord)
 TOKEN_COLUMNS: tuple[str, ...] = _columns(ChunkRecord)
+# The columns a table written before them may lack, and how such a table is read.
+REQUEST_BACKFILLS: dict[str, Backfill] = _backfills(RequestRecord)
+TOKEN_BACKFILLS: dict[str, Backfill] = _backfills(ChunkRecord)

@@ -15,6 +15,13 @@ Definitions follow docs/ARCHITECTURE.md and vLLM's ``bench serve`` where it defi
   ok requests in the measured window, divided by the window's duration.
 - Goodput: ok requests in the window meeting every SLO given, per second. As in vLLM, a request
   with <= 1 output token has TPOT 0 for this test, and a metric equal to its SLO meets it.
+- Reasoning (only when some request reasoned: ``reasoning_tokens`` > 0): TTFT stays the first
+  token of any kind and TPOT, ITL and per-user TPS cover every generated token. Beside them:
+  time to first answer token = first_answer_token_s - sent_s; answer tokens = output_tokens -
+  reasoning_tokens; answer TPOT = (done_s - first_answer_token_s) / (answer tokens - 1), for
+  requests with > 1 answer token, and answer per-user TPS = 1 / answer TPOT, the speed at which
+  the user reads the answer once it has begun; reasoning share = reasoning tokens / output
+  tokens. A run without reasoning has no ``reasoning`` section.
 - Statistics: mean, std (population, ddof=0, as numpy and vLLM), min, percentiles with numpy's
   default linear interpolation (as vLLM), max; latencies in milliseconds.
 
@@ -37,19 +44,27 @@ from typing import Any, cast, get_args
 import numpy as np
 import pandas as pd
 
-from results.records import REQUEST_COLUMNS, TOKEN_COLUMNS, Status
+from results.records import (
+    REQUEST_BACKFILLS,
+    REQUEST_COLUMNS,
+    TOKEN_BACKFILLS,
+    TOKEN_COLUMNS,
+    Status,
+)
 from results.schema import (
     SUMMARY_JSON_VERSION,
     Counts,
     Distribution,
     Errors,
     Goodput,
+    Reasoning,
     StatusCounts,
     SummaryJson,
     Throughput,
     Tokens,
     Window,
 )
+from results.tables import backfill_frame
 
 __all__ = [
     "LATENCY_PERCENTILES",
@@ -66,9 +81,14 @@ TPS_PERCENTILES: tuple[float, ...] = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0)
 SLO_KEYS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2el_ms")
 STATUSES: tuple[str, ...] = get_args(Status)
 # Every requests.parquet column but output_tokens_source, which frames from other tools may lack
-# (their tokens then count as "unknown").
+# (their tokens then count as "unknown"), and the columns added later, which are backfilled.
 REQUIRED_REQUEST_COLUMNS: tuple[str, ...] = tuple(
-    name for name in REQUEST_COLUMNS if name != "output_tokens_source"
+    name
+    for name in REQUEST_COLUMNS
+    if name != "output_tokens_source" and name not in REQUEST_BACKFILLS
+)
+REQUIRED_TOKEN_COLUMNS: tuple[str, ...] = tuple(
+    name for name in TOKEN_COLUMNS if name not in TOKEN_BACKFILLS
 )
 # The measured window, also written into every summary so a reader need not look it up.
 WINDOW_RULE = (
@@ -213,7 +233,8 @@ def compute_summary(
     Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
     """
     _check_columns(requests_df, REQUIRED_REQUEST_COLUMNS, "requests")
-    _check_columns(tokens_df, TOKEN_COLUMNS, "tokens")
+    _check_columns(tokens_df, REQUIRED_TOKEN_COLUMNS, "tokens")
+    requests_df = backfill_frame(requests_df, REQUEST_BACKFILLS)
     if warmup_s < 0 or cooldown_s < 0:
         raise ValueError(f"warmup_s and cooldown_s must be >= 0, got {warmup_s}, {cooldown_s}")
     targets = _normalize_slo(slo)
@@ -321,4 +342,46 @@ def compute_summary(
         queueing_delay_ms=latencies((sent - scheduled) * 1000.0),
         per_user_tps=distribution(tps, TPS_PERCENTILES),
     )
+    reasoning = _reasoning(req, ok, sent, done, output)
+    if reasoning is not None:
+        summary["reasoning"] = reasoning
     return cast(SummaryJson, json_safe(summary))
+
+
+def _reasoning(
+    req: pd.DataFrame, ok: np.ndarray, sent: np.ndarray, done: np.ndarray, output: np.ndarray
+) -> Reasoning | None:
+    """The reasoning section (module docstring), or None when no request of the run reasoned.
+
+    ``ok`` selects the ok requests of the window (as every figure); ``sent``, ``done`` (run
+    seconds) and ``output`` (tokens) are ``req``'s columns as arrays."""
+    thought = req["reasoning_tokens"].to_numpy(dtype=np.int64, na_value=0)
+    if not (thought > 0).any():
+        return None
+    first_answer = _floats(req, "first_answer_token_s")
+    answer = output - thought
+    many = answer > 1
+    answer_tpot_ms = np.full(answer.shape, np.nan)
+    answer_tpot_ms[many] = (done[many] - first_answer[many]) / (answer[many] - 1) * 1000.0
+    reasoned = ok & (thought > 0)
+    sources = Counter(
+        "unknown" if pd.isna(s) else str(s)
+        for s in req.loc[reasoned, "reasoning_tokens_source"].to_numpy(dtype=object)
+    )
+    n_reasoning, n_output = int(thought[ok].sum()), int(output[ok].sum())
+    return Reasoning(
+        requests_with_reasoning=int(reasoned.sum()),
+        reasoning_tokens=n_reasoning,
+        answer_tokens=n_output - n_reasoning,
+        reasoning_share=n_reasoning / n_output if n_output else None,
+        requests_by_reasoning_tokens_source=dict(sorted(sources.items())),
+        reasoning_tokens_per_request=distribution(thought[ok], LATENCY_PERCENTILES),
+        answer_tokens_per_request=distribution(answer[ok], LATENCY_PERCENTILES),
+        time_to_first_answer_token_ms=distribution(
+            ((first_answer - sent) * 1000.0)[ok], LATENCY_PERCENTILES
+        ),
+        answer_tpot_ms=distribution(answer_tpot_ms[ok], LATENCY_PERCENTILES),
+        answer_per_user_tps=distribution(
+            1000.0 / answer_tpot_ms[ok & (answer_tpot_ms > 0)], TPS_PERCENTILES
+        ),
+    )

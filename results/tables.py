@@ -19,13 +19,22 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import pandas as pd
 import pyarrow as pa
 
-from results.records import REQUEST_COLUMNS, TOKEN_COLUMNS, ChunkRecord, RequestRecord
+from results.records import (
+    REQUEST_BACKFILLS,
+    REQUEST_COLUMNS,
+    TOKEN_BACKFILLS,
+    TOKEN_COLUMNS,
+    Backfill,
+    ChunkRecord,
+    RequestRecord,
+)
 
 __all__ = [
     "REQUESTS_SCHEMA",
     "SAMPLES_SCHEMA",
     "TOKENS_SCHEMA",
     "TableError",
+    "backfill_frame",
     "record_schema",
     "requests_frame",
     "requests_table",
@@ -84,11 +93,54 @@ SAMPLES_SCHEMA = pa.schema(
 )
 
 
+# The schemas whose later columns an older table may lack (results.records.Backfill).
+_BACKFILLS: tuple[tuple[pa.Schema, dict[str, Backfill]], ...] = (
+    (REQUESTS_SCHEMA, REQUEST_BACKFILLS),
+    (TOKENS_SCHEMA, TOKEN_BACKFILLS),
+)
+
+
+def _backfilled(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the columns added after it was written, filled by their Backfill rule."""
+    rules = next((rules for known, rules in _BACKFILLS if schema.equals(known)), {})
+    for name, rule in rules.items():
+        if name in table.column_names:
+            continue
+        kind = schema.field(name).type
+        if rule.copy_of is not None and rule.copy_of in table.column_names:
+            column: Any = table.column(rule.copy_of).cast(kind)
+        elif rule.value is None:
+            column = pa.nulls(table.num_rows, kind)
+        else:
+            column = pa.array([rule.value] * table.num_rows, kind)
+        table = table.append_column(name, column)
+    return table
+
+
+def backfill_frame(frame: pd.DataFrame, rules: dict[str, Backfill]) -> pd.DataFrame:
+    """``frame`` with each column of ``rules`` it lacks filled by its rule (a copy when any is
+    added; ``frame`` itself when none is missing). For frames from other tools or older code."""
+    missing = [name for name in rules if name not in frame.columns]
+    if not missing:
+        return frame
+    frame = frame.copy()
+    for name in missing:
+        rule = rules[name]
+        if rule.copy_of is not None and rule.copy_of in frame.columns:
+            frame[name] = frame[rule.copy_of]
+        else:
+            frame[name] = rule.value
+    return frame
+
+
 def to_frame(table: pa.Table, schema: pa.Schema, source: str) -> pd.DataFrame:
     """Arrow -> pandas with fixed dtypes, used for both freshly written and loaded tables.
 
-    Raises TableError naming ``source`` when a column is missing or does not fit ``schema``.
+    A requests or tokens table written before a column existed gets that column by its
+    results.records.Backfill rule. Raises TableError naming ``source`` when any other column
+    is missing or a column does not fit ``schema``.
     """
+    table = _backfilled(table, schema)
     missing = [name for name in schema.names if name not in table.column_names]
     if missing:
         raise TableError(f"{source}: missing columns {', '.join(missing)}")
@@ -106,7 +158,11 @@ def to_frame(table: pa.Table, schema: pa.Schema, source: str) -> pd.DataFrame:
 
 
 def _table_from_rows(
-    rows: Iterable[Any], schema: pa.Schema, what: str, chunks: bool = False
+    rows: Iterable[Any],
+    schema: pa.Schema,
+    what: str,
+    backfills: dict[str, Backfill],
+    chunks: bool = False,
 ) -> pa.Table:
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     items = (chunk for record in rows for chunk in record.chunks) if chunks else rows
@@ -115,6 +171,11 @@ def _table_from_rows(
             try:
                 values.append(getattr(item, name))
             except AttributeError:
+                rule = backfills.get(name)
+                if rule is not None:
+                    # An object written to the older contract: read as that contract's tables.
+                    values.append(getattr(item, rule.copy_of) if rule.copy_of else rule.value)
+                    continue
                 raise TypeError(
                     f"{what} #{position} ({type(item).__name__}) has no attribute {name!r}"
                 ) from None
@@ -132,12 +193,12 @@ def _table_from_rows(
 
 def requests_table(records: Iterable[Any]) -> pa.Table:
     """requests.parquet's table from RequestRecord-like objects (any with its attributes)."""
-    return _table_from_rows(records, REQUESTS_SCHEMA, "request record")
+    return _table_from_rows(records, REQUESTS_SCHEMA, "request record", REQUEST_BACKFILLS)
 
 
 def tokens_table(records: Iterable[Any]) -> pa.Table:
     """tokens.parquet's table: every record's ``chunks``, in record order then chunk order."""
-    return _table_from_rows(records, TOKENS_SCHEMA, "chunk record", chunks=True)
+    return _table_from_rows(records, TOKENS_SCHEMA, "chunk record", TOKEN_BACKFILLS, chunks=True)
 
 
 def requests_frame(records: Iterable[Any]) -> pd.DataFrame:

@@ -34,6 +34,21 @@ _SERVER_OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
         "Step the engine in its own process (as vLLM V1), not a thread of the server.",
     ),
     ("log_level", str, "INFO", "Python log level."),
+    (
+        "reasoning_tokens",
+        int,
+        0,
+        "Stream the first N generated tokens of each chat answer as reasoning (as a reasoning "
+        "model behind vLLM's --reasoning-parser), with usage.completion_tokens_details."
+        "reasoning_tokens; 0: plain answers.",
+    ),
+    (
+        "reasoning_field",
+        str,
+        "reasoning_content",
+        "The delta field reasoning is streamed in: reasoning_content (vLLM's parsers, DeepSeek) "
+        "or reasoning (newer vLLM, OpenRouter).",
+    ),
 )
 
 
@@ -92,18 +107,21 @@ def config_from_options(options: dict[str, Any]) -> EngineConfig:
 def serve(**options: Any) -> None:
     """Start the reference engine's OpenAI-compatible server."""
     from engine.serving.core_process import EngineCoreError
+    from engine.serving.reasoning import ReasoningPrefix
     from engine.serving.server import run_server
 
     level = str(options["log_level"]).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     try:
         config = config_from_options(options)
+        reasoning = ReasoningPrefix(options["reasoning_tokens"], options["reasoning_field"])
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     try:
         run_server(
             config, options["host"], options["port"], core_process=options["engine_core_process"],
             api_key=options.get("api_key") or None,
+            reasoning=reasoning,
         )  # fmt: skip
     except (EngineCoreError, ValueError) as e:
         typer.echo(f"error: the engine did not start: {e}", err=True)

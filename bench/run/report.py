@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.run.messages import print_note
+from bench.run.reasoning_report import reasoning_table
 from bench.run.verdict import print_verdict
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
@@ -139,15 +140,19 @@ def _errors(summary: Mapping[str, Any]) -> Table | None:
 
 
 def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
-    """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, request
-    counts and errors, then why the run is not usable where it is not. ``None`` (a run folder
-    without summary.json) prints a note instead."""
+    """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, the
+    reasoning (a reasoning model's run only), request counts and errors, then why the run is
+    not usable where it is not. ``None`` (a run folder without summary.json) prints a note
+    instead."""
     if summary is None:
         console.print("[yellow]no summary.json: the run did not finish writing its folder[/yellow]")
         return
     console.print(_overview(summary))
     console.print(_latencies(summary))
     console.print(_per_user_tps(summary))
+    reasoning = reasoning_table(summary)  # only for a run in which some request reasoned
+    if reasoning is not None:
+        console.print(reasoning)
     console.print(_counts(summary))
     errors = _errors(summary)
     if errors is not None:

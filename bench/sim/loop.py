@@ -211,6 +211,7 @@ def run_plan_virtual(engine: LLMEngine, plan: LoadPlan) -> list[RequestRecord]:
                     ChunkRecord(rec.request_id, len(rec.chunks), now, len(out.new_token_ids))
                 )
                 rec.first_token_s = rec.first_token_s if rec.first_token_s is not None else now
+                rec.first_answer_token_s = rec.first_token_s  # the simulated engine does not reason
                 rec.output_tokens = out.num_output_tokens
                 if out.finished:
                     rec.done_s = now

@@ -112,6 +112,7 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
             f"prompt {fmt(tokens.get('prompt_tokens'))}",
         )
     )
+    tiles += _reasoning_tiles(summary)
     energy = _get(summary, "probes", "energy") or {}
     if energy.get("available"):
         tiles.append(
@@ -128,6 +129,31 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
         if isinstance(value, int | float):
             tiles.append(Tile(key, definition(key).label, f"{value * 100:.3g}%", "whole run"))
     return tiles
+
+
+def _reasoning_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+    """A reasoning model's run only: the reasoning share and the time to first answer token."""
+    reasoning = summary.get("reasoning")
+    if not isinstance(reasoning, Mapping):
+        return []
+    share = reasoning.get("reasoning_share")
+    ttfat = reasoning.get("time_to_first_answer_token_ms") or {}
+    key = "time_to_first_answer_token_ms"
+    return [
+        Tile(
+            "reasoning_share",
+            "Reasoning share",
+            "–" if share is None else f"{share * 100:.1f}%",
+            f"{fmt(reasoning.get('reasoning_tokens'))} reasoning · "
+            f"{fmt(reasoning.get('answer_tokens'))} answer tokens",
+        ),
+        Tile(
+            key,
+            f"{definition(key).label} p50",
+            f"{fmt(ttfat.get('p50'))} ms",
+            f"p90 {fmt(ttfat.get('p90'))} · p99 {fmt(ttfat.get('p99'))} ms",
+        ),
+    ]
 
 
 def _hover(tile: Tile) -> str:

@@ -1,10 +1,11 @@
 """A run's dashboard: ``report.html`` in its run folder (`bench report RUN --html`, and the end
 of every `bench run`).
 
-Sections: headline, latency CDFs, per-user TPS, the shared-axis timeline, the engine's steps,
-the roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds;
-what it does not hold is said at the top and in the section concerned. A run that is not usable
-(summary.json's ``usability``) says why under the headline, and its top causes under errors.
+Sections: headline, latency CDFs, per-user TPS, reasoning (a reasoning model's run only), the
+shared-axis timeline, the engine's steps, the roofline, errors, and every recorded sample. Each
+is drawn from whatever the folder holds; what it does not hold is said at the top and in the
+section concerned. A run that is not usable (summary.json's ``usability``) says why under the
+headline, and its top causes under errors.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from dashboards.figures.errors import errors_figure
 from dashboards.figures.headline import headline_figure
 from dashboards.figures.latency import latency_cdf_figure
+from dashboards.figures.reasoning import reasoning_figure
 from dashboards.figures.roofline import roofline_figure
 from dashboards.figures.roofline_inputs import roofline_inputs
 from dashboards.figures.samples_figure import samples_figure
@@ -78,6 +80,7 @@ def build_run_page(view: RunView) -> Page:
         else []
     )
     samples = samples_figure(view)
+    reasoning = reasoning_figure(view)
     sections = [
         Section(
             "headline",
@@ -98,6 +101,20 @@ def build_run_page(view: RunView) -> Page:
             "The speed each user sees: 1 / TPOT of each request. The low percentiles are the "
             "slow users a mean hides.",
             per_user_tps_figure([view]),
+        ),
+        *(
+            [
+                Section(
+                    "reasoning",
+                    "Reasoning",
+                    "A reasoning model's answer begins after its reasoning: TTFT is the first "
+                    "token of any kind, the time to first answer token the first content. "
+                    "Per-user TPS of the answer is the speed the user reads it at.",
+                    reasoning,
+                )
+            ]
+            if reasoning is not None
+            else []
         ),
         Section(
             "timeline",

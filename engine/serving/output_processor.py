@@ -2,7 +2,9 @@
 
 Runs in the server's event loop, off the engine's step loop (vLLM v1 splits it the same way).
 Stop strings are matched on text; the text that could still become a stop string is held back
-until it cannot, so a client never receives the start of a stop string.
+until it cannot, so a client never receives the start of a stop string. With a reasoning prefix
+(engine.serving.reasoning) the text is split where the prefix's last token ends, and each delta
+says how much of it is reasoning.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class TextDelta:
     num_output_tokens: int
     finished: bool
     finish_reason: str | None
+    # How many leading characters of ``text`` belong to the reasoning prefix (0 without one).
+    reasoning_chars: int = 0
 
 
 class RequestTextState:
@@ -36,8 +40,14 @@ class RequestTextState:
         stop: tuple[str, ...],
         arrival_s: float,
         metrics: EngineMetrics | None,
+        reasoning_tokens: int = 0,
     ) -> None:
+        """``reasoning_tokens``: the first so many generated tokens are reasoning."""
         self._detok = IncrementalDetokenizer(tokenizer)
+        self._reasoning_tokens = reasoning_tokens
+        # Characters of the text that are reasoning: unknown (None) until the prefix's last
+        # token has been decoded; 0 without a prefix.
+        self._boundary: int | None = 0 if reasoning_tokens <= 0 else None
         self._stop = tuple(s for s in stop if s)
         self._hold_chars = max((len(s) for s in self._stop), default=1) - 1
         self._text = ""
@@ -56,7 +66,7 @@ class RequestTextState:
                 self._metrics.itl_s.observe(now - self._last_token_s)
         self._last_token_s = now
 
-        self._text += self._detok.feed(out.new_token_ids)
+        self._decode(out)
         finished, reason = out.finished, out.finish_reason
         if finished:
             # A request can end inside a multi-byte character; send what it has, as decode()
@@ -70,6 +80,8 @@ class RequestTextState:
                 self.stopped_by_string = True
         end = len(self._text) if finished else max(self._sent_chars, len(self._text) - self._hold)
         delta = self._text[self._sent_chars : end]
+        reasoning_end = end if self._boundary is None else min(self._boundary, end)
+        reasoning_chars = max(reasoning_end - self._sent_chars, 0)
         self._sent_chars = end
         if finished and self._metrics is not None:
             self._metrics.e2e_s.observe(now - self._arrival_s)
@@ -81,7 +93,25 @@ class RequestTextState:
             out.num_output_tokens,
             finished,
             reason,
+            reasoning_chars,
         )
+
+    def _decode(self, out: RequestOutput) -> None:
+        """Add ``out``'s tokens to the text, noting where the reasoning prefix ends."""
+        ids = out.new_token_ids
+        if self._boundary is not None:
+            self._text += self._detok.feed(ids)
+            return
+        # Tokens of this output still inside the prefix (several arrive at once when drafts
+        # are accepted).
+        inside = self._reasoning_tokens - (out.num_output_tokens - len(ids))
+        if inside >= len(ids):
+            self._text += self._detok.feed(ids)
+            return
+        if inside > 0:
+            self._text += self._detok.feed(ids[:inside])
+        self._boundary = len(self._text)
+        self._text += self._detok.feed(ids[max(inside, 0) :])
 
     @property
     def _hold(self) -> int:

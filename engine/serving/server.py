@@ -35,6 +35,7 @@ from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.metrics import EngineMetrics
 from engine.serving.output_processor import RequestTextState, TextDelta
 from engine.serving.protocol import ChatCompletionRequest, CompletionRequest, error_body
+from engine.serving.reasoning import ReasoningPrefix
 from engine.serving.tokenization import add_tokenize_routes
 
 log = logging.getLogger(__name__)
@@ -75,10 +76,15 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return "invalid request: " + "; ".join(parts), param
 
 
-def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None) -> FastAPI:
+def build_app(
+    engine: LLMEngine | EngineCoreProcess,
+    api_key: str | None = None,
+    reasoning: ReasoningPrefix | None = None,
+) -> FastAPI:
     """The OpenAI-compatible app over an in-process engine (stepped in a thread) or an engine
     core process; with ``api_key``, /v1 needs ``Authorization: Bearer <api_key>``
-    (engine.serving.auth)."""
+    (engine.serving.auth); ``reasoning`` labels a prefix of each chat answer as reasoning."""
+    prefix = reasoning or ReasoningPrefix()
     metrics = EngineMetrics(engine.served_model_name)
     llm = (
         RemoteAsyncLLM(engine, metrics)
@@ -132,9 +138,11 @@ def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None)
             raise BadRequest(str(e)) from e
 
     async def run(
-        request_id: str, prompt_ids: list[int], params: SamplingParams
+        request_id: str, prompt_ids: list[int], params: SamplingParams, reasoning_tokens: int
     ) -> AsyncIterator[TextDelta]:
-        state = RequestTextState(tokenizer, params.stop, time.perf_counter(), metrics)
+        state = RequestTextState(
+            tokenizer, params.stop, time.perf_counter(), metrics, reasoning_tokens
+        )
         outputs = llm.generate(request_id, prompt_ids, params)
         try:
             async for out in outputs:
@@ -168,12 +176,17 @@ def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None)
         stream: bool,
         include_usage: bool,
     ) -> Response:
-        first, gen = await first_then_rest(run(request_id, prompt_ids, params))
-        created = int(time.time())
         is_chat = kind == "chat"
+        reasoning_tokens = prefix.tokens_for(is_chat)
+        first, gen = await first_then_rest(run(request_id, prompt_ids, params, reasoning_tokens))
+        created = int(time.time())
+
+        def usage(d: TextDelta) -> dict[str, Any]:
+            return {**_usage(d), **prefix.usage_details(d.num_output_tokens, is_chat)}
+
         obj = "chat.completion.chunk" if is_chat else "text_completion"
 
-        def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> str:
+        def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> str:
             body: dict[str, Any] = {
                 "id": request_id,
                 "object": obj,
@@ -187,7 +200,8 @@ def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None)
 
         def choice(d: TextDelta) -> dict[str, Any]:
             if is_chat:
-                return {"index": 0, "delta": {"content": d.text}, "finish_reason": d.finish_reason}
+                delta = prefix.delta(d.text, d.reasoning_chars)
+                return {"index": 0, "delta": delta, "finish_reason": d.finish_reason}
             return {"index": 0, "text": d.text, "finish_reason": d.finish_reason}
 
         if stream:
@@ -209,19 +223,21 @@ def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None)
                 finally:
                     await gen.aclose()
                 if include_usage and last is not None:
-                    yield chunk([], _usage(last))
+                    yield chunk([], usage(last))
                 yield "data: [DONE]\n\n"
 
             return StreamingResponse(events(), media_type="text/event-stream")
 
         texts, last = [first.text if first else ""], first
+        reasoning_chars = first.reasoning_chars if first else 0
         async for d in gen:
             texts.append(d.text)
+            reasoning_chars += d.reasoning_chars
             last = d
         assert last is not None
         text = "".join(texts)
         if is_chat:
-            result = {"index": 0, "message": {"role": "assistant", "content": text}}
+            result = {"index": 0, "message": prefix.message(text, reasoning_chars)}
         else:
             result = {"index": 0, "text": text}
         result["finish_reason"] = last.finish_reason
@@ -232,7 +248,7 @@ def build_app(engine: LLMEngine | EngineCoreProcess, api_key: str | None = None)
                 "created": created,
                 "model": model_name,
                 "choices": [result],
-                "usage": _usage(last),
+                "usage": usage(last),
             }
         )
 
@@ -329,8 +345,10 @@ def run_server(
     port: int = 8000,
     core_process: bool = True,
     api_key: str | None = None,
+    reasoning: ReasoningPrefix | None = None,
 ) -> None:
     """Load the engine, then serve until interrupted. /health answers once the model is loaded.
+    ``reasoning``: the reasoning prefix of chat answers (engine.serving.reasoning).
 
     ``core_process`` runs the engine in its own process (engine/serving/core_process.py); without it
     the engine steps in a thread of the server's process and shares its GIL. ``api_key``
@@ -349,8 +367,8 @@ def run_server(
         # uvloop and httptools, uvicorn's fast event loop and HTTP parser: per SSE event they
         # cost about half what asyncio's loop and h11 do, and a stream is one event per token.
         uvicorn.run(
-            build_app(engine, api_key), host=host, port=port, log_level="warning", access_log=False,
-            loop="uvloop", http="httptools",
+            build_app(engine, api_key, reasoning), host=host, port=port, log_level="warning",
+            access_log=False, loop="uvloop", http="httptools",
         )  # fmt: skip
     finally:
         if isinstance(engine, EngineCoreProcess):

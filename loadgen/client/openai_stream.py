@@ -11,8 +11,13 @@ it has ended. It knows the differences between engines that matter for counting:
     * A chat stream may open with a role-only delta (vLLM: ``content: ""``, llama-server:
       ``content: null``); finish-only chunks carry no text. Neither is content: only non-empty
       text counts, so TTFT is the first real token.
-    * Reasoning models stream ``reasoning_content`` (or ``reasoning``) before ``content``; those
-      are generated tokens too and count as content.
+    * Reasoning models stream ``delta.reasoning_content`` (vLLM's reasoning parsers, DeepSeek)
+      or ``delta.reasoning`` (newer vLLM, OpenRouter) before ``content``. Those are generated
+      tokens too: they are content chunks flagged ``reasoning``, TTFT is the first token of any
+      kind, and the first ``content`` is the first answer token. An event that carries both
+      becomes a reasoning chunk then an answer chunk at the same time. Text completions carry
+      no reasoning field (vLLM parses reasoning in the chat endpoint only): their ``text`` is
+      answer. :mod:`loadgen.client.token_counts` counts the two parts.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadgen.client.apportion import apportion_tokens, chunk_token_weights
+from loadgen.client.token_counts import StreamTokens, count_stream_tokens
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Api, RequestSpec
@@ -71,12 +76,13 @@ class StreamAccumulator:
         * ``done_ns`` is set by the caller when ``[DONE]`` arrives.
     """
 
-    __slots__ = ("_chat", "done_ns", "finish_reason", "texts", "times_ns", "usage")
+    __slots__ = ("_chat", "done_ns", "finish_reason", "reasoning", "texts", "times_ns", "usage")
 
     def __init__(self, api: Api) -> None:
         self._chat = api == "chat"
         self.times_ns: list[int] = []
         self.texts: list[str] = []
+        self.reasoning: list[bool] = []  # per chunk: reasoning (True) or answer (False)
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
@@ -92,20 +98,21 @@ class StreamAccumulator:
                 choice = choices[0]
                 if self._chat:
                     delta = choice.get("delta")
-                    text = (
-                        (
-                            delta.get("content")
-                            or delta.get("reasoning_content")
-                            or delta.get("reasoning")
-                        )
-                        if delta
-                        else None
-                    )
+                    if delta:
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                        if thought:
+                            self.texts.append(thought)
+                            self.times_ns.append(t_ns)
+                            self.reasoning.append(True)
+                        text = delta.get("content")
+                    else:
+                        text = None
                 else:
                     text = choice.get("text")
                 if text:
                     self.texts.append(text)
                     self.times_ns.append(t_ns)
+                    self.reasoning.append(False)
                 reason = choice.get("finish_reason")
                 if reason:
                     self.finish_reason = reason
@@ -120,12 +127,12 @@ class StreamAccumulator:
 
     def output_tokens(self, tokenizer: TokenizerLike | None) -> tuple[int, TokenSource]:
         """The output-token total and where it came from: usage, tokenizer, or chunk count."""
-        completion = self.usage.get("completion_tokens") if self.usage else None
-        if isinstance(completion, int) and not isinstance(completion, bool) and completion >= 0:
-            return completion, "usage"
-        if tokenizer is not None:
-            return len(tokenizer.encode("".join(self.texts), add_special_tokens=False)), "tokenizer"
-        return len(self.texts), "chunks"
+        counts = self.token_counts(tokenizer)
+        return counts.output_tokens, counts.source
+
+    def token_counts(self, tokenizer: TokenizerLike | None) -> StreamTokens:
+        """The stream's output tokens, their reasoning part and each chunk's share."""
+        return count_stream_tokens(self.texts, self.reasoning, self.usage, tokenizer)
 
     def to_record(
         self,
@@ -142,17 +149,15 @@ class StreamAccumulator:
         http_status: int | None,
     ) -> RequestRecord:
         """Build the request's record; ``end_ns`` is used when no ``[DONE]`` arrived."""
-        total, source = self.output_tokens(tokenizer)
-        n_chunks = len(self.texts)
-        if total == n_chunks:
-            per_chunk = [1] * n_chunks  # one token per event: no tokenizer work needed
-        else:
-            per_chunk = apportion_tokens(total, chunk_token_weights(tokenizer, self.texts))
+        counts = self.token_counts(tokenizer)
         rid = spec.request_id
         chunks = [
-            ChunkRecord(rid, i, clock.to_s(t_ns), n)
-            for i, (t_ns, n) in enumerate(zip(self.times_ns, per_chunk, strict=True))
+            ChunkRecord(rid, i, clock.to_s(t_ns), n, thought)
+            for i, (t_ns, n, thought) in enumerate(
+                zip(self.times_ns, counts.per_chunk, self.reasoning, strict=True)
+            )
         ]
+        first_answer = next((c.t_s for c in chunks if not c.reasoning), None)
         prompt_tokens = self.usage.get("prompt_tokens") if self.usage else None
         if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool):
             prompt_tokens = spec.prompt_tokens
@@ -164,10 +169,13 @@ class StreamAccumulator:
             first_token_s=chunks[0].t_s if chunks else None,
             done_s=clock.to_s(self.done_ns if self.done_ns is not None else end_ns),
             prompt_tokens=prompt_tokens,
-            output_tokens=total,
-            output_tokens_source=source,
+            output_tokens=counts.output_tokens,
+            output_tokens_source=counts.source,
             status=status,
             error=error,
             http_status=http_status,
+            first_answer_token_s=first_answer,
+            reasoning_tokens=counts.reasoning_tokens,
+            reasoning_tokens_source=counts.reasoning_source,
             chunks=chunks,
         )

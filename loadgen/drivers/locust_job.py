@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.drivers.driver import LoadPlan
-from results.records import ChunkRecord, RequestRecord
+from results.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
     "JOB_ENV",
@@ -78,12 +78,17 @@ def read_job(path: str | Path) -> LocustJob:
     return job
 
 
+# A chunk's columns on the wire: tokens.parquet's, less the request id its record carries.
+_CHUNK_WIRE = TOKEN_COLUMNS[1:]
+
+
 def record_to_wire(record: RequestRecord) -> dict[str, Any]:
-    """A JSON-able dict of ``record``; chunks as ``[index, t_s, n_tokens]`` triples."""
+    """A JSON-able dict of ``record``; each chunk as the list of its tokens.parquet columns
+    after ``request_id`` (``[index, t_s, n_tokens, reasoning]``)."""
     row = {
         f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "chunks"
     }
-    row["chunks"] = [[c.index, c.t_s, c.n_tokens] for c in record.chunks]
+    row["chunks"] = [[getattr(c, name) for name in _CHUNK_WIRE] for c in record.chunks]
     return row
 
 
@@ -91,5 +96,5 @@ def record_from_wire(row: dict[str, Any]) -> RequestRecord:
     """The inverse of :func:`record_to_wire`."""
     fields = dict(row)
     rid = fields["request_id"]
-    fields["chunks"] = [ChunkRecord(rid, int(i), float(t), int(n)) for i, t, n in row["chunks"]]
+    fields["chunks"] = [ChunkRecord(rid, *values) for values in row["chunks"]]
     return RequestRecord(**fields)

@@ -9,9 +9,10 @@ owned by the module that computes it and opaque here.
 
 Versions:
 - 1: every summary.json written so far (compute_summary wrote ``schema_version: 1`` from the
-  start). ``ttft_from_scheduled_ms`` and summarize_run's sections are absent in the oldest,
-  ``usability`` in those written before it. A summary.json without a version is read as
-  version 1.
+  start). ``ttft_from_scheduled_ms`` and summarize_run's sections are absent in the oldest. A
+  summary.json without a version is read as version 1. ``usability`` and ``reasoning`` (a run
+  of a reasoning model) were added later; summaries without ``reasoning`` are runs without
+  reasoning.
 
 Latencies are milliseconds, rates per second of the measured window, times seconds on the run's
 clock; a figure that cannot be computed (no requests, no window) is null.
@@ -30,6 +31,7 @@ __all__ = [
     "Distribution",
     "Errors",
     "Goodput",
+    "Reasoning",
     "StatusCounts",
     "SummaryJson",
     "Throughput",
@@ -138,6 +140,24 @@ class Usability(TypedDict):
     top_errors: list[TopError]
 
 
+class Reasoning(TypedDict):
+    """A reasoning model's run (present only when some request reasoned), over the ok requests
+    of the window: reasoning and answer tokens (answer = output - reasoning), the reasoning
+    share of output tokens, how the reasoning tokens were counted, tokens per request, time to
+    first answer token (ms), the answer's TPOT (ms) and per-user TPS (tok/s)."""
+
+    requests_with_reasoning: int
+    reasoning_tokens: int
+    answer_tokens: int
+    reasoning_share: float | None
+    requests_by_reasoning_tokens_source: dict[str, int]
+    reasoning_tokens_per_request: Distribution
+    answer_tokens_per_request: Distribution
+    time_to_first_answer_token_ms: Distribution
+    answer_tpot_ms: Distribution
+    answer_per_user_tps: Distribution
+
+
 class SummaryJson(TypedDict):
     """summary.json (module docstring)."""
 
@@ -156,6 +176,7 @@ class SummaryJson(TypedDict):
     ttft_from_scheduled_ms: NotRequired[Distribution]
     queueing_delay_ms: Distribution
     per_user_tps: Distribution
+    reasoning: NotRequired[Reasoning]  # only for a run in which some request reasoned
     # results.run_summary.summarize_run's sections (results.attribution, results.samples_summary,
     # results.client_check).
     per_user_tps_by_phase: NotRequired[dict[str, Any]]

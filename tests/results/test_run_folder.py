@@ -38,6 +38,9 @@ REQUEST_COLUMNS = [
     "status",
     "error",
     "http_status",
+    "first_answer_token_s",
+    "reasoning_tokens",
+    "reasoning_tokens_source",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -108,6 +111,7 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
         "index",
         "t_s",
         "n_tokens",
+        "reasoning",
     ]
     assert len(tokens) == 5 and tokens["n_tokens"].sum() == 6
     text = (folder.path / "run.json").read_text()

@@ -55,6 +55,21 @@ def text_events(
     return events
 
 
+def chat_events(deltas: list[dict[str, str]], usage: dict[str, Any] | None = None) -> list[bytes]:
+    """A /v1/chat/completions stream: a role-only delta, one event per delta of ``deltas``
+    (e.g. ``{"reasoning": "hm"}``, ``{"content": "Yes"}``, or both keys), a finish chunk,
+    optional usage, then [DONE]."""
+    role = {"role": "assistant", "content": ""}
+    events = [sse_event({"choices": [{"index": 0, "delta": role, "finish_reason": None}]})]
+    for delta in deltas:
+        events.append(sse_event({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
+    events.append(sse_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+    if usage is not None:
+        events.append(sse_event({"choices": [], "usage": usage}))
+    events.append(sse_event("[DONE]"))
+    return events
+
+
 def replay_handler(
     events: list[bytes], delay_s: float = 0.0, split_bytes: int | None = None
 ) -> Handler:
