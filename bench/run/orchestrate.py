@@ -28,6 +28,7 @@ from bench.run.probing import (
     samples_frame,
     start_probes,
 )
+from bench.run.remote_workers import RemoteWorkers
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from engine_adapters.base import EngineAdapter
@@ -83,6 +84,9 @@ class RunOptions:
     # line ({port}, {model}, {host}, {exe} filled in), or the model for the adapter's usual one.
     launch: str | None = None
     launch_model: str | None = None
+    # Locust: workers that join with `bench worker`, the master's address
+    # (bench.run.remote_workers).
+    remote_workers: RemoteWorkers | None = None
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,7 +211,9 @@ def _run_against(
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
-    load_info = record_load(folder.path, result, plan, opts.driver, opts.workers)
+    load_info = record_load(
+        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers
+    )
     if steps is not None:
         folder.write_steps(steps)
     wrote_samples = probe_result is not None and probe_result.num_samples > 0
@@ -286,6 +292,7 @@ async def _drive(
             result = await drive_load(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
                 workers=opts.workers, on_record=display.on_record, counters=display.counters,
+                remote=opts.remote_workers, console=console,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e
