@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -229,6 +231,15 @@ class Master:
             gevent.sleep(_POLL_S)
         return True
 
+    def abort(self) -> None:
+        """SIGTERM (the driver stopping early): tell the workers to quit, which they would
+        otherwise only do a minute after the master's heartbeats stop, then exit 143."""
+        self.emit("error", message="the Locust master was stopped (SIGTERM)")
+        for node in self.runner.clients.all:
+            self.runner.server.send_to_client(Message("quit", None, node.id))
+        gevent.sleep(0.5)  # let the quit messages leave before the sockets close
+        os._exit(143)
+
     def run(self) -> int:
         """The whole run; the exit status: 0 when it ran (lost workers included), 3 when the
         workers did not all join."""
@@ -271,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             message = f"the master cannot listen on {job.bind_host}:{job.bind_port}: {exc}"
             fh.write(json.dumps({"event": "error", "t_s": 0.0, "message": message}) + "\n")
         return 3
+    gevent.signal_handler(signal.SIGTERM, lambda: gevent.spawn(master.abort))
     return master.run()
 
 
