@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from bench.run.messages import print_error, print_warning
+from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 
 app = typer.Typer(
     help="LLM-inference performance lab: drive an engine with load, record, and report.",
@@ -87,11 +88,11 @@ def run(
     ] = None,
     worker_join_timeout: Annotated[
         float, typer.Option(help="Locust: seconds to wait for every worker to join.")
-    ] = 120.0,
+    ] = DEFAULT_JOIN_TIMEOUT_S,
     worker_timeout: Annotated[
         float,
         typer.Option(help="Locust: a worker silent this many seconds is lost (its requests fail)."),
-    ] = 10.0,
+    ] = DEFAULT_WORKER_TIMEOUT_S,
     launch: Annotated[
         str | None,
         typer.Option(

@@ -136,5 +136,11 @@ def print_locust_event(console: Console, event: dict[str, Any], remote: int) -> 
             f"{event['cause']}: its {event['in_flight']} request(s) in flight and "
             f"{event['unsent']} not yet sent are recorded as failed",
         )
+    elif kind == "left":
+        print_warning(
+            console,
+            f"worker {event['index']} ({event['host']}) left before the load started; waiting "
+            f"for another ({event['joined']} of {event['expected']} joined)",
+        )
     elif kind == "refused":
         print_warning(console, f"a worker from {event['host']} was turned away: the run is full")

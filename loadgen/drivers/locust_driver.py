@@ -220,6 +220,12 @@ def _run(
         log.close()
     if errors:
         raise LocustError("; ".join(errors))
+    if master.returncode != 0 or not end_info:
+        tail = (out / "locust.log").read_text(errors="replace")[-3000:]
+        raise LocustError(
+            f"the Locust master ended (status {master.returncode}) before the run did; its "
+            f"log:\n{tail}"
+        )
     samples = ClientSamples()
     client_path = out / CLIENT_FILE
     if client_path.is_file():

@@ -36,7 +36,8 @@ class WorkerSlot:
     """One worker of the run.
 
     Attributes:
-        index: 0-based, in the order workers joined.
+        index: 0-based, in the order workers joined (a place freed before the load started
+            goes to the next worker that joins).
         client_id: Locust's id of the worker process (``<hostname>_<hex>``).
         sessions: the plan sessions given to it.
         state: joining (clock and plan being sent), ready, running, done or lost.
@@ -103,12 +104,22 @@ class Fleet:
         the same process connects again)."""
         if client_id in self._by_id or len(self.slots) >= self.expected:
             return None
-        index = len(self.slots)
+        index = min(set(range(self.expected)) - {s.index for s in self.slots})
         given = [list(s) for s in self.sessions[index :: self.expected]]
         slot = WorkerSlot(index, client_id, given)
         self.slots.append(slot)
+        self.slots.sort(key=lambda s: s.index)
         self._by_id[client_id] = slot
         return slot
+
+    def release(self, slot: WorkerSlot) -> bool:
+        """Free the place of a worker gone before the load started (nothing of the plan was
+        sent by it), for the next one to join; False once the load has started."""
+        if slot.state not in ("joining", "ready") or self._by_id.get(slot.client_id) is not slot:
+            return False
+        self.slots.remove(slot)
+        del self._by_id[slot.client_id]
+        return True
 
     def get(self, client_id: str) -> WorkerSlot | None:
         return self._by_id.get(client_id)

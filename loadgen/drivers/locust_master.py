@@ -129,6 +129,8 @@ class Master:
                 continue  # the worker may not listen yet (it registers after its ack)
             samples.append(ClockSample(int(pong["t0_ns"]), int(pong["t1_ns"]), t2))
             gevent.sleep(_PING_GAP_S)
+        if self.fleet.get(slot.client_id) is not slot:
+            return  # it left while being pinged (check_left)
         if not samples:
             self.emit("error", message=f"worker {slot.index} ({slot.host}) answered no clock ping")
             return
@@ -189,9 +191,9 @@ class Master:
         for slot in self.fleet.slots:
             if slot.state in ("done", "lost"):
                 continue
-            node = self.runner.clients.get(slot.client_id)
-            if node is not None and node.state != locust_runners.STATE_MISSING:
+            if not self.gone(slot):
                 continue
+            node = self.runner.clients.get(slot.client_id)
             t_s = self.clock.now_s()
             in_flight, was, heard = len(slot.in_flight), slot.state, slot.last_heard_s
             failed = self.fleet.lose(slot, t_s)
@@ -205,6 +207,23 @@ class Master:
             if node is not None:
                 self.runner.server.send_to_client(Message("quit", None, slot.client_id))
 
+    def gone(self, slot: WorkerSlot) -> bool:
+        """Whether Locust no longer counts ``slot``'s worker (it quit, or its heartbeats
+        stopped for the job's worker_timeout_s)."""
+        node = self.runner.clients.get(slot.client_id)
+        return node is None or node.state == locust_runners.STATE_MISSING
+
+    def check_left(self) -> None:
+        """Before the load: a worker gone gives its place to the next one that joins."""
+        for slot in list(self.fleet.slots):
+            if self.gone(slot) and self.fleet.release(slot):
+                self.pongs.pop(slot.client_id, None)
+                if self.runner.clients.get(slot.client_id) is not None:
+                    # Missing, not gone: should it come back, it has no place in this run.
+                    self.runner.server.send_to_client(Message("quit", None, slot.client_id))
+                self.emit("left", index=slot.index, host=slot.host, joined=self.fleet.joined,
+                          expected=self.fleet.expected)  # fmt: skip
+
     def wait_for_workers(self) -> bool:
         """Until every worker holds its plan; False (said in an error event) on timeout."""
         self.emit("listening", host=self.job.bind_host, port=self.job.bind_port,
@@ -212,10 +231,7 @@ class Master:
         deadline = time.monotonic() + self.job.join_timeout_s
         next_note = time.monotonic() + _WAITING_EVERY_S
         while not self.fleet.all_ready:
-            self.check_lost()
-            if any(s.state == "lost" for s in self.fleet.slots):
-                self.emit("error", message="a worker was lost before the load started")
-                return False
+            self.check_left()
             now = time.monotonic()
             if now > deadline:
                 self.emit(

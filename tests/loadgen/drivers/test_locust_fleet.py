@@ -67,6 +67,13 @@ def test_workers_share_sessions_by_join_order_and_extra_ones_are_turned_away() -
     assert [s.request_id for s in b.requests] == ["r1", "r3"]
     assert fleet.join("hostC_3") is None and fleet.join("hostA_1") is None
     assert not fleet.all_ready and not fleet.finished
+    # One gone before the load started: its place, and its share, go to the next to join.
+    assert fleet.release(a)
+    c = fleet.join("hostC_3")
+    assert c is not None and c.index == 0 and c.requests == a.requests
+    assert [s.index for s in fleet.slots] == [0, 1]
+    c.state = "running"
+    assert not fleet.release(c)  # once the load runs, a worker is lost, not released
 
 
 def test_a_lost_worker_leaves_a_failed_row_for_each_request_it_did_not_finish() -> None:
