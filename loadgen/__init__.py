@@ -4,8 +4,10 @@ Rooms, each importing only those below it (pyproject.toml's import-linter contra
 
 - ``drivers``: a load plan run in this process (``driver``), closed loop (N users, sessions) and
   open loop (planned times, concurrency cap), the plan sharded over worker processes
-  (``workers``), Locust (``locust_job``, ``locust_driver``, ``locustfile``), the client's
-  self-check of its own lags and CPU (``selfcheck``).
+  (``workers``), Locust (``locust_driver`` starts ``locust_master`` and ``locust_worker``
+  processes, which exchange ``locust_job``'s messages; ``locust_fleet`` is the master's book of
+  workers, ``clock_sync`` their measured clock offsets), the client's self-check of its own lags
+  and CPU (``selfcheck``).
 - ``client``: one streamed request (``stream``), the lean HTTP/1.1 path (``raw_http``) and
   httpx's (``connection_slots``), the incremental event-stream parser (``sse``), what an
   OpenAI-compatible stream means (``openai_stream``), tokens per chunk (``apportion``).

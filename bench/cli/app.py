@@ -16,6 +16,7 @@ from rich.console import Console
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
 from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_warning
+from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
 app = typer.Typer(
@@ -78,6 +79,27 @@ def run(
     workers: Annotated[
         int, typer.Option(min=1, help="Client processes sharing the users (Locust: workers).")
     ] = 1,
+    expect_workers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Locust: start no local worker; wait for N that join with `bench worker "
+            "--master HOST:PORT` (printed), from other machines or this one.",
+        ),
+    ] = 0,
+    master_bind: Annotated[
+        str | None,
+        typer.Option(
+            help="Locust: HOST:PORT the master listens on for workers (e.g. 0.0.0.0:5557)."
+        ),
+    ] = None,
+    worker_join_timeout: Annotated[
+        float, typer.Option(help="Locust: seconds to wait for every worker to join.")
+    ] = DEFAULT_JOIN_TIMEOUT_S,
+    worker_timeout: Annotated[
+        float,
+        typer.Option(help="Locust: a worker silent this many seconds is lost (its requests fail)."),
+    ] = DEFAULT_WORKER_TIMEOUT_S,
     launch: Annotated[
         str | None,
         typer.Option(
@@ -107,6 +129,7 @@ def run(
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
     from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+    from bench.run.remote_workers import RemoteWorkers
     from bench.run.report import render_summary
     from bench.run.verdict import exit_code, print_unusable_runs
     from bench.scenario.scenario import ScenarioError, load_scenario
@@ -114,13 +137,16 @@ def run(
     try:
         spec = load_scenario(scenario)
         headers = request_headers(api_key, header)
+        remote = RemoteWorkers.from_options(
+            driver, workers, expect_workers, master_bind, worker_join_timeout, worker_timeout
+        )
     except (ScenarioError, ValueError) as e:
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e
     opts = RunOptions(
         spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
         driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
-        max_error_rate=max_error_rate,
+        max_error_rate=max_error_rate, remote_workers=remote,
     )  # fmt: skip
     if repeat > 1:
         from bench.experiments.repeat import run_repeated
@@ -249,6 +275,7 @@ from bench.cli.gate import register as register_gate  # noqa: E402
 from bench.cli.serve import register as register_serve  # noqa: E402
 from bench.cli.simulate import register as register_simulate  # noqa: E402
 from bench.cli.sweep import register as register_sweep  # noqa: E402
+from bench.cli.worker import register as register_worker  # noqa: E402
 
 register_serve(app)
 register_dashboards(app)
@@ -256,3 +283,4 @@ register_probes(app)
 register_gate(app)
 register_sweep(app)
 register_simulate(app)
+register_worker(app)

@@ -6,8 +6,9 @@
     run_json["load"] = record_load(folder.path, result, plan, driver, workers)  # client.parquet
 
 Drivers: ``asyncio`` (this process, or ``workers`` processes sharing the users, see
-loadgen.drivers.workers) and ``locust`` (a headless Locust master with ``workers`` workers, see
-loadgen.drivers.locust_driver). Every driver returns the same records and self-check samples.
+loadgen.drivers.workers) and ``locust`` (a Locust master with ``workers`` local workers, or
+workers joining from other machines: loadgen.drivers.locust_driver, bench.run.remote_workers).
+Every driver returns the same records and self-check samples.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any
 from rich.console import Console
 
 from bench.run.load_plan import build_plan, load_section
+from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_loopback_note
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
-from loadgen.client.auth import HEADERS_ENV, RequestHeaders
+from loadgen.client.auth import RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import LocustError, run_locust
@@ -65,14 +67,14 @@ async def drive_load(
     headers: RequestHeaders | None = None,
     on_record: Any = None,
     counters: Any = None,
-    remote_workers: int = 0,
-    bind_host: str = "127.0.0.1",
+    remote: RemoteWorkers | None = None,
     console: Console | None = None,
 ) -> LoadResult:
     """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring).
 
-    Locust only: ``remote_workers`` more workers join from other machines (the master listens
-    on ``bind_host``); what they must run is printed on ``console``.
+    Locust only: ``remote`` says where the master listens and how many workers join from
+    `bench worker` (then no local one starts); what they must run, who joined and who was
+    lost is said on ``console``.
 
     Raises:
         LoadError: an unknown driver, workers < 1, or a Locust failure.
@@ -86,37 +88,37 @@ async def drive_load(
         return await run_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters
         )
+    remote = remote or RemoteWorkers()
+    if console is not None:
+        print_loopback_note(console, base_url, remote)
 
-    def tell(job: Path, command: list[str]) -> None:
-        if remote_workers and console is not None:
-            console.print(
-                f"waiting for {remote_workers} remote Locust worker(s): copy {job} to each "
-                f"machine and run there, in this checkout: LLM_PERF_LOCUST_JOB=<copied job> "
-                f"{' '.join(command)}"
-                + (
-                    f" (with ${HEADERS_ENV} set to the headers {config.headers.names()}, as JSON "
-                    "[[name, value], ...]: bench never writes their values down)"
-                    if config.headers
-                    else ""
-                )
-            )
+    def tell(event: dict[str, Any]) -> None:
+        if console is not None:
+            print_locust_event(console, event, remote.expected)
 
     try:
         return await asyncio.to_thread(
-            run_locust, plan, config, clock, tokenizer, workers,
-            on_record=on_record, counters=counters, remote_workers=remote_workers,
-            bind_host=bind_host, on_job=tell,
+            run_locust, plan, config, clock, remote.local_workers(workers),
+            on_record=on_record, counters=counters, on_event=tell,
+            **remote.run_locust_arguments(),
         )  # fmt: skip
     except LocustError as exc:
         raise LoadError(str(exc)) from exc
 
 
 def record_load(
-    folder: Path, result: LoadResult, plan: LoadPlan, driver: str, workers: int
-) -> dict[str, Any]:
-    """Write the client table (client.parquet) and return run.json's "load" section."""
+    folder: Path, result: LoadResult, plan: LoadPlan, driver: str, workers: int,
+    remote: RemoteWorkers | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Write the client table (client.parquet) and return run.json's "load" section: with
+    Locust, ``locust_workers`` lists each worker's host, status and measured clock offset."""
     write_client_table(folder, result.client)
     section = load_section(plan, driver, result.workers)
     section["workers_asked"] = workers
     section["client_table"] = "client.parquet"
+    if remote is not None and driver == "locust":
+        section.update(remote.to_json())
+        section["workers_asked"] = remote.local_workers(workers) + remote.expected
+    if result.worker_info is not None:
+        section["locust_workers"] = result.worker_info
     return section

@@ -31,6 +31,7 @@ from bench.run.probing import (
     samples_frame,
     start_probes,
 )
+from bench.run.remote_workers import RemoteWorkers
 from bench.run.server_tokenizer import ServerTokenizer
 from bench.run.tokenizer_source import (
     ResolvedTokenizer,
@@ -106,6 +107,9 @@ class RunOptions:
     headers: RequestHeaders = field(default_factory=RequestHeaders)
     # The share of failed requests (0..1) above which the run is not usable (results.usability).
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    # Locust: workers that join with `bench worker`, the master's address
+    # (bench.run.remote_workers).
+    remote_workers: RemoteWorkers | None = None
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -251,7 +255,9 @@ def _run_against(
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
-    load_info = record_load(folder.path, result, plan, opts.driver, opts.workers)
+    load_info = record_load(
+        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers
+    )
     if steps is not None:
         folder.write_steps(steps)
     wrote_samples = probe_result is not None and probe_result.num_samples > 0
@@ -321,7 +327,7 @@ async def _drive(
             result = await drive_load(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
                 workers=opts.workers, headers=opts.headers, on_record=display.on_record,
-                counters=display.counters,
+                counters=display.counters, remote=opts.remote_workers, console=console,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e

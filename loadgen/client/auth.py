@@ -2,11 +2,11 @@
 
 :class:`RequestHeaders` is one small value that travels from the command line to every place
 that talks to the endpoint: the streaming client (asyncio and ``--workers`` processes, which get
-it through the spawn pipe), the Locust workers (through their environment,
-:data:`HEADERS_ENV`), the reachability check, the probes' /metrics scrape (through the probe
-process's stdin) and the ``/debug`` fetches. It never shows its values: ``repr`` and ``str``
-name the headers only, so a log line, a traceback or a dataclass ``repr`` that holds it cannot
-leak a key. Nothing that writes a file takes it.
+it through the spawn pipe), the Locust master (through its environment, :data:`HEADERS_ENV`)
+and its workers (from the master, by message), the reachability check, the probes' /metrics
+scrape (through the probe process's stdin) and the ``/debug`` fetches. It never shows its
+values: ``repr`` and ``str`` name the headers only, so a log line, a traceback or a dataclass
+``repr`` that holds it cannot leak a key. Nothing that writes a file takes it.
 """
 
 from __future__ import annotations

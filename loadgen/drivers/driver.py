@@ -121,6 +121,8 @@ class LoadResult:
     records: list[RequestRecord]
     client: ClientSamples
     workers: int = 1
+    # Locust: per worker its index, host, status (ok or lost), measured clock offset and bound.
+    worker_info: list[dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         # Short on purpose: Python 3.11's asyncio.run formats the main task's result when it

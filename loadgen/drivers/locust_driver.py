@@ -1,11 +1,16 @@
-"""Run a load plan with Locust: a headless master and N workers on this machine.
+"""Run a load plan with Locust: a master on this machine, workers here or on other machines.
 
-What `bench run --driver locust --workers N` calls. The plan goes to the Locust processes as a
-job file (loadgen.drivers.locust_job); the master gathers every worker's records in its folder,
-which this driver tails while the load runs (so a live display keeps counting) and returns in plan
-order, with the workers' self-check samples, exactly as :func:`loadgen.drivers.workers.run_load`
-does. Locust users are closed-loop users; an open-loop plan is refused (use the asyncio driver).
-Other machines can join the master as extra workers (README: Locust across machines).
+What `bench run --driver locust` calls. This process starts the master
+(loadgen.drivers.locust_master, its own process: Locust monkey-patches whatever imports it) with
+the job in a private temporary folder, and ``workers`` local workers
+(loadgen.drivers.locust_worker, the same program `bench worker` runs); ``remote_workers`` more
+join from wherever `bench worker --master HOST:PORT` is run. Workers get their plan and their
+clock offset from the master over Locust's messages. The master gathers every record in its
+folder, which this driver tails while the load runs (so a live display keeps counting), and the
+driver returns them in plan order with the workers' self-check samples and, per worker, its
+measured clock offset and whether it was lost, as :func:`loadgen.drivers.workers.run_load` does
+for processes. Locust users are closed-loop users; an open-loop plan is refused (use the asyncio
+driver).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import pickle
 import shutil
 import socket
 import subprocess
@@ -22,62 +26,52 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_job import (
     CLIENT_FILE,
-    JOB_ENV,
+    EVENTS_FILE,
     RECORDS_FILE,
     LocustJob,
     record_from_wire,
     write_job,
 )
-from loadgen.protocols import TokenizerLike
 from results.client_samples import ClientSamples
 from results.records import RequestRecord
 
-__all__ = ["LocustError", "locust_commands", "run_locust"]
+__all__ = ["LocustError", "run_locust", "worker_command"]
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+# How long the driver waits past the run's bound before it gives up on the master, s.
 _GRACE_S = 120.0
 _NO_LIMIT_S = 6 * 3600
+DEFAULT_JOIN_TIMEOUT_S = 120.0
+DEFAULT_WORKER_TIMEOUT_S = 10.0
+_ANY_ADDRESS = ("", "*", "0.0.0.0", "::")
 
 
 class LocustError(RuntimeError):
     """Locust could not run the plan; the message says why (and Locust's output tail)."""
 
 
-def _free_port() -> int:
+def _free_port(host: str) -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-def locust_commands(
-    plan: LoadPlan, base_url: str, workers: int, port: int, run_time_s: float,
-    bind_host: str = "127.0.0.1",
-) -> tuple[list[str], list[str]]:  # fmt: skip
-    """The master's (expecting ``workers`` in all) and one local worker's command lines."""
-    base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
-    master = [
-        *base, "--headless", "--master", "--master-bind-host", bind_host,
-        "--master-bind-port", str(port), "--expect-workers", str(workers),
-        "--expect-workers-max-wait", "60", "-u", str(plan.users), "-r", str(plan.users),
-        "--host", base_url, "--run-time", f"{max(1, round(run_time_s))}s",
-        "--exit-code-on-error", "0", "--only-summary",
-    ]  # fmt: skip
-    worker = [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
-    return master, worker
+def reachable_host(bind_host: str) -> str:
+    """The address a worker connects to for a master bound to ``bind_host``: this machine's
+    name for a wildcard bind, else the address itself."""
+    return socket.getfqdn() if bind_host in _ANY_ADDRESS else bind_host
 
 
-def _picklable(tokenizer: TokenizerLike | None) -> TokenizerLike | None:
-    try:
-        pickle.dumps(tokenizer)
-    except Exception:
-        return None  # workers then count tokens from usage, else one per chunk
-    return tokenizer
+def worker_command(host: str, port: int) -> str:
+    """The one command a worker host runs to join the master at ``host:port``."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"bench worker --master {address}"
 
 
 def _tail(path: Path, offset: int) -> tuple[list[str], int]:
@@ -95,79 +89,128 @@ def run_locust(
     plan: LoadPlan,
     config: ClientConfig,
     clock: RunClock,
-    tokenizer: TokenizerLike | None,
     workers: int,
     *,
+    remote_workers: int = 0,
+    bind: tuple[str, int] | None = None,
+    join_timeout_s: float = DEFAULT_JOIN_TIMEOUT_S,
+    worker_timeout_s: float = DEFAULT_WORKER_TIMEOUT_S,
     on_record: Callable[[RequestRecord], None] | None = None,
     counters: LiveCounters | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
     run_time_s: float | None = None,
-    remote_workers: int = 0,
-    bind_host: str = "127.0.0.1",
-    on_job: Callable[[Path, list[str]], None] | None = None,
 ) -> LoadResult:
-    """Run ``plan`` with a Locust master and ``workers`` local workers; block until it ends.
+    """Run ``plan`` with a Locust master, ``workers`` local workers and ``remote_workers``
+    joining ones; block until it ends.
 
-    ``run_time_s`` bounds the run (default: the plan's duration, else 6 hours). With
-    ``remote_workers`` the master also waits (60 s) for that many workers from other machines,
-    listening on ``bind_host`` (give an address they can reach); ``on_job(job_path,
-    worker_command)`` is told what those machines must run, with the job file copied to them.
+    ``bind`` is where the master listens (default: a free port of 127.0.0.1, for local
+    workers only). The master waits ``join_timeout_s`` for every worker; a worker silent for
+    ``worker_timeout_s`` is lost and its requests recorded as failed. ``run_time_s`` bounds the
+    load (default: the plan's duration, else 6 hours). ``on_event`` is told what the master
+    reports, as dicts with an ``"event"`` key: ``listening`` (``host``, ``port``,
+    ``expected``, and the ``command`` a worker host runs), ``joined`` (``index``, ``host``,
+    ``joined``, ``expected``, the clock offset), ``waiting`` (``joined``, ``expected``,
+    ``left_s``), ``started``, ``lost`` (``index``, ``host``, ``cause``, ``in_flight``,
+    ``unsent``), ``refused``, ``end`` and ``error`` (``message``).
 
     Raises:
-        LocustError: an open-loop plan, fewer users than workers, Locust missing, or Locust
-            ending without the records of any request.
+        LocustError: an open-loop plan, fewer users than workers, Locust missing, workers that
+            did not join in time, or Locust ending without the records of any request.
     """
     if plan.mode != "closed":
         raise LocustError(
             "the Locust driver runs closed-loop users; use the asyncio driver for open loop"
         )
     total = workers + remote_workers
-    if workers < 1 or remote_workers < 0 or plan.users < total:
+    if workers < 0 or remote_workers < 0 or total < 1 or plan.users < total:
         raise LocustError(
-            f"--workers {workers} (+{remote_workers} remote): need 1 <= workers <= users "
-            f"({plan.users})"
+            f"{workers} local + {remote_workers} joining Locust workers: need 1 <= workers <= "
+            f"users ({plan.users})"
         )
     if not _has_locust():
         raise LocustError("Locust is not installed: pip install locust")
+    host, port = bind if bind is not None else ("127.0.0.1", _free_port("127.0.0.1"))
     out = Path(tempfile.mkdtemp(prefix="llm-perf-locust-"))
-    job = LocustJob(
-        plan=plan, base_url=config.base_url, model=config.model,
-        timeout_s=config.timeout_s, t0_ns=clock.t0_ns, t0_unix_ns=int(clock.t0_unix_s * 1e9),
-        hostname=socket.gethostname(), workers=total, out_dir=str(out),
-        tokenizer=_picklable(tokenizer),
-    )  # fmt: skip
-    # The headers go in the environment of the Locust processes, never in the job file.
-    env = {**os.environ, **config.headers.to_env(), JOB_ENV: str(write_job(job, out / "job.pkl"))}
     limit_s = run_time_s or plan.duration_s or _NO_LIMIT_S
-    port = _free_port()
-    master_cmd, worker_cmd = locust_commands(plan, config.base_url, total, port, limit_s, bind_host)
-    if on_job is not None:
-        remote = ["locust", "-f", "loadgen/drivers/locustfile.py", "--worker", "--master-host",
-                  socket.gethostname(), "--master-port", str(port)]  # fmt: skip
-        on_job(out / "job.pkl", remote)
+    job = LocustJob(
+        plan=plan, client=config, t0_ns=clock.t0_ns, workers=total, bind_host=host,
+        bind_port=port, out_dir=str(out), join_timeout_s=join_timeout_s,
+        worker_timeout_s=worker_timeout_s, run_time_s=limit_s,
+    )  # fmt: skip
+    try:
+        return _run(plan, job, workers, out, on_record, counters, on_event)
+    finally:
+        # The job folder holds the plan and the records: never left behind.
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _run(
+    plan: LoadPlan,
+    job: LocustJob,
+    workers: int,
+    out: Path,
+    on_record: Callable[[RequestRecord], None] | None,
+    counters: LiveCounters | None,
+    on_event: Callable[[dict[str, Any]], None] | None,
+) -> LoadResult:
+    host, port, limit_s, total = job.bind_host, job.bind_port, job.run_time_s, job.workers
+    job_path = write_job(job, out / "job.pkl")
     log = (out / "locust.log").open("wb")
-    common = {"env": env, "stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
-    master = subprocess.Popen(master_cmd, **common)  # type: ignore[call-overload]
-    procs = [subprocess.Popen(worker_cmd, **common) for _ in range(workers)]  # type: ignore[call-overload]
+    common: dict[str, Any] = {
+        "stdout": log,
+        "stderr": subprocess.STDOUT,
+        "stdin": subprocess.DEVNULL,
+    }
+    # The request headers reach the master through its environment, never the job file; the
+    # workers get them from the master by message.
+    master = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.drivers.locust_master", str(job_path)],
+        env={**os.environ, **job.client.headers.to_env()}, **common,
+    )  # fmt: skip
+    local = "127.0.0.1" if host in _ANY_ADDRESS else host
+    local_address = f"[{local}]:{port}" if ":" in local else f"{local}:{port}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "loadgen.drivers.locust_worker", "--master", local_address],
+            **common,
+        )
+        for _ in range(workers)
+    ]
     live = counters if counters is not None else LiveCounters()
     records: list[RequestRecord] = []
-    offset = 0
-    deadline = time.monotonic() + limit_s + _GRACE_S
+    errors: list[str] = []
+    end_info: list[dict[str, Any]] = []
+    offsets = {RECORDS_FILE: 0, EVENTS_FILE: 0}
+    deadline = time.monotonic() + job.join_timeout_s + limit_s + _GRACE_S
     try:
         while True:
-            lines, offset = _tail(out / RECORDS_FILE, offset)
+            lines, offsets[EVENTS_FILE] = _tail(out / EVENTS_FILE, offsets[EVENTS_FILE])
             for line in lines:
-                record = record_from_wire(json.loads(line))
+                event = json.loads(line)
+                if event["event"] == "listening":
+                    event["command"] = worker_command(reachable_host(host), port)
+                elif event["event"] == "error":
+                    errors.append(event["message"])
+                elif event["event"] == "end":
+                    end_info = event["workers"]
+                if on_event is not None:
+                    on_event(event)
+            rows, offsets[RECORDS_FILE] = _tail(out / RECORDS_FILE, offsets[RECORDS_FILE])
+            for row in rows:
+                record = record_from_wire(json.loads(row))
                 records.append(record)
                 live.request_started()
                 live.request_finished(record)
                 if on_record is not None:
                     on_record(record)
             if master.poll() is not None:
-                if not lines:
+                if not lines and not rows:
                     break
                 continue
             if time.monotonic() > deadline:
-                raise LocustError(f"Locust did not end within {limit_s + _GRACE_S:.0f} s")
+                raise LocustError(
+                    f"the Locust master did not end within {limit_s + _GRACE_S:.0f} s"
+                )
             time.sleep(0.2)
     finally:
         for proc in [master, *procs]:
@@ -179,6 +222,14 @@ def run_locust(
             except subprocess.TimeoutExpired:
                 proc.kill()
         log.close()
+    if errors:
+        raise LocustError("; ".join(errors))
+    if master.returncode != 0 or not end_info:
+        tail = (out / "locust.log").read_text(errors="replace")[-3000:]
+        raise LocustError(
+            f"the Locust master ended (status {master.returncode}) before the run did; its "
+            f"log:\n{tail}"
+        )
     samples = ClientSamples()
     client_path = out / CLIENT_FILE
     if client_path.is_file():
@@ -193,8 +244,7 @@ def run_locust(
         raise LocustError(f"Locust ended without recording a request; its log:\n{tail}")
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     records.sort(key=lambda r: order.get(r.request_id, len(order)))
-    shutil.rmtree(out, ignore_errors=True)
-    return LoadResult(records, samples, workers=workers)
+    return LoadResult(records, samples, workers=total, worker_info=end_info or None)
 
 
 def _has_locust() -> bool:

@@ -1,81 +1,202 @@
-"""What `bench run --driver locust` hands to Locust processes, and what comes back.
+"""What travels in a Locust run: the master's job, and the messages between master and workers.
 
-The job (a pickle file named by ``$LLM_PERF_LOCUST_JOB``, written by the bench process that
-starts Locust) holds the load plan, the server, the run clock's origin and where the master
-writes what it collects. Records travel from workers to the master as Locust messages, in the
-plain "wire" form below, so workers on other machines need nothing but the job file.
+`bench run --driver locust` pickles a :class:`LocustJob` into a private temporary folder of the
+machine it runs on and starts the master (loadgen.drivers.locust_master) with it; nothing else
+reads that file. Workers, on this machine or others, are given nothing but the master's address
+(`bench worker --master HOST:PORT`): everything they need reaches them as Locust custom messages
+(``runner.send_message``), in the plain msgpack-able "wire" forms below, so the two ends need only
+the same version of this code, never a shared file or pickle:
 
-Clocks: on the machine that started the run, every process shares CLOCK_MONOTONIC
-(``time.perf_counter_ns``) and the job's ``t0_ns`` is used as is. A worker on another machine
-(``same_host`` False) maps its own monotonic clock onto the run's through the wall clock
-(``t0_unix_ns``): its times are then as good as the two machines' NTP sync.
+==================  ===============  ============================================================
+message             direction        data
+==================  ===============  ============================================================
+``MSG_PING``        master -> worker ``{"seq", "t0_ns"}``: a clock ping (loadgen.drivers.clock_sync)
+``MSG_PONG``        worker -> master ``{"seq", "t0_ns", "t1_ns"}``, answered at once
+``MSG_SETUP``       master -> worker ``{"index", "workers", "t0_ns", "client", "think_time_s",
+                                     "parts"}``: the worker's index, the run clock's origin on
+                                     the *worker's* clock, the client settings, how many plan parts
+``MSG_PLAN``        master -> worker ``{"part", "sessions"}``: a part of the worker's sessions
+``MSG_READY``       worker -> master ``{"requests"}``: every part arrived
+``MSG_RECORDS``     worker -> master ``{"started", "records"}``: requests just sent
+                                     (``[request_id, user_id, scheduled_s, sent_s]``) and finished
+                                     ones (:func:`record_to_wire`), every 0.25 s
+``MSG_CLIENT``      worker -> master the self-check samples' columns
+``MSG_DONE``        worker -> master the worker has no session left (or was stopped)
+``MSG_STOP``        master -> worker the run's duration is over: cancel what is in flight
+==================  ===============  ============================================================
+
+The client settings travel with the plan, the ``--api-key``/``--header`` values included (over
+Locust's plain TCP channel: keep the master's port on a private network), but the job file holds
+none: the master process gets them through its environment (loadgen.client.auth.HEADERS_ENV),
+so they are never written down. No tokenizer travels: workers count output tokens from the
+server's usage, else one per content chunk.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pickle
-import socket
-import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.drivers.driver import LoadPlan
+from loadgen.client.auth import RequestHeaders
+from loadgen.drivers.driver import ClientConfig, LoadPlan
+from loadgen.request_spec import RequestSpec
 from results.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
-    "JOB_ENV",
+    "MSG_CLIENT",
+    "MSG_DONE",
+    "MSG_PING",
+    "MSG_PLAN",
+    "MSG_PONG",
+    "MSG_READY",
+    "MSG_RECORDS",
+    "MSG_SETUP",
+    "MSG_STOP",
     "LocustJob",
+    "parse_address",
+    "plan_parts",
     "read_job",
     "record_from_wire",
     "record_to_wire",
+    "spec_from_wire",
+    "spec_to_wire",
     "write_job",
 ]
 
-JOB_ENV = "LLM_PERF_LOCUST_JOB"
+MSG_PING = "llmperf_ping"
+MSG_PONG = "llmperf_pong"
+MSG_SETUP = "llmperf_setup"
+MSG_PLAN = "llmperf_plan"
+MSG_READY = "llmperf_ready"
+MSG_RECORDS = "llmperf_records"
+MSG_CLIENT = "llmperf_client"
+MSG_DONE = "llmperf_done"
+MSG_STOP = "llmperf_stop"
+
+# What the master writes in the job's folder for the bench process to tail, one JSON per line.
 RECORDS_FILE = "records.jsonl"
 CLIENT_FILE = "client.jsonl"
+EVENTS_FILE = "events.jsonl"
+
+# A plan part stays near this many bytes of prompt text, so that one message never holds the
+# master's event loop (and every worker's heartbeat behind it) for long.
+PART_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
 class LocustJob:
-    """One Locust run of a load plan (closed loop only: Locust users are closed-loop users).
+    """One Locust run of a load plan, as the master process takes it.
 
-    It holds no request header: the job is a file, and ``--api-key``/``--header`` values are
-    never written down; the workers read them from their environment
-    (loadgen.client.auth.HEADERS_ENV)."""
+    Attributes:
+        plan: the load plan (closed loop only: Locust users are closed-loop users).
+        client: how workers reach the server.
+        t0_ns: the run clock's origin on this machine's ``perf_counter_ns``.
+        workers: how many workers the run waits for (local and joining ones together).
+        bind_host, bind_port: where the master listens for workers.
+        out_dir: the folder the master writes its records, samples and events to.
+        join_timeout_s: how long to wait for every worker before giving up, s.
+        worker_timeout_s: a worker silent (no heartbeat) this long is lost, s.
+        run_time_s: the run's bound after the load starts, s (the plan's duration, or a
+            safety limit).
+    """
 
     plan: LoadPlan
-    base_url: str
-    model: str
-    timeout_s: float
+    client: ClientConfig
     t0_ns: int
-    t0_unix_ns: int
-    hostname: str
     workers: int
+    bind_host: str
+    bind_port: int
     out_dir: str
-    tokenizer: Any = None
-
-    def clock_origin_ns(self) -> int:
-        """The run's t0 on this process's ``perf_counter_ns`` (see the module docstring)."""
-        if socket.gethostname() == self.hostname:
-            return self.t0_ns
-        return time.perf_counter_ns() - (time.time_ns() - self.t0_unix_ns)
+    join_timeout_s: float
+    worker_timeout_s: float
+    run_time_s: float
 
 
 def write_job(job: LocustJob, path: Path) -> Path:
-    """Pickle ``job`` to ``path`` (a file only this run's processes read)."""
-    path.write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+    """Pickle ``job`` to ``path`` (a file only this machine's master process reads), without
+    its request headers: the master takes those from its environment (:func:`read_job`)."""
+    bare = dataclasses.replace(
+        job, client=dataclasses.replace(job.client, headers=RequestHeaders())
+    )
+    path.write_bytes(pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL))
     return path
 
 
 def read_job(path: str | Path) -> LocustJob:
-    """The job pickled at ``path`` (written by :func:`write_job` of this same code)."""
+    """The job pickled at ``path`` (written by :func:`write_job` of this same code), with the
+    request headers this process's environment holds (loadgen.client.auth.HEADERS_ENV)."""
     job = pickle.loads(Path(path).read_bytes())
     if not isinstance(job, LocustJob):
         raise TypeError(f"{path}: not a Locust job file")
-    return job
+    headers = RequestHeaders.from_env()
+    return dataclasses.replace(job, client=dataclasses.replace(job.client, headers=headers))
+
+
+def parse_address(value: str, option: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 literal) as ``(host, port)``.
+
+    Raises:
+        ValueError: naming ``option``, the value and the form expected.
+    """
+    host, sep, port = value.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"{option} {value!r}: expected HOST:PORT with a port in 1..65535, e.g. 0.0.0.0:5557"
+        )
+    return host, int(port)
+
+
+def client_to_wire(config: ClientConfig) -> dict[str, Any]:
+    """The client settings as a plain dict (every field of ClientConfig; the headers as a list
+    of ``[name, value]`` pairs)."""
+    row = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    row["headers"] = [list(item) for item in config.headers.items]
+    return row
+
+
+def client_from_wire(data: dict[str, Any]) -> ClientConfig:
+    """The inverse of :func:`client_to_wire`."""
+    fields = dict(data)
+    fields["headers"] = RequestHeaders(tuple((str(n), str(v)) for n, v in data["headers"]))
+    return ClientConfig(**fields)
+
+
+def spec_to_wire(spec: RequestSpec) -> dict[str, Any]:
+    """A request as a plain dict (messages as lists of ``[role, content]``)."""
+    row = dataclasses.asdict(spec)
+    if spec.messages is not None:
+        row["messages"] = [list(m) for m in spec.messages]
+    return row
+
+
+def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
+    """The inverse of :func:`spec_to_wire`."""
+    fields = dict(row)
+    if fields.get("messages") is not None:
+        fields["messages"] = tuple((str(r), str(c)) for r, c in fields["messages"])
+    return RequestSpec(**fields)
+
+
+def plan_parts(
+    sessions: Sequence[Sequence[RequestSpec]], part_bytes: int = PART_BYTES
+) -> Iterator[list[list[dict[str, Any]]]]:
+    """``sessions`` in wire form, cut into parts of about ``part_bytes`` bytes of prompt text
+    (at least one session a part; one empty part for no sessions)."""
+    part: list[list[dict[str, Any]]] = []
+    size = 0
+    for session in sessions:
+        part.append([spec_to_wire(s) for s in session])
+        size += sum(len(s.prompt) + sum(len(c) for _, c in s.messages or ()) for s in session)
+        if size >= part_bytes:
+            yield part
+            part, size = [], 0
+    if part or not sessions:
+        yield part
 
 
 # A chunk's columns on the wire: tokens.parquet's, less the request id its record carries.

@@ -1,9 +1,11 @@
-"""The Locust driver: a local master and 2 workers against the reference engine on 127.0.0.1."""
+"""The Locust driver: a master and 2 local workers against the reference engine on 127.0.0.1.
+
+Workers joining from other hosts (`bench worker`), and one lost mid-run, are tested end to end in
+tests/bench/run/test_remote_workers.py."""
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 
@@ -46,9 +48,10 @@ def test_two_workers_record_every_request_on_one_clock(base_url: str) -> None:
     p = plan(16, users=4)
     clock = RunClock()
     seen = []
+    events: list[dict] = []
     result = run_locust(
-        p, ClientConfig(base_url, "tiny", timeout_s=60), clock, None, 2, on_record=seen.append,
-        run_time_s=120,
+        p, ClientConfig(base_url, "tiny", timeout_s=60), clock, 2, on_record=seen.append,
+        on_event=events.append, run_time_s=120,
     )  # fmt: skip
     records = result.records
     assert [r.request_id for r in records] == [s.request_id for s in p.requests]
@@ -65,15 +68,27 @@ def test_two_workers_record_every_request_on_one_clock(base_url: str) -> None:
     lags = np.array([v for n, v in zip(result.client.name, result.client.value, strict=True)
                      if n == "loop_lag_s"])  # fmt: skip
     assert lags.size > 10 and np.median(lags) < 0.05
+    # Each worker's clock was measured against the master's: one host, so the true offset is 0
+    # and must lie inside the measured bound.
+    assert result.worker_info is not None and [w["index"] for w in result.worker_info] == [0, 1]
+    for w in result.worker_info:
+        assert w["status"] == "ok" and w["requests_recorded"] == w["requests_assigned"] == 8
+        assert abs(w["clock_offset_s"]) <= w["clock_offset_bound_s"] < 0.05
+        assert w["clock_samples"] >= 8
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "listening" and kinds.count("joined") == 2 and kinds[-1] == "end"
 
 
 def test_refusals_are_named() -> None:
     config = ClientConfig("http://127.0.0.1:9", "m")
     with pytest.raises(LocustError, match="workers <= users"):
-        run_locust(plan(2, users=1), config, RunClock(), None, 2)
+        run_locust(plan(2, users=1), config, RunClock(), 2)
     open_plan = LoadPlan("open", plan(2, 1).sessions, users=1, schedule_s=np.zeros(2))
     with pytest.raises(LocustError, match="asyncio driver for open loop"):
-        run_locust(open_plan, config, RunClock(), None, 1)
+        run_locust(open_plan, config, RunClock(), 1)
+    with pytest.raises(LocustError, match="within 1 s"):
+        # Nobody joins: the master says so once its wait is over.
+        run_locust(plan(2, users=2), config, RunClock(), 0, remote_workers=1, join_timeout_s=1)
 
 
 def test_importing_the_driver_does_not_patch_this_process_with_gevent() -> None:
@@ -82,26 +97,24 @@ def test_importing_the_driver_does_not_patch_this_process_with_gevent() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_a_worker_from_elsewhere_joins_with_the_job_file(base_url: str) -> None:
-    # Stands in for a second machine: a worker started from the command bench hands out.
-    started: list[subprocess.Popen] = []
-
-    def on_job(job: object, command: list[str]) -> None:
-        argv = [sys.executable, "-m", *command]  # "locust ..." through this interpreter
-        argv[argv.index("--master-host") + 1] = "127.0.0.1"
-        env = {**os.environ, "LLM_PERF_LOCUST_JOB": str(job)}
-        started.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL))  # fmt: skip
-
-    p = plan(8, users=4)
-    try:
-        result = run_locust(
-            p, ClientConfig(base_url, "tiny", timeout_s=60), RunClock(), None, 1,
-            remote_workers=1, on_job=on_job, run_time_s=120,
-        )  # fmt: skip
-    finally:
-        for proc in started:
-            proc.terminate()
-            proc.wait(timeout=10)
-    assert [r.status for r in result.records] == ["ok"] * 8
-    assert set(result.client.worker) == {0, 1}
+def test_the_plans_duration_cancels_what_is_in_flight_on_every_worker(base_url: str) -> None:
+    tok = Tokenizer.for_preset(4096)
+    specs = synthetic_requests(
+        tok, 40, LengthDist("uniform", low=8, high=24), LengthDist("uniform", low=80, high=100),
+        seed=1, ignore_eos=True,
+    )  # fmt: skip
+    p = LoadPlan("closed", [[s] for s in specs], users=4, duration_s=1.5)
+    events: list[dict] = []
+    result = run_locust(
+        p, ClientConfig(base_url, "tiny", timeout_s=60), RunClock(), 2, on_event=events.append
+    )
+    (started,) = [e["t_s"] for e in events if e["event"] == "started"]
+    records = result.records
+    assert len({r.request_id for r in records}) == len(records) < 40
+    assert {r.status for r in records} == {"ok", "cancelled"}
+    # Nothing is sent after the cut (the stop reaches the workers within a few polls).
+    assert max(r.sent_s for r in records) < started + 1.5 + 0.5
+    for r in records:
+        if r.status == "cancelled":
+            assert r.error == "cancelled: the run ended while the request was in flight"
+            assert r.done_s is not None and r.done_s >= started + 1.5

@@ -1,5 +1,5 @@
 """--api-key and --header reach the server from every driver: this process, --workers
-processes, and Locust workers; the Locust job file never holds them."""
+processes, and Locust workers (given them by the master); the Locust job file never holds them."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.client.auth import RequestHeaders
+from loadgen.client.auth import HEADERS_ENV, RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import run_locust
+from loadgen.drivers.locust_job import (
+    LocustJob,
+    client_from_wire,
+    client_to_wire,
+    read_job,
+    write_job,
+)
 from loadgen.drivers.workers import run_load
 from tests.support.http_server import Handler, HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import make_requests
@@ -37,7 +44,7 @@ def guarded_handler() -> Handler:
     return handler
 
 
-def drive(driver: str, workers: int, jobs: list[bytes]) -> tuple[LoadResult, list[HttpRequest]]:
+def drive(driver: str, workers: int) -> tuple[LoadResult, list[HttpRequest]]:
     plan = LoadPlan("closed", [[s] for s in make_requests(8)], users=4)
 
     async def main() -> tuple[LoadResult, list[HttpRequest]]:
@@ -46,14 +53,9 @@ def drive(driver: str, workers: int, jobs: list[bytes]) -> tuple[LoadResult, lis
             if driver == "asyncio":
                 result = await run_load(plan, config, RunClock(), None, workers)
             else:
-
-                def keep_job(job: Path, _: list[str]) -> None:
-                    jobs.append(job.read_bytes())
-
                 result = await asyncio.to_thread(
-                    run_locust, plan, config, RunClock(), None, workers, run_time_s=60,
-                    on_job=keep_job,
-                )  # fmt: skip
+                    run_locust, plan, config, RunClock(), workers, run_time_s=60
+                )
             return result, server.requests
 
     return run(main(), timeout_s=150)
@@ -75,14 +77,31 @@ def drive(driver: str, workers: int, jobs: list[bytes]) -> tuple[LoadResult, lis
     ids=["asyncio", "workers-2", "locust-2"],
 )
 def test_every_request_carries_the_key_and_the_header(driver: str, workers: int) -> None:
-    jobs: list[bytes] = []
-    result, requests = drive(driver, workers, jobs)
+    result, requests = drive(driver, workers)
     assert [r.status for r in result.records] == ["ok"] * 8, [r.error for r in result.records]
     completions = [r for r in requests if r.path == "/v1/completions"]
     assert len(completions) == 8
     for r in completions:
         assert r.headers["authorization"] == f"Bearer {KEY}"
         assert r.headers["x-canary"] == "hv-canary-41d0"
-    if driver == "locust":
-        (job,) = jobs
-        assert KEY.encode() not in job and b"hv-canary-41d0" not in job
+
+
+def test_the_locust_job_file_holds_no_header_and_the_master_reads_them_from_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = LoadPlan("closed", [[s] for s in make_requests(2)], users=1)
+    config = ClientConfig("http://127.0.0.1:1", "m", headers=HEADERS)
+    job = LocustJob(
+        plan=plan, client=config, t0_ns=0, workers=1, bind_host="127.0.0.1", bind_port=1,
+        out_dir=str(tmp_path), join_timeout_s=1.0, worker_timeout_s=1.0, run_time_s=1.0,
+    )  # fmt: skip
+    path = write_job(job, tmp_path / "job.pkl")
+    data = path.read_bytes()
+    assert KEY.encode() not in data and b"hv-canary-41d0" not in data
+    monkeypatch.delenv(HEADERS_ENV, raising=False)
+    assert not read_job(path).client.headers
+    monkeypatch.setenv(HEADERS_ENV, HEADERS.to_env()[HEADERS_ENV])
+    assert read_job(path).client.headers.as_dict() == HEADERS.as_dict()
+    # What the workers are sent by message carries them, and reads back the same.
+    wire = client_to_wire(read_job(path).client)
+    assert client_from_wire(wire).headers.as_dict() == HEADERS.as_dict()

@@ -1,0 +1,326 @@
+"""A Locust worker of a `bench run --driver locust` run; `bench worker --master HOST:PORT` runs it.
+
+``python -m loadgen.drivers.locust_worker --master HOST:PORT`` connects to the master
+(loadgen.drivers.locust_master), answers its clock pings, receives its share of the plan and the
+client settings (loadgen.drivers.locust_job lists the messages), and then runs Locust users when
+the master starts them: each user is one closed-loop user that takes the worker's next session,
+sends its turns in order with the plan's think time, and records every request as the asyncio
+client does (the same SSE parser and stream accumulator, one ``perf_counter_ns`` per network
+read), on the run's clock: the master gave the run's origin on this worker's own clock, as it
+measured it (loadgen.drivers.clock_sync). Records, and each request's start, go back to the
+master every 0.25 s; the process exits when the master says quit (or is gone for 60 s, Locust's
+own rule).
+
+This module imports Locust, which monkey-patches the whole process with gevent: it is only ever
+the main module of its own process, and ``requests`` (whose ssl the patch must precede) is
+imported after ``locust``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import gevent
+import locust  # noqa: F401  (before requests: importing locust monkey-patches ssl and sockets)
+import requests
+from locust import User, constant, task
+from locust.env import Environment
+from locust.exception import StopUser
+from locust.runners import WorkerRunner
+from locust.stats import RequestStats
+
+from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.sse import SSEParser
+from loadgen.clock import RunClock
+from loadgen.drivers.driver import ClientConfig
+from loadgen.drivers.locust_job import (
+    MSG_CLIENT,
+    MSG_DONE,
+    MSG_PING,
+    MSG_PLAN,
+    MSG_PONG,
+    MSG_READY,
+    MSG_RECORDS,
+    MSG_SETUP,
+    MSG_STOP,
+    client_from_wire,
+    parse_address,
+    record_to_wire,
+    spec_from_wire,
+)
+from loadgen.request_spec import RequestSpec
+from results.client_samples import ClientSamples
+from results.records import RequestRecord
+
+__all__ = ["PlanUser", "WorkerState", "main"]
+
+_FLUSH_S = 0.25
+_TICK_S = 0.01
+
+
+class WorkerState:
+    """What the master gave this worker, and what goes back to it."""
+
+    def __init__(self, runner: WorkerRunner) -> None:
+        self.runner = runner
+        self.index = -1
+        self.workers = 1
+        self.client: ClientConfig | None = None
+        self.clock: RunClock | None = None
+        self.think_time_s = 0.0
+        self.parts_expected = -1
+        self.parts: dict[int, list[list[RequestSpec]]] = {}
+        self.queue: list[list[RequestSpec]] = []
+        self.users = 0
+        self.active = 0
+        self.done_sent = False
+        self.started: list[list[Any]] = []
+        self.buffer: list[dict[str, Any]] = []
+        self.samples = ClientSamples()
+        for name, handler in (
+            (MSG_PING, self.on_ping), (MSG_SETUP, self.on_setup), (MSG_PLAN, self.on_plan),
+            (MSG_STOP, self.on_stop),
+        ):  # fmt: skip
+            runner.register_message(name, handler)
+
+    # The master's messages (each handler runs in the worker's receiving greenlet).
+    def on_ping(self, msg: Any, **_: Any) -> None:
+        t1_ns = time.perf_counter_ns()
+        self.runner.send_message(MSG_PONG, {**msg.data, "t1_ns": t1_ns})
+
+    def on_setup(self, msg: Any, **_: Any) -> None:
+        data = msg.data
+        self.index, self.workers = int(data["index"]), int(data["workers"])
+        self.client = client_from_wire(data["client"])
+        self.clock = RunClock(int(data["t0_ns"]))
+        self.think_time_s = float(data["think_time_s"])
+        self.parts_expected = int(data["parts"])
+        self._maybe_ready()
+
+    def on_plan(self, msg: Any, **_: Any) -> None:
+        sessions = [[spec_from_wire(r) for r in session] for session in msg.data["sessions"]]
+        self.parts[int(msg.data["part"])] = sessions
+        self._maybe_ready()
+
+    def on_stop(self, msg: Any, **_: Any) -> None:
+        # The run's duration is over: cancelling the users records their requests as cancelled.
+        self.queue.clear()
+        gevent.spawn(self._stop_and_report)
+
+    def _stop_and_report(self) -> None:
+        self.runner.stop()
+        self.finish()
+
+    def _maybe_ready(self) -> None:
+        if self.clock is None or len(self.parts) != self.parts_expected:
+            return
+        ordered = [s for i in range(self.parts_expected) for s in self.parts[i]]
+        self.parts.clear()
+        self.queue = ordered[::-1]
+        gevent.spawn(self._flush_forever)
+        gevent.spawn(self._tick_forever)
+        requests_given = sum(len(s) for s in ordered)
+        self.runner.send_message(MSG_READY, {"requests": requests_given})
+
+    # What the users call.
+    def next_user_id(self) -> int:
+        self.users += 1
+        self.active += 1
+        return (self.users - 1) * self.workers + self.index
+
+    def next_session(self) -> list[RequestSpec] | None:
+        return self.queue.pop() if self.queue else None
+
+    def user_finished(self) -> None:
+        self.active -= 1
+        if self.active == 0 and not self.queue:
+            self.finish()
+
+    def finish(self) -> None:
+        """Send what is left and say this worker is done (once)."""
+        if not self.done_sent:
+            self.flush()
+            self.done_sent = True
+            self.runner.send_message(MSG_DONE, None)
+
+    def flush(self) -> None:
+        if self.started or self.buffer:
+            started, self.started = self.started, []
+            batch, self.buffer = self.buffer, []
+            self.runner.send_message(MSG_RECORDS, {"started": started, "records": batch})
+        if len(self.samples):
+            samples, self.samples = self.samples, ClientSamples()
+            self.runner.send_message(MSG_CLIENT, samples.columns())
+
+    def _flush_forever(self) -> None:
+        while True:
+            gevent.sleep(_FLUSH_S)
+            self.flush()
+
+    def _tick_forever(self) -> None:
+        # gevent's loop lag and the process CPU, as loadgen.drivers.selfcheck measures asyncio's.
+        assert self.clock is not None
+        due = time.perf_counter_ns()
+        next_cpu = due
+        while True:
+            due += int(_TICK_S * 1e9)
+            gevent.sleep(max(due - time.perf_counter_ns(), 0) / 1e9)
+            now = time.perf_counter_ns()
+            self.samples.add(self.clock.to_s(due), self.index, "loop_lag_s", (now - due) / 1e9)
+            if now >= next_cpu:
+                self.samples.add(self.clock.now_s(), self.index, "cpu_s", time.process_time())
+                next_cpu = now + 250_000_000
+            due = max(due, now)
+
+
+STATE: WorkerState | None = None
+
+
+class _PlanWorkerRunner(WorkerRunner):
+    """Locust's worker runner, listening for the master's messages before it first connects
+    (the master pings as soon as the worker's hello is acknowledged)."""
+
+    def connect_to_master(self) -> None:
+        global STATE
+        if STATE is None:
+            STATE = WorkerState(self)
+        super().connect_to_master()
+
+
+def _send(
+    session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState
+) -> RequestRecord:
+    """One streamed request, recorded as loadgen.client.stream does (never raises but
+    GreenletExit, after recording the request as cancelled)."""
+    config, clock = state.client, state.clock
+    assert config is not None and clock is not None
+    body: dict[str, Any] = {
+        **config.extra_body, "model": config.model, "max_tokens": spec.max_tokens,
+        "temperature": spec.temperature, "stream": True,
+        "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    if spec.api == "chat":
+        messages = spec.messages or (("user", spec.prompt),)
+        body["messages"] = [{"role": r, "content": c} for r, c in messages]
+        url = config.base_url.rstrip("/") + "/v1/chat/completions"
+    else:
+        body["prompt"] = spec.prompt
+        url = config.base_url.rstrip("/") + "/v1/completions"
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    if spec.seed is not None:
+        body["seed"] = spec.seed
+    acc = StreamAccumulator(spec.api)
+    scheduled_s = clock.now_s()
+    sent_ns = time.perf_counter_ns()
+    state.started.append([spec.request_id, user_id, scheduled_s, clock.to_s(sent_ns)])
+    status, error, http_status = "ok", None, None
+    raise_after = False
+    try:
+        with session.post(url, json=body, stream=True, timeout=config.timeout_s) as response:
+            http_status = response.status_code
+            if http_status >= 400:
+                error = f"HTTP {http_status}: {error_message_from_body(response.content)}"
+            else:
+                parser = SSEParser()
+                for raw in response.raw.stream(None, decode_content=False):
+                    t_ns = time.perf_counter_ns()
+                    for data in parser.feed(raw):
+                        if data:
+                            acc.add_event(data, t_ns)
+                    if parser.done and acc.done_ns is None:
+                        acc.done_ns = t_ns
+                if not parser.done and acc.finish_reason is None:
+                    error = "stream ended before [DONE] (the server closed it early)"
+    except gevent.GreenletExit:
+        status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        raise_after = True
+    except (requests.RequestException, StreamError, UnicodeDecodeError, OSError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    if error is not None and status == "ok":
+        status = "ok" if acc.done_ns is not None else "error"
+        error = None if status == "ok" else error
+    record = acc.to_record(
+        spec=spec, user_id=user_id, scheduled_s=scheduled_s, sent_ns=sent_ns,
+        end_ns=time.perf_counter_ns(), clock=clock, tokenizer=None, status=status,
+        error=error, http_status=http_status,
+    )  # fmt: skip
+    if raise_after:
+        state.buffer.append(record_to_wire(record))
+        raise gevent.GreenletExit
+    return record
+
+
+class PlanUser(User):
+    """A closed-loop user working through this worker's sessions (module docstring)."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        assert STATE is not None and STATE.client is not None, "PlanUser runs on bench workers"
+        self.state = STATE
+        self.user_id = STATE.next_user_id()
+        self.http = requests.Session()
+        self.http.trust_env = False  # a proxy on the path would distort every latency
+        self.http.headers.update({"Accept-Encoding": "identity"})
+        self.http.headers.update(STATE.client.headers.as_dict())
+        self.finished = False
+
+    def on_stop(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self.state.user_finished()
+
+    @task
+    def run_session(self) -> None:
+        session = self.state.next_session()
+        if session is None:
+            self.finished = True
+            self.state.user_finished()
+            raise StopUser
+        for spec in session:
+            record = _send(self.http, spec, self.user_id, self.state)
+            self.state.buffer.append(record_to_wire(record))
+            e2e_ms = ((record.done_s or record.sent_s) - record.sent_s) * 1000.0
+            failure = None if record.status == "ok" else RuntimeError(record.error or "failed")
+            self.environment.events.request.fire(
+                request_type="POST", name=spec.api, response_time=e2e_ms,
+                response_length=record.output_tokens, exception=failure, context={},
+            )  # fmt: skip
+            if self.state.think_time_s > 0:
+                gevent.sleep(self.state.think_time_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Join the master at ``--master HOST:PORT`` and work until it says quit; the exit status
+    is 0 then, 2 for a bad address, 1 when the master cannot be reached (Locust retries for
+    about 5 minutes)."""
+    parser = argparse.ArgumentParser(prog="bench worker")
+    parser.add_argument("--master", required=True, help="HOST:PORT of `bench run`'s master")
+    args = parser.parse_args(argv)
+    try:
+        host, port = parse_address(args.master, "--master")
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    env = Environment(user_classes=[PlanUser])
+    print(f"bench worker: connecting to the master at {host}:{port} ...", flush=True)
+    try:
+        # As Environment.create_worker_runner, with the runner above.
+        env.stats = RequestStats(use_response_times_cache=False)
+        runner = env._create_runner(_PlanWorkerRunner, master_host=host, master_port=port)
+    except ConnectionError:
+        print(f"bench worker: no master answered at {host}:{port}", file=sys.stderr)
+        return 1
+    print(f"bench worker: joined {host}:{port}", flush=True)
+    runner.greenlet.join()
+    users = STATE.users if STATE is not None else 0
+    print(f"bench worker: done, {users} users ran here", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

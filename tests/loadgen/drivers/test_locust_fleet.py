@@ -1,0 +1,102 @@
+"""The master's book of workers and what travels to them: shares, wire forms, lost workers."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.drivers.locust_fleet import Fleet
+from loadgen.drivers.locust_job import (
+    parse_address,
+    plan_parts,
+    record_from_wire,
+    record_to_wire,
+    spec_from_wire,
+    spec_to_wire,
+)
+from loadgen.request_spec import RequestSpec
+from results.records import ChunkRecord, RequestRecord
+
+# What Locust's messages are encoded with (a dependency of locust).
+msgpack = pytest.importorskip("msgpack")
+
+
+def specs(n: int, prompt: str = "hello world") -> list[list[RequestSpec]]:
+    return [[RequestSpec(f"r{i}", prompt, 2, 4, seed=i)] for i in range(n)]
+
+
+def ok_record(spec: RequestSpec, user_id: int) -> RequestRecord:
+    return RequestRecord(
+        spec.request_id, user_id, 1.0, 1.0, 1.5, 2.0, 2, 4, "usage", "ok", None, 200,
+        [ChunkRecord(spec.request_id, 0, 1.5, 4)],
+    )  # fmt: skip
+
+
+def test_wire_forms_survive_msgpack_unchanged() -> None:
+    chat = RequestSpec(
+        "c1", "transcript", 5, 8, api="chat", messages=(("system", "s"), ("user", "u"))
+    )
+    for spec in (chat, specs(1)[0][0]):
+        back = spec_from_wire(msgpack.loads(msgpack.dumps(spec_to_wire(spec))))
+        assert back == spec
+    record = ok_record(chat, 3)
+    assert record_from_wire(msgpack.loads(msgpack.dumps(record_to_wire(record)))) == record
+
+
+def test_plan_parts_are_cut_by_prompt_bytes_and_keep_every_session_in_order() -> None:
+    sessions = specs(10, prompt="x" * 300)
+    parts = list(plan_parts(sessions, part_bytes=1000))
+    assert [len(p) for p in parts] == [4, 4, 2]
+    flat = [spec_from_wire(s[0]) for p in parts for s in p]
+    assert flat == [s[0] for s in sessions]
+    assert list(plan_parts([])) == [[]]
+
+
+def test_addresses_are_parsed_or_refused_naming_the_option() -> None:
+    assert parse_address("10.0.0.5:5557", "--master") == ("10.0.0.5", 5557)
+    assert parse_address("[::1]:80", "--master") == ("::1", 80)
+    for bad in ("10.0.0.5", ":5557", "host:0", "host:99999", "host:port"):
+        with pytest.raises(ValueError, match=r"--master-bind .*expected HOST:PORT"):
+            parse_address(bad, "--master-bind")
+
+
+def test_workers_share_sessions_by_join_order_and_extra_ones_are_turned_away() -> None:
+    fleet = Fleet(specs(5), workers=2)
+    a, b = fleet.join("hostA_1"), fleet.join("hostB_2")
+    assert a is not None and b is not None and a.host == "hostA"
+    assert [s.request_id for s in a.requests] == ["r0", "r2", "r4"]
+    assert [s.request_id for s in b.requests] == ["r1", "r3"]
+    assert fleet.join("hostC_3") is None and fleet.join("hostA_1") is None
+    assert not fleet.all_ready and not fleet.finished
+    # One gone before the load started: its place, and its share, go to the next to join.
+    assert fleet.release(a)
+    c = fleet.join("hostC_3")
+    assert c is not None and c.index == 0 and c.requests == a.requests
+    assert [s.index for s in fleet.slots] == [0, 1]
+    c.state = "running"
+    assert not fleet.release(c)  # once the load runs, a worker is lost, not released
+
+
+def test_a_lost_worker_leaves_a_failed_row_for_each_request_it_did_not_finish() -> None:
+    fleet = Fleet(specs(6), workers=2)
+    a = fleet.join("hostA_1")
+    assert a is not None
+    fleet.heard("hostA_1", 3.5)
+    r0, _, r4 = a.requests
+    fleet.started(a, [["r0", 0, 1.0, 1.0], ["r2", 2, 1.1, 1.2]])
+    assert fleet.recorded(a, ok_record(r0, 0))
+    assert not fleet.recorded(a, ok_record(r0, 0))  # a duplicate is dropped
+    failed = fleet.lose(a, 7.25)
+    assert [r.request_id for r in failed] == ["r2", "r4"]
+    in_flight, unsent = failed
+    cause = "worker 0 (hostA) lost at t=7.25s (last heard at t=3.50s)"
+    assert in_flight.error == f"{cause} with the request in flight"
+    assert (in_flight.user_id, in_flight.scheduled_s, in_flight.sent_s) == (2, 1.1, 1.2)
+    assert unsent.error == f"{cause} before sending the request"
+    assert (unsent.user_id, unsent.scheduled_s, unsent.sent_s) == (-1, 7.25, 7.25)
+    for r in failed:
+        assert r.status == "error" and r.done_s is None and r.output_tokens == 0
+        assert r.prompt_tokens == 2
+    # What the lost worker sends afterwards would duplicate those rows: dropped.
+    assert not fleet.recorded(a, ok_record(r4, 4))
+    assert fleet.lose(a, 9.0) == []
+    assert a.to_json()["status"] == "lost" and a.to_json()["requests_failed_as_lost"] == 2
