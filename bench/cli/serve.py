@@ -3,7 +3,8 @@
 Its engine options are not written here: one is made for every EngineConfig setting (its flag,
 type, default, help and choices, in a help panel per group), so a setting added to
 engine.config appears here untouched. The server's own options (address, core process, log
-level) are the only ones declared in this module.
+level) are the only ones declared in this module; its limits (body size, timeouts, connection
+cap) are engine.serving.limits.ServerLimits' fields, one option each.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from engine.config import SETTINGS, EngineConfig, Setting
+from engine.serving.limits import ServerLimits, server_limit_fields
 
 __all__ = ["config_from_options", "register", "serve"]
 
@@ -31,6 +33,7 @@ _SERVER_OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
         "Step the engine in its own process (as vLLM V1), not a thread of the server.",
     ),
     ("log_level", str, "INFO", "Python log level."),
+    *server_limit_fields(),
 )
 
 
@@ -77,12 +80,11 @@ def serve(**options: Any) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     try:
         config = config_from_options(options)
+        limits = ServerLimits(**{name: options[name] for name, *_ in server_limit_fields()})
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     try:
-        run_server(
-            config, options["host"], options["port"], core_process=options["engine_core_process"]
-        )
+        run_server(config, options["host"], options["port"], options["engine_core_process"], limits)
     except (EngineCoreError, ValueError) as e:
         typer.echo(f"error: the engine did not start: {e}", err=True)
         raise typer.Exit(1) from e
