@@ -218,7 +218,7 @@ def build_app(
                     if d.text or d.finished:
                         yield chunk([choice(d)])
             except EngineDeadError as e:
-                yield _sse(error_body(str(e), 503, "engine_dead", err_type="internal_error"))
+                yield _sse(error_body(str(e), 503, code="engine_dead", err_type="internal_error"))
             finally:
                 await gen.aclose()
             if include_usage and last is not None:
