@@ -124,4 +124,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(_: Request, exc: StarletteHTTPException) -> ErrorResponse:
+        if exc.status_code == 400:
+            # FastAPI's answer to a body it cannot decode at all (bytes in no JSON encoding).
+            message = f"the request body is not valid JSON: {exc.detail}"
+            return error_response(message, 400)
         return error_response(str(exc.detail), exc.status_code, err_type="http_error")

@@ -117,12 +117,15 @@ def build_app(
             raise BadRequest(str(e)) from e
 
     def check_length(prompt_ids: list[int], max_tokens: int, prompt_field: str) -> None:
+        if not prompt_ids:
+            raise BadRequest(f"{prompt_field} is empty; send at least one token", prompt_field)
         try:
             engine.check_request(len(prompt_ids), SamplingParams(max_tokens=max_tokens))
         except ValueError as e:
             # max_tokens alone past the context: no prompt could fit, so it is the field to fix.
             field = "max_tokens" if max_tokens >= engine.max_model_len else prompt_field
-            raise BadRequest(str(e), field, "context_length_exceeded") from e
+            message = str(e) if field in str(e) else f"{field}: {e}"
+            raise BadRequest(message, field, "context_length_exceeded") from e
 
     async def run(
         request_id: str, prompt_ids: list[int], params: SamplingParams
