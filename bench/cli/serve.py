@@ -74,7 +74,7 @@ def config_from_options(options: dict[str, Any]) -> EngineConfig:
 def serve(**options: Any) -> None:
     """Start the reference engine's OpenAI-compatible server."""
     from engine.serving.core_process import EngineCoreError
-    from engine.serving.server import run_server
+    from engine.serving.server import EngineDiedError, run_server
 
     level = str(options["log_level"]).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
@@ -85,6 +85,9 @@ def serve(**options: Any) -> None:
         raise typer.BadParameter(str(e)) from e
     try:
         run_server(config, options["host"], options["port"], options["engine_core_process"], limits)
+    except EngineDiedError as e:
+        typer.echo(f"error: {e}; exiting, so that a supervisor can restart the server", err=True)
+        raise typer.Exit(1) from e
     except (EngineCoreError, ValueError) as e:
         typer.echo(f"error: the engine did not start: {e}", err=True)
         raise typer.Exit(1) from e

@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 _EXIT_AFTER_DEATH_S = 0.5
 
 
+class EngineDiedError(EngineCoreError):
+    """The engine died while serving; the server has stopped."""
+
+
 def _dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -339,9 +343,9 @@ def run_server(
 
     ``core_process`` runs the engine in its own process (engine/serving/core_process.py); without it
     the engine steps in a thread of the server's process and shares its GIL. Raises
-    EngineCoreError when the core cannot start, and when the engine dies while serving: the
-    requests in flight get a 503, then the server stops (a process that outlives its engine
-    would answer 503 for ever, and no supervisor would restart it)."""
+    EngineCoreError when the core cannot start, and EngineDiedError when the engine dies while
+    serving: the requests in flight get a 503, then the server stops (a process that outlives
+    its engine would answer 503 for ever, and no supervisor would restart it)."""
     limits = within_file_limit(limits or ServerLimits())
     if not core_process:
         # The engine steps in this process: it gets the model's malloc settings.
@@ -375,7 +379,7 @@ def run_server(
         if isinstance(engine, EngineCoreProcess):
             engine.close()
     if died:
-        raise EngineCoreError(f"the engine died while serving: {died[0]}")
+        raise EngineDiedError(f"the engine died while serving: {died[0]}")
 
 
-__all__ = ["EngineCoreError", "build_app", "run_server"]
+__all__ = ["EngineCoreError", "EngineDiedError", "build_app", "run_server"]
