@@ -4,8 +4,8 @@ OpenAPI schema (schemathesis: bodies that follow it and bodies that break it), a
 
 Every answer: no 5xx; an error is JSON in OpenAI's shape naming the field at fault; no
 traceback text; /health still 200 after it; and a greedy request gives the same text after
-the fuzzing as before. Bounded by MAX_EXAMPLES per operation and a short context (32
-tokens), so that no generated request generates for long; under a minute in all here.
+the fuzzing of each endpoint as before. Bounded by MAX_EXAMPLES per operation and a short
+context (128 tokens), so that no generated request generates for long; under a minute here.
 """
 
 from __future__ import annotations
@@ -30,13 +30,12 @@ MAX_EXAMPLES = 100
 # a JSON object at all.
 FIELDS = set(CompletionRequest.model_fields) | set(ChatCompletionRequest.model_fields) | {"body"}
 GREEDY = {"model": "tiny", "prompt": "the same text", "max_tokens": 16, "temperature": 0}
-TRIED: Counter[str] = Counter()
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     log = tmp_path_factory.mktemp("fuzz") / "serve.log"
-    with bench_serve(log, "--max-model-len", "32") as s:
+    with bench_serve(log, "--max-model-len", "128") as s:
         s.greedy_before = greedy_text(s.url)  # type: ignore[attr-defined]
         yield s
 
@@ -71,6 +70,7 @@ def test_fuzzed_requests_get_defined_answers(served: ServeProcess, path: str) ->
     # hypothesis' given do the same, bodies that follow the schema and bodies that break it.
     operation = schemathesis.openapi.from_url(served.url + "/openapi.json")[path]["POST"]
     cases = st.one_of(operation.as_strategy(mode) for mode in GenerationMode)
+    tried: Counter[str] = Counter()
 
     @given(case=cases, served_model=st.booleans())
     @settings(
@@ -86,8 +86,8 @@ def test_fuzzed_requests_get_defined_answers(served: ServeProcess, path: str) ->
         if served_model and isinstance(case.body, dict):
             case.body["model"] = "tiny"
         response = case.call(base_url=served.url, timeout=30)
-        TRIED[path] += 1
-        TRIED[f"status {response.status_code}"] += 1
+        tried["requests"] += 1
+        tried[f"status {response.status_code}"] += 1
         text = response.content.decode("utf-8", "replace")
         assert response.status_code < 500, text[:500]
         assert "Traceback" not in text
@@ -96,11 +96,7 @@ def test_fuzzed_requests_get_defined_answers(served: ServeProcess, path: str) ->
         assert httpx.get(served.url + "/health", timeout=10).status_code == 200
 
     answers_are_defined()
-
-
-def test_the_server_survived_the_fuzzing_unchanged(served: ServeProcess) -> None:
-    print("fuzzed requests:", dict(TRIED))
-    assert TRIED["/v1/completions"] >= MAX_EXAMPLES // 2
-    assert TRIED["/v1/chat/completions"] >= MAX_EXAMPLES // 2
+    print(f"fuzzed {path}:", dict(tried))
+    assert tried["requests"] >= MAX_EXAMPLES
     assert served.process.poll() is None
     assert greedy_text(served.url) == served.greedy_before  # type: ignore[attr-defined]
