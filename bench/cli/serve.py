@@ -3,9 +3,10 @@
 Its engine options are not written here: one is made for every EngineConfig setting (its flag,
 type, default, help and choices, in a help panel per group), so a setting added to
 engine.config appears here untouched. The server's own options (address, core process, log
-level, API key) are the only ones declared in this module. The key is a server option, not an
-engine setting: it is in no EngineConfig, so it never reaches the engine core, /debug/engine or
-run.json.
+level, API key, reasoning prefix) are the only ones declared in this module; its limits (body
+size, timeouts, connection cap) are engine.serving.limits.ServerLimits' fields, one option each.
+The key is a server option, not an engine setting: it is in no EngineConfig, so it never reaches
+the engine core, /debug/engine or run.json.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typer
 
 from engine.config import SETTINGS, EngineConfig, Setting
 from engine.serving.auth import API_KEY_ENV
+from engine.serving.limits import ServerLimits, server_limit_fields
 
 __all__ = ["config_from_options", "register", "serve"]
 
@@ -49,6 +51,7 @@ _SERVER_OPTIONS: tuple[tuple[str, type, Any, str], ...] = (
         "The delta field reasoning is streamed in: reasoning_content (vLLM's parsers, DeepSeek) "
         "or reasoning (newer vLLM, OpenRouter).",
     ),
+    *server_limit_fields(),
 )
 
 
@@ -108,21 +111,24 @@ def serve(**options: Any) -> None:
     """Start the reference engine's OpenAI-compatible server."""
     from engine.serving.core_process import EngineCoreError
     from engine.serving.reasoning import ReasoningPrefix
-    from engine.serving.server import run_server
+    from engine.serving.server import EngineDiedError, run_server
 
     level = str(options["log_level"]).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     try:
         config = config_from_options(options)
+        limits = ServerLimits(**{name: options[name] for name, *_ in server_limit_fields()})
         reasoning = ReasoningPrefix(options["reasoning_tokens"], options["reasoning_field"])
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     try:
         run_server(
-            config, options["host"], options["port"], core_process=options["engine_core_process"],
-            api_key=options.get("api_key") or None,
-            reasoning=reasoning,
+            config, options["host"], options["port"], options["engine_core_process"], limits,
+            api_key=options.get("api_key") or None, reasoning=reasoning,
         )  # fmt: skip
+    except EngineDiedError as e:
+        typer.echo(f"error: {e}; exiting, so that a supervisor can restart the server", err=True)
+        raise typer.Exit(1) from e
     except (EngineCoreError, ValueError) as e:
         typer.echo(f"error: the engine did not start: {e}", err=True)
         raise typer.Exit(1) from e

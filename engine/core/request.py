@@ -39,13 +39,19 @@ _FINISHED = {
 }
 
 
+# Temperatures below this sample greedily, as in vLLM (its _SAMPLING_EPS).
+GREEDY_TEMPERATURE = 1e-5
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to pick each output token and when to stop.
 
-    temperature 0 means greedy. top_k <= 0 and top_p >= 1 disable those filters. A seed makes the
-    request's samples reproducible whatever else is in the batch. Stop strings are matched on the
-    detokenized text by the server's output processor; stop_token_ids by the engine core.
+    A temperature below GREEDY_TEMPERATURE (0 included) means greedy: dividing the logits by
+    less overflows float32 (1e-39 gives inf, then NaN probabilities). top_k <= 0 and top_p >= 1
+    disable those filters. A seed makes the request's samples reproducible whatever else is in
+    the batch. Stop strings are matched on the detokenized text by the server's output
+    processor; stop_token_ids by the engine core.
     """
 
     max_tokens: int = 16
@@ -69,7 +75,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_TEMPERATURE
 
 
 @dataclass(eq=False)

@@ -15,7 +15,7 @@ import itertools
 import logging
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -55,6 +55,8 @@ class AsyncLLM:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.dead: BaseException | None = None
+        # Called on the event loop once the engine has died and every waiter has its error.
+        self.on_dead: Callable[[BaseException], None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -157,6 +159,8 @@ class AsyncLLM:
     def _fail_all(self, error: BaseException) -> None:
         for queue in self._queues.values():
             queue.put_nowait(error)
+        if self.on_dead is not None:
+            self.on_dead(error)
 
 
 class RemoteAsyncLLM(AsyncLLM):

@@ -155,6 +155,7 @@ class EngineCoreProcess:
     def __init__(self, config: EngineConfig, start_timeout_s: float = 600.0) -> None:
         self.config = config
         model_config, _ = load_model_spec(config.model.model, config.model.device == "sim")
+        self.model_config = model_config
         self.tokenizer: Tokenizer = _load_tokenizer(config.model.model, model_config)
         # spawn, not fork: the parent has torch (and its OpenMP pool) loaded already.
         ctx = multiprocessing.get_context("spawn")

@@ -4,15 +4,37 @@ and vLLM's /tokenize and /detokenize bodies.
 Field names and defaults follow OpenAI's API; ``top_k``, ``ignore_eos`` and ``stop_token_ids`` are
 the extensions vLLM accepts, so that clients written for vLLM work unchanged. Unknown fields are
 ignored, as by vLLM, so that clients sending newer OpenAI fields still work.
+
+Lists are bounded (the MAX_ constants below) and their length and item types are checked before
+their items are validated, so that no body within the size limit costs the event loop more
+than a few milliseconds of validation, nor produces a million errors.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.core.request import SamplingParams
+
+# The most stop strings a request may give, and the longest one in characters: each is
+# searched for in the text after every token, and the text that could still become one is held
+# back from the stream (OpenAI allows 4).
+MAX_STOP_STRINGS = 16
+MAX_STOP_CHARS = 256
+# The most stop_token_ids, messages, and content parts (over all messages) of one request.
+MAX_STOP_TOKEN_IDS = 256
+MAX_MESSAGES = 4096
+MAX_CONTENT_PARTS = 4096
+# seed is a signed 64-bit integer, as in vLLM.
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _bounded_list(value: Any, field: str, most: int) -> Any:
+    if isinstance(value, list) and len(value) > most:
+        raise ValueError(f"{field} may hold at most {most} items, got {len(value)}")
+    return value
 
 
 class StreamOptions(BaseModel):
@@ -26,7 +48,7 @@ class _SamplingFields(BaseModel):
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=-1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
@@ -34,6 +56,25 @@ class _SamplingFields(BaseModel):
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1, description="only one choice per request is supported")
     user: str | None = None
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_bounded(cls, value: Any) -> Any:
+        strings = [value] if isinstance(value, str) else value
+        _bounded_list(strings, "stop", MAX_STOP_STRINGS)
+        if isinstance(strings, list):
+            for i, s in enumerate(strings):
+                if isinstance(s, str) and len(s) > MAX_STOP_CHARS:
+                    raise ValueError(
+                        f"stop strings may be at most {MAX_STOP_CHARS} characters; "
+                        f"item {i} has {len(s)}"
+                    )
+        return value
+
+    @field_validator("stop_token_ids", mode="before")
+    @classmethod
+    def _stop_ids_bounded(cls, value: Any) -> Any:
+        return _bounded_list(value, "stop_token_ids", MAX_STOP_TOKEN_IDS)
 
     def sampling_params(self, max_tokens: int) -> SamplingParams:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -57,6 +98,23 @@ class CompletionRequest(_SamplingFields):
     prompt: str | list[int] = Field(..., description="one prompt: text or token ids")
     max_tokens: int = Field(16, ge=1)
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, value: Any) -> Any:
+        # One pass over the list, one error: pydantic would build one error per bad item.
+        if isinstance(value, list):
+            for i, t in enumerate(value):
+                if type(t) is not int:
+                    raise ValueError(
+                        "prompt must be text or a list of token ids (integers); "
+                        f"item {i} is {type(t).__name__}"
+                    )
+        elif not isinstance(value, str):
+            raise ValueError(
+                f"prompt must be text or a list of token ids, not {type(value).__name__}"
+            )
+        return value
+
 
 class TextContentPart(BaseModel):
     type: Literal["text"]
@@ -79,6 +137,22 @@ class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages_bounded(cls, value: Any) -> Any:
+        _bounded_list(value, "messages", MAX_MESSAGES)
+        if isinstance(value, list):
+            parts = sum(
+                len(m["content"])
+                for m in value
+                if isinstance(m, dict) and isinstance(m.get("content"), list)
+            )
+            if parts > MAX_CONTENT_PARTS:
+                raise ValueError(
+                    f"messages may hold at most {MAX_CONTENT_PARTS} content parts, got {parts}"
+                )
+        return value
 
 
 class TokenizeCompletionRequest(BaseModel):

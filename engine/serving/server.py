@@ -3,26 +3,28 @@
 Routes: POST /v1/completions and /v1/chat/completions (streaming as server-sent events, with
 ``stream_options.include_usage`` giving a final chunk with empty choices and the usage, as vLLM
 does), GET /v1/models, /health and /metrics, vLLM's POST /tokenize and /detokenize
-(engine/serving/tokenization.py). Every bad request gets a 400 with OpenAI's error body;
-the server keeps serving.
+(engine/serving/tokenization.py). Every bad request gets a 400 with OpenAI's error body; the
+server keeps serving. What one client may hold (body size, read deadline, connections) is
+ServerLimits' (engine/serving/limits.py); prompts are checked and tokenized off the event loop
+(engine/serving/prompt_input.py). When the engine dies, in-flight requests get a 503 and
+``run_server`` stops with EngineDiedError, so that a supervisor can restart it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
@@ -30,22 +32,28 @@ from engine.llm_engine import LLMEngine
 from engine.native.cpu_allocator import retain_freed_memory
 from engine.serving.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLLM
 from engine.serving.auth import ApiKeyMiddleware
+from engine.serving.body_limit import BodyLimit
+from engine.serving.connection_guard import ServerConfig, within_file_limit
 from engine.serving.core_messages import Describe, StepsSince
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
+from engine.serving.disconnect import ClientDisconnected, until_disconnected
+from engine.serving.errors import BadRequest, error_response, install_error_handlers
+from engine.serving.limits import ServerLimits
 from engine.serving.metrics import EngineMetrics
 from engine.serving.output_processor import RequestTextState, TextDelta
+from engine.serving.prompt_input import PromptInput
 from engine.serving.protocol import ChatCompletionRequest, CompletionRequest, error_body
 from engine.serving.reasoning import ReasoningPrefix
 from engine.serving.tokenization import add_tokenize_routes
 
 log = logging.getLogger(__name__)
 
+# Seconds between the engine's death and the server's exit: in-flight requests get their 503.
+_EXIT_AFTER_DEATH_S = 0.5
 
-class BadRequest(Exception):
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
-        self.code = code
+
+class EngineDiedError(EngineCoreError):
+    """The engine died while serving; the server has stopped."""
 
 
 def _dumps(obj: dict[str, Any]) -> str:
@@ -64,26 +72,20 @@ def _usage(d: TextDelta) -> dict[str, int]:
     }
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    parts, param = [], None
-    for err in exc.errors():
-        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
-        field = ".".join(loc) or "body"
-        param = param or field
-        if err.get("type") == "json_invalid":
-            return "the request body is not valid JSON: " + str(err.get("msg")), None
-        parts.append(f"{field}: {err.get('msg')} (got {err.get('input')!r})")
-    return "invalid request: " + "; ".join(parts), param
-
-
 def build_app(
     engine: LLMEngine | EngineCoreProcess,
+    limits: ServerLimits | None = None,
+    on_engine_dead: Callable[[BaseException], None] | None = None,
+    *,
     api_key: str | None = None,
     reasoning: ReasoningPrefix | None = None,
 ) -> FastAPI:
     """The OpenAI-compatible app over an in-process engine (stepped in a thread) or an engine
-    core process; with ``api_key``, /v1 needs ``Authorization: Bearer <api_key>``
-    (engine.serving.auth); ``reasoning`` labels a prefix of each chat answer as reasoning."""
+    core process. ``on_engine_dead`` is called on the event loop when the engine dies, after
+    every in-flight request has its error (run_server stops the server there). With
+    ``api_key``, /v1 needs ``Authorization: Bearer <api_key>`` (engine.serving.auth);
+    ``reasoning`` labels a prefix of each chat answer as reasoning."""
+    limits = limits or ServerLimits()
     prefix = reasoning or ReasoningPrefix()
     metrics = EngineMetrics(engine.served_model_name)
     llm = (
@@ -91,37 +93,30 @@ def build_app(
         if isinstance(engine, EngineCoreProcess)
         else AsyncLLM(engine, metrics)
     )
+    llm.on_dead = on_engine_dead
     tokenizer = engine.tokenizer
     model_name = engine.served_model_name
+    prompts = PromptInput(tokenizer, engine.model_config.vocab_size, engine.max_model_len)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        import asyncio
-
         llm.start(asyncio.get_running_loop())
         try:
             yield
         finally:
             llm.shutdown()
+            prompts.close()
 
     app = FastAPI(title="reference engine", lifespan=lifespan)
     app.state.llm = llm
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    install_error_handlers(app)
     if api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
 
-    @app.exception_handler(RequestValidationError)
-    async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
-        return JSONResponse(error_body(message, 400, param), status_code=400)
-
-    @app.exception_handler(BadRequest)
-    async def _on_bad_request(_: Request, exc: BadRequest) -> JSONResponse:
-        return JSONResponse(error_body(str(exc), 400, exc.param, exc.code), status_code=400)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        body = error_body(str(exc.detail), exc.status_code, err_type="http_error")
-        return JSONResponse(body, status_code=exc.status_code)
+    @app.exception_handler(EngineDeadError)
+    async def _on_engine_dead(_: Request, exc: EngineDeadError) -> Response:
+        return error_response(str(exc), 503, code="engine_dead", err_type="internal_error")
 
     def check_model(name: str) -> None:
         if name != model_name:
@@ -136,6 +131,20 @@ def build_app(
             return req.sampling_params(max_tokens)
         except ValueError as e:
             raise BadRequest(str(e)) from e
+
+    def usage(d: TextDelta, is_chat: bool) -> dict[str, Any]:
+        return {**_usage(d), **prefix.usage_details(d.num_output_tokens, is_chat)}
+
+    def check_length(prompt_ids: list[int], max_tokens: int, prompt_field: str) -> None:
+        if not prompt_ids:
+            raise BadRequest(f"{prompt_field} is empty; send at least one token", prompt_field)
+        try:
+            engine.check_request(len(prompt_ids), SamplingParams(max_tokens=max_tokens))
+        except ValueError as e:
+            # max_tokens alone past the context: no prompt could fit, so it is the field to fix.
+            field = "max_tokens" if max_tokens >= engine.max_model_len else prompt_field
+            message = str(e) if field in str(e) else f"{field}: {e}"
+            raise BadRequest(message, field, "context_length_exceeded") from e
 
     async def run(
         request_id: str, prompt_ids: list[int], params: SamplingParams, reasoning_tokens: int
@@ -164,11 +173,12 @@ def build_app(
             first = await gen.__anext__()
         except StopAsyncIteration:
             return None, gen
-        except ValueError as e:
-            raise BadRequest(str(e), "max_tokens") from e
+        except ValueError as e:  # the engine refused it (Rejected): its message says why
+            raise BadRequest(str(e)) from e
         return first, gen
 
     async def respond(
+        request: Request,
         kind: str,
         request_id: str,
         prompt_ids: list[int],
@@ -176,14 +186,32 @@ def build_app(
         stream: bool,
         include_usage: bool,
     ) -> Response:
-        is_chat = kind == "chat"
-        reasoning_tokens = prefix.tokens_for(is_chat)
-        first, gen = await first_then_rest(run(request_id, prompt_ids, params, reasoning_tokens))
+        try:
+            # Until its first output a request may wait in the queue: watch its client there
+            # too, and throughout a response that is sent whole at the end.
+            reasoning_tokens = prefix.tokens_for(kind == "chat")
+            first, gen = await until_disconnected(
+                request.receive,
+                first_then_rest(run(request_id, prompt_ids, params, reasoning_tokens)),
+            )
+            if stream:
+                return stream_response(kind, request_id, first, gen, include_usage)
+            return await until_disconnected(
+                request.receive, whole_response(kind, request_id, first, gen)
+            )
+        except ClientDisconnected:
+            # No one reads this; the request was aborted when its generator was cancelled.
+            return Response(status_code=499)
+
+    def stream_response(
+        kind: str,
+        request_id: str,
+        first: TextDelta | None,
+        gen: AsyncIterator[TextDelta],
+        include_usage: bool,
+    ) -> Response:
         created = int(time.time())
-
-        def usage(d: TextDelta) -> dict[str, Any]:
-            return {**_usage(d), **prefix.usage_details(d.num_output_tokens, is_chat)}
-
+        is_chat = kind == "chat"
         obj = "chat.completion.chunk" if is_chat else "text_completion"
 
         def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> str:
@@ -204,30 +232,33 @@ def build_app(
                 return {"index": 0, "delta": delta, "finish_reason": d.finish_reason}
             return {"index": 0, "text": d.text, "finish_reason": d.finish_reason}
 
-        if stream:
+        async def events() -> AsyncIterator[str]:
+            last = first
+            try:
+                if is_chat:
+                    role = {"index": 0, "delta": {"role": "assistant", "content": ""}}
+                    yield chunk([{**role, "finish_reason": None}])
+                if first is not None and (first.text or first.finished):
+                    yield chunk([choice(first)])
+                async for d in gen:
+                    last = d
+                    if d.text or d.finished:
+                        yield chunk([choice(d)])
+            except EngineDeadError as e:
+                yield _sse(error_body(str(e), 503, code="engine_dead", err_type="internal_error"))
+            finally:
+                await gen.aclose()
+            if include_usage and last is not None:
+                yield chunk([], usage(last, is_chat))
+            yield "data: [DONE]\n\n"
 
-            async def events() -> AsyncIterator[str]:
-                last = first
-                try:
-                    if is_chat:
-                        role = {"index": 0, "delta": {"role": "assistant", "content": ""}}
-                        yield chunk([{**role, "finish_reason": None}])
-                    if first is not None and (first.text or first.finished):
-                        yield chunk([choice(first)])
-                    async for d in gen:
-                        last = d
-                        if d.text or d.finished:
-                            yield chunk([choice(d)])
-                except EngineDeadError as e:
-                    yield _sse(error_body(str(e), 500, err_type="internal_error"))
-                finally:
-                    await gen.aclose()
-                if include_usage and last is not None:
-                    yield chunk([], usage(last))
-                yield "data: [DONE]\n\n"
+        return StreamingResponse(events(), media_type="text/event-stream")
 
-            return StreamingResponse(events(), media_type="text/event-stream")
-
+    async def whole_response(
+        kind: str, request_id: str, first: TextDelta | None, gen: AsyncIterator[TextDelta]
+    ) -> Response:
+        created = int(time.time())
+        is_chat = kind == "chat"
         texts, last = [first.text if first else ""], first
         reasoning_chars = first.reasoning_chars if first else 0
         async for d in gen:
@@ -248,42 +279,39 @@ def build_app(
                 "created": created,
                 "model": model_name,
                 "choices": [result],
-                "usage": usage(last),
+                "usage": usage(last, is_chat),
             }
         )
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Response:
+    async def completions(req: CompletionRequest, request: Request) -> Response:
         check_model(req.model)
         if isinstance(req.prompt, str):
-            prompt_ids = tokenizer.encode(req.prompt, add_special_tokens=True)
+            prompt_ids = await prompts.encode_text(req.prompt, "prompt")
         else:
-            vocab = tokenizer.vocab_size
-            bad = [t for t in req.prompt if not 0 <= t < vocab]
-            if bad:
-                raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", "prompt")
             prompt_ids = list(req.prompt)
-        _check_length(engine, prompt_ids, req.max_tokens)
+            prompts.check_ids(prompt_ids, "prompt")
+        check_length(prompt_ids, req.max_tokens, "prompt")
         params = sampling(req.max_tokens, req)
         rid = f"cmpl-{uuid.uuid4().hex}"
-        return await respond("completion", rid, prompt_ids, params, req.stream, req.include_usage)
+        return await respond(
+            request, "completion", rid, prompt_ids, params, req.stream, req.include_usage
+        )
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatCompletionRequest) -> Response:
+    async def chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
         check_model(req.model)
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-        try:
-            prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        except Exception as e:  # the template is user data: any error it raises is a 400
-            raise BadRequest(f"the chat template failed on these messages: {e}", "messages") from e
-        prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        prompt_ids = await prompts.encode_chat(messages)
         max_tokens = req.max_completion_tokens or req.max_tokens
         if max_tokens is None:
             max_tokens = max(1, engine.max_model_len - len(prompt_ids))
-        _check_length(engine, prompt_ids, max_tokens)
+        check_length(prompt_ids, max_tokens, "messages")
         params = sampling(max_tokens, req)
         rid = f"chatcmpl-{uuid.uuid4().hex}"
-        return await respond("chat", rid, prompt_ids, params, req.stream, req.include_usage)
+        return await respond(
+            request, "chat", rid, prompt_ids, params, req.stream, req.include_usage
+        )
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -330,30 +358,25 @@ def build_app(
     return app
 
 
-def _check_length(
-    engine: LLMEngine | EngineCoreProcess, prompt_ids: list[int], max_tokens: int
-) -> None:
-    try:
-        engine.check_request(len(prompt_ids), SamplingParams(max_tokens=max_tokens))
-    except ValueError as e:
-        raise BadRequest(str(e), "prompt", "context_length_exceeded") from e
-
-
 def run_server(
     config: EngineConfig,
     host: str = "127.0.0.1",
     port: int = 8000,
     core_process: bool = True,
+    limits: ServerLimits | None = None,
     api_key: str | None = None,
     reasoning: ReasoningPrefix | None = None,
 ) -> None:
     """Load the engine, then serve until interrupted. /health answers once the model is loaded.
-    ``reasoning``: the reasoning prefix of chat answers (engine.serving.reasoning).
+    ``api_key`` guards /v1 (engine.serving.auth); it stays in this process. ``reasoning``: the
+    reasoning prefix of chat answers (engine.serving.reasoning).
 
     ``core_process`` runs the engine in its own process (engine/serving/core_process.py); without it
-    the engine steps in a thread of the server's process and shares its GIL. ``api_key``
-    guards /v1 (engine.serving.auth); it stays in this process. Raises EngineCoreError when
-    the core cannot start."""
+    the engine steps in a thread of the server's process and shares its GIL. Raises
+    EngineCoreError when the core cannot start, and EngineDiedError when the engine dies while
+    serving: the requests in flight get a 503, then the server stops (a process that outlives
+    its engine would answer 503 for ever, and no supervisor would restart it)."""
+    limits = within_file_limit(limits or ServerLimits())
     if not core_process:
         # The engine steps in this process: it gets the model's malloc settings.
         why = retain_freed_memory()
@@ -363,16 +386,31 @@ def run_server(
         EngineCoreProcess(config) if core_process else LLMEngine(config)
     )
     log.info("serving %s on http://%s:%d", engine.served_model_name, host, port)
+    died: list[BaseException] = []
+
+    def on_engine_dead(error: BaseException) -> None:
+        died.append(error)
+        asyncio.get_running_loop().call_later(_EXIT_AFTER_DEATH_S, stop)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    # uvloop and httptools, uvicorn's fast event loop and HTTP parser: per SSE event they
+    # cost about half what asyncio's loop and h11 do, and a stream is one event per token.
+    server = uvicorn.Server(
+        ServerConfig(
+            build_app(engine, limits, on_engine_dead, api_key=api_key, reasoning=reasoning),
+            limits, host=host, port=port,
+            log_level="warning", access_log=False, loop="uvloop",
+        )
+    )  # fmt: skip
     try:
-        # uvloop and httptools, uvicorn's fast event loop and HTTP parser: per SSE event they
-        # cost about half what asyncio's loop and h11 do, and a stream is one event per token.
-        uvicorn.run(
-            build_app(engine, api_key, reasoning), host=host, port=port, log_level="warning",
-            access_log=False, loop="uvloop", http="httptools",
-        )  # fmt: skip
+        server.run()
     finally:
         if isinstance(engine, EngineCoreProcess):
             engine.close()
+    if died:
+        raise EngineDiedError(f"the engine died while serving: {died[0]}")
 
 
-__all__ = ["EngineCoreError", "build_app", "run_server"]
+__all__ = ["EngineCoreError", "EngineDiedError", "build_app", "run_server"]

@@ -83,6 +83,22 @@ class Tokenizer:
         """Token ids of `text`; add_special_tokens applies the tokenizer's post-processor (BOS)."""
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
+    def encode_releasing_gil(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """As encode, for a worker thread: the Rust side runs without holding the GIL (the
+        batch entry point releases it, the single one does not), so the event loop keeps
+        running while a long prompt is tokenized."""
+        [encoding] = self.backend.encode_batch([text], add_special_tokens=add_special_tokens)
+        return encoding.ids
+
+    def max_token_bytes(self) -> int:
+        """The most UTF-8 bytes any one token id decodes to, special tokens included: a text
+        of more than ``n * max_token_bytes()`` bytes encodes to more than ``n`` tokens (where
+        no normalizer shortens it). U+FFFD, which a partial byte sequence decodes to, counts
+        its 3 bytes, which only loosens the bound."""
+        ids = [[i] for i in range(self.vocab_size)]
+        pieces = self.backend.decode_batch(ids, skip_special_tokens=False)
+        return max((len(p.encode("utf-8", "surrogatepass")) for p in pieces), default=1)
+
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from bench.cli.app import app
 from bench.cli.serve import config_from_options
 from engine.config import SETTINGS, EngineConfig
+from engine.serving.limits import ServerLimits, server_limit_fields
 
 
 def serve_command() -> Any:
@@ -36,8 +37,27 @@ def test_help_lists_every_setting_with_its_help() -> None:
         assert " ".join(s.help.split()) in text, s.name
         if s.choices:
             assert "|".join(s.choices) in text, s.name
+    limit_flags = [f"--{name.replace('_', '-')}" for name, *_ in server_limit_fields()]
     for server_flag in ("--host", "--port", "--no-engine-core-process", "--log-level"):
         assert server_flag in text
+    for flag, (*_, help_text) in zip(limit_flags, server_limit_fields(), strict=True):
+        assert f"{flag} " in text and " ".join(help_text.split()) in text, flag
+
+
+def limits_of(options: dict[str, Any]) -> ServerLimits:
+    return ServerLimits(**{name: options[name] for name, *_ in server_limit_fields()})
+
+
+def test_the_limit_options_make_server_limits() -> None:
+    assert limits_of(parse()) == ServerLimits()
+    options = parse("--max-body-bytes", "4096", "--timeout-request-read-s", "2.5")
+    assert limits_of(options) == ServerLimits(max_body_bytes=4096, timeout_request_read_s=2.5)
+
+
+def test_a_limit_that_is_not_positive_is_a_bad_parameter() -> None:
+    result = CliRunner().invoke(app, ["serve", "--max-connections", "0"])
+    assert result.exit_code == 2
+    assert "max_connections must be above 0" in result.output
 
 
 def test_defaults_are_the_engine_config_defaults() -> None:

@@ -119,4 +119,7 @@ def test_a_dead_core_fails_the_stream_in_flight_and_health_says_503() -> None:
         assert rest[-1] == "data: [DONE]"
         assert "the engine core exited (exit code" in rest[-2]
         assert httpx.get(base_url + "/health").status_code == 503
-        assert httpx.post(url, json=body, timeout=30).status_code == 500
+        # Every later request gets a JSON 503 in OpenAI's shape, not a text/plain 500.
+        after = httpx.post(url, json=body, timeout=30)
+        assert after.status_code == 503
+        assert after.json()["error"]["code"] == "engine_dead"
