@@ -34,6 +34,7 @@ from loadgen.drivers.locust_job import (
     record_from_wire,
     write_job,
 )
+from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from results.client_samples import ClientSamples
 from results.records import RequestRecord
@@ -42,6 +43,8 @@ __all__ = ["LocustError", "locust_commands", "run_locust"]
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _GRACE_S = 120.0
+# Seconds a stopped master gets to collect its workers' last records.
+_STOP_S = 15.0
 _NO_LIMIT_S = 6 * 3600
 
 
@@ -104,6 +107,7 @@ def run_locust(
     remote_workers: int = 0,
     bind_host: str = "127.0.0.1",
     on_job: Callable[[Path, list[str]], None] | None = None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
     """Run ``plan`` with a Locust master and ``workers`` local workers; block until it ends.
 
@@ -111,6 +115,8 @@ def run_locust(
     ``remote_workers`` the master also waits (60 s) for that many workers from other machines,
     listening on ``bind_host`` (give an address they can reach); ``on_job(job_path,
     worker_command)`` is told what those machines must run, with the job file copied to them.
+    ``stop``, once set, ends the run early: the master is sent SIGTERM (Locust stops its users,
+    whose requests in flight are recorded cancelled) and what the workers sent is collected.
 
     Raises:
         LocustError: an open-loop plan, fewer users than workers, Locust missing, or Locust
@@ -144,7 +150,11 @@ def run_locust(
                   socket.gethostname(), "--master-port", str(port)]  # fmt: skip
         on_job(out / "job.pkl", remote)
     log = (out / "locust.log").open("wb")
-    common = {"env": env, "stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
+    # Sessions of their own: a terminal's Ctrl-C reaches bench only, which stops them (``stop``).
+    common = {
+        "env": env, "stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL,
+        "start_new_session": True,
+    }  # fmt: skip
     master = subprocess.Popen(master_cmd, **common)  # type: ignore[call-overload]
     procs = [subprocess.Popen(worker_cmd, **common) for _ in range(workers)]  # type: ignore[call-overload]
     live = counters if counters is not None else LiveCounters()
@@ -165,7 +175,10 @@ def run_locust(
                 if not lines:
                     break
                 continue
-            if time.monotonic() > deadline:
+            if stop is not None and stop.is_set() and deadline > time.monotonic() + _STOP_S:
+                master.terminate()
+                deadline = time.monotonic() + _STOP_S
+            elif time.monotonic() > deadline:
                 raise LocustError(f"Locust did not end within {limit_s + _GRACE_S:.0f} s")
             time.sleep(0.2)
     finally:
