@@ -135,6 +135,10 @@ class SummaryJson(TypedDict):
     probes: NotRequired[dict[str, Any]]
     engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
     client: NotRequired[dict[str, Any]]
+    # A run ended early (results.run_end): run.json's sections, and the one line that says so.
+    partial: NotRequired[str]
+    interrupted: NotRequired[dict[str, Any]]
+    engine_died: NotRequired[dict[str, Any]]
 
 
 def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:
