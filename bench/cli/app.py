@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from bench.run.interrupt import catching_signals
 from bench.run.messages import print_error, print_warning
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ console = Console(width=None if sys.stdout.isatty() else 132)
 
 
 @app.command()
+@catching_signals
 def run(
     scenario: Annotated[
         str, typer.Option(help="A shipped scenario name (100-users, 1-user) or a TOML path.")
@@ -88,6 +90,8 @@ def run(
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
+    from bench.cli.interrupted import end_interrupted, report_then_exit_status
+    from bench.run.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError, RunOptions, run_benchmark
     from bench.run.report import render_summary
     from bench.scenario.scenario import ScenarioError, load_scenario
@@ -114,6 +118,8 @@ def run(
         except RunError as e:
             print_error(console, e)
             raise typer.Exit(1) from e
+        except RunInterrupted as e:
+            end_interrupted(e, console)
         console.print(f"group folder: [bold]{group}[/bold]")
         return
     try:
@@ -121,16 +127,20 @@ def run(
     except RunError as e:
         print_error(console, e)
         raise typer.Exit(1) from e
+    except RunInterrupted as e:
+        end_interrupted(e, console)
     render_summary(summary, console)
     from results.client_check import client_warning
 
     if warning := client_warning(summary):
         print_warning(console, warning)
     console.print(f"run folder: [bold]{folder}[/bold]")
-    report_after_run(folder, console)
+    if status := report_then_exit_status(folder, summary, console):
+        raise typer.Exit(status)
 
 
 @app.command()
+@catching_signals
 def ablate(
     switch: Annotated[
         list[str],
@@ -144,7 +154,9 @@ def ablate(
     live: Annotated[bool, typer.Option(help="Show a live display while each load runs.")] = True,
 ) -> None:
     """Run a scenario once per engine setting, each on a fresh reference engine."""
+    from bench.cli.interrupted import end_interrupted
     from bench.experiments.ablate import AblationError, parse_switch, render_ablation, run_ablation
+    from bench.run.interrupt import RunInterrupted, active_interrupts
     from bench.run.orchestrate import RunError
     from bench.scenario.scenario import ScenarioError, load_scenario
 
@@ -159,11 +171,16 @@ def ablate(
     except (AblationError, RunError) as e:
         print_error(console, e)
         raise typer.Exit(1) from e
+    except RunInterrupted as e:
+        end_interrupted(e, console)
     render_ablation(path, console)
     from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
 
     page = write_ablation_report(ablation_input_from_json(path), path.with_name("ablation.html"))
     console.print(f"dashboard: [bold]{page}[/bold]")
+    if (got := active_interrupts().first) is not None:
+        print_error(console, f"interrupted by {got.name}: {path} keeps the settings that finished")
+        raise typer.Exit(got.exit_code)
 
 
 @app.command()

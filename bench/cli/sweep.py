@@ -30,6 +30,7 @@ from bench.experiments.sweep import (
     search_slo,
     write_sweep,
 )
+from bench.run.interrupt import catching_signals
 from bench.run.messages import print_error, print_warning
 
 __all__ = ["make_run_point", "register", "render_sweep"]
@@ -101,6 +102,7 @@ def register(app: typer.Typer) -> None:
     """Add `bench sweep` to ``app``."""
 
     @app.command()
+    @catching_signals
     def sweep(
         scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
         users: Annotated[
@@ -176,6 +178,10 @@ def register(app: typer.Typer) -> None:
         _write_report(result, folder, console)
         render_sweep(result, console)
         console.print(f"sweep folder: [bold]{folder}[/bold]")
+        if result.interrupted is not None:
+            print_error(console, f"interrupted by {result.interrupted['signal']}: sweep.json "
+                        f"keeps the {len(result.points)} points that finished")  # fmt: skip
+            raise typer.Exit(result.interrupted["exit_code"])
 
 
 def _write_report(result: SweepResult, folder: Path, console: Console) -> None:

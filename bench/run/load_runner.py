@@ -25,6 +25,7 @@ from engine_adapters.base import EngineAdapter
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import LocustError, run_locust
+from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
 from results.client_check import write_client_table
@@ -67,8 +68,10 @@ async def drive_load(
     remote_workers: int = 0,
     bind_host: str = "127.0.0.1",
     console: Console | None = None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
-    """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring).
+    """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring); ``stop`` ends
+    it early when set (an interrupt, a dead engine: loadgen.drivers.stop).
 
     Locust only: ``remote_workers`` more workers join from other machines (the master listens
     on ``bind_host``); what they must run is printed on ``console``.
@@ -83,8 +86,9 @@ async def drive_load(
     config = ClientConfig(base_url, model, api_key=api_key)
     if driver == "asyncio":
         return await run_load(
-            plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters
-        )
+            plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
+            stop=stop,
+        )  # fmt: skip
 
     def tell(job: Path, command: list[str]) -> None:
         if remote_workers and console is not None:
@@ -95,13 +99,19 @@ async def drive_load(
             )
 
     try:
-        return await asyncio.to_thread(
+        result = await asyncio.to_thread(
             run_locust, plan, config, clock, tokenizer, workers,
             on_record=on_record, counters=counters, remote_workers=remote_workers,
-            bind_host=bind_host, on_job=tell,
+            bind_host=bind_host, on_job=tell, stop=stop,
         )  # fmt: skip
     except LocustError as exc:
         raise LoadError(str(exc)) from exc
+    if stop is not None and stop.is_set():
+        # Locust's workers know only that their users were stopped; the reason is ours.
+        for record in result.records:
+            if record.status == "cancelled":
+                record.error = stop.message()
+    return result
 
 
 def record_load(

@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from bench.run.engine_launch import collect_nsys_report, launch_reference
+from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
+from bench.run.interrupt import active_interrupts, run_end_sections
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.probing import (
@@ -37,6 +39,7 @@ from engine_adapters.registry import get_adapter
 from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
+from loadgen.drivers.stop import LoadStop
 from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
@@ -99,6 +102,11 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
     return settings
 
 
+def total_known(scenario: Scenario) -> bool:
+    """Whether the load sends every planned request (else its duration bounds it)."""
+    return bool(scenario.num_requests or scenario.open_loop)
+
+
 def _load_tokenizer(spec: str) -> Any:
     # Imported here: it pulls in torch, which a run against an external URL may not need.
     from engine.llm_engine import load_tokenizer
@@ -112,7 +120,13 @@ def _load_tokenizer(spec: str) -> Any:
 
 
 def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson]:
-    """Run ``opts.scenario`` end to end; returns the run folder and its summary."""
+    """Run ``opts.scenario`` end to end; returns the run folder and its summary.
+
+    Raises RunInterrupted (bench.run.interrupt) after writing the partial run folder when a
+    signal cut the load (or before any folder, when it came before the load).
+    """
+    interrupts = active_interrupts()
+    interrupts.begin_run()
     scenario = opts.scenario
     external = opts.launch is not None or opts.launch_model is not None
     reference = opts.url is None and not external
@@ -165,13 +179,16 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     pid = launched.process.pid if launched else None
     try:
         folder, summary = _run_against(
-            opts, console, adapter, base_url, tokenizer, started_wall, engine_info, pid
-        )
+            opts, console, adapter, base_url, tokenizer, started_wall, engine_info, pid,
+            launched.process if launched else None,
+        )  # fmt: skip
     finally:
         if launched is not None:
-            launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
+            with interrupts.shielded():
+                launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
     if nsys_output is not None:
         collect_nsys_report(folder, nsys_output, console)
+    interrupts.raise_if_interrupted(folder, summary)
     return folder, summary
 
 
@@ -184,6 +201,7 @@ def _run_against(
     started_wall: datetime,
     engine_info: EngineSection,
     engine_pid: int | None = None,
+    engine_process: Any = None,
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
     plan = prepare_load(scenario, tokenizer, adapter, console)
@@ -197,8 +215,13 @@ def _run_against(
         else (None, ["probes disabled"])
     )
     probe_result: ProbeResult | None = None
+    # Set by a signal (bench.run.interrupt) or the engine's death (bench.run.engine_watch).
+    stop = LoadStop()
     try:
-        result, clock_info, model = asyncio.run(_drive(opts, console, base_url, tokenizer, plan))
+        with active_interrupts().load(stop), EngineWatch(engine_process, stop) as watch:
+            result, clock_info, model = asyncio.run(
+                _drive(opts, console, base_url, tokenizer, plan, stop)
+            )
     finally:
         if probes is not None:
             probe_result = probes.stop()
@@ -214,6 +237,11 @@ def _run_against(
     if probe_result is not None and wrote_samples:
         folder.write_samples(samples_frame(probe_result, clock_info["t0_ns"]))
     machine = hardware()
+    planned = len(plan.requests) if total_known(scenario) else None
+    ended = run_end_sections(
+        active_interrupts(), watch, stop, base_url, adapter.health_path, result.records,
+        clock_info["t0_ns"], planned,
+    )  # fmt: skip
     folder.write_run_json(
         RunJson(
             schema_version=RUN_JSON_VERSION,
@@ -247,6 +275,7 @@ def _run_against(
             started_utc=started_wall.isoformat(),
             ended_utc=datetime.now(UTC).isoformat(),
             client=clock_info,
+            **ended,
         )
     )
     # The summary reads the folder back: the same function recomputes it from the files alone.
@@ -261,6 +290,7 @@ async def _drive(
     base_url: str,
     tokenizer: Any,
     plan: LoadPlan,
+    stop: LoadStop | None = None,
 ) -> tuple[LoadResult, ClientClock, str]:
     scenario = opts.scenario
     probe = StreamingClient(base_url, opts.model or "", max_connections=1)
@@ -279,13 +309,14 @@ async def _drive(
     gc.collect()
     gc.freeze()
     clock = RunClock()
-    total = len(plan.requests) if scenario.num_requests or scenario.open_loop else None
+    total = len(plan.requests) if total_known(scenario) else None
     display = LiveDisplay(console, total=total, duration_s=scenario.duration_s, enabled=opts.live)
     with display:
         try:
             result = await drive_load(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
                 workers=opts.workers, on_record=display.on_record, counters=display.counters,
+                stop=stop,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e
