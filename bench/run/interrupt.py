@@ -198,6 +198,8 @@ class Interrupts:
 
 # The handler of the command running now (None: signals keep their usual behaviour).
 _active: Interrupts | None = None
+# What the last command's handler received (for the status of a command that did not catch it).
+_last_received: list[Received] = []
 
 
 def active_interrupts() -> Interrupts:
@@ -225,6 +227,7 @@ def _catch_signals() -> Iterator[Interrupts]:
         yield interrupts
     finally:
         _active = None
+        _last_received[:] = interrupts.received
         for sig, handler in previous.items():
             # A command ended by a signal is on its way out: one more (Ctrl-C pressed again)
             # must not turn the exit into a traceback.
@@ -238,8 +241,15 @@ def catching_signals(command: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        with _catch_signals():
-            return command(*args, **kwargs)
+        try:
+            with _catch_signals():
+                return command(*args, **kwargs)
+        except (RunInterrupted, ReportSkipped) as exc:
+            # Signalled where the command does not catch it (reading its options, importing):
+            # one line and the signal's status, never a traceback.
+            _say(str(exc))
+            first = exc.received if isinstance(exc, RunInterrupted) else _last_received[0]
+            raise SystemExit(first.exit_code) from None
 
     return wrapper
 

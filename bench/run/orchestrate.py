@@ -23,7 +23,7 @@ from rich.console import Console
 from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
-from bench.run.interrupt import active_interrupts, run_end_sections
+from bench.run.interrupt import RunInterrupted, active_interrupts, run_end_sections
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.probing import (
@@ -225,6 +225,8 @@ def _run_against(
     finally:
         if probes is not None:
             probe_result = probes.stop()
+    if not result.records and (got := active_interrupts().first) is not None:
+        raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
     steps = fetch_steps(base_url, clock_info["t0_ns"]) if local else None
     engine_end = fetch_json(base_url, "/debug/engine")
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)

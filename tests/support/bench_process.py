@@ -98,6 +98,24 @@ class BenchProcess:
         except psutil.NoSuchProcess:
             pass
 
+    def children(self) -> list[psutil.Process]:
+        """The descendants alive now (and remembered, see :meth:`note_children`)."""
+        self.note_children()
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def child_running(self, word: str) -> bool:
+        """Whether a descendant whose command line holds ``word`` runs now."""
+        for child in self.children():
+            try:
+                if word in " ".join(child.cmdline()):
+                    return True
+            except psutil.Error:  # gone meanwhile
+                pass
+        return False
+
     def ctrl_c(self) -> None:
         """SIGINT to the whole process group, as a terminal's Ctrl-C."""
         self.note_children()

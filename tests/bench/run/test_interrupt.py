@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -42,6 +43,8 @@ high = 64
 [engine]
 preset = "tiny"
 """
+pytestmark = pytest.mark.timeout(120)
+
 ENGINE_READY = r"engine ready at (http://127\.0\.0\.1:\d+)"
 START_S = 90.0
 
@@ -219,4 +222,22 @@ def test_interrupted_repeat_keeps_its_finished_runs(tmp_path: Path, bench_run: l
     assert json.loads((partial / "run.json").read_text())["interrupted"]["phase"] == "load"
     assert "Traceback" not in proc.output, proc.output
     assert not port_open(url)
+    assert proc.survivors() == []
+
+
+def test_ctrl_c_while_the_engine_starts_stops_it_and_writes_nothing(
+    tmp_path: Path, bench_run: list
+) -> None:
+    proc = start(tmp_path, bench_run, "run")
+    proc.wait_for(r"starting the reference engine", START_S)
+    # The engine is being launched: wait until its process exists, then interrupt.
+    deadline = time.monotonic() + 30.0
+    while not proc.child_running("bench serve"):
+        assert time.monotonic() < deadline, proc.output
+        time.sleep(0.05)
+    proc.ctrl_c()
+    assert proc.wait(60) == 130, proc.output
+    assert "before the load: nothing was recorded" in proc.output
+    assert "Traceback" not in proc.output, proc.output
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     assert proc.survivors() == []
