@@ -150,6 +150,9 @@ class Interrupts:
                 return
             if self._phase == "setup" and not self._shield:
                 raise RunInterrupted(got)
+            if self._phase == "finish":
+                _say(f"{name}: the load had finished; the run folder is still written (signal "
+                     "again to skip the report)")  # fmt: skip
         if self._phase == "report" and not self._shield:
             raise ReportSkipped(f"{name}: report.html skipped")
         if len(self.received) == 2:

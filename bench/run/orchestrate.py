@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -201,7 +202,7 @@ def _run_against(
     started_wall: datetime,
     engine_info: EngineSection,
     engine_pid: int | None = None,
-    engine_process: Any = None,
+    engine_process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
     plan = prepare_load(scenario, tokenizer, adapter, console)
