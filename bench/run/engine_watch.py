@@ -31,6 +31,8 @@ __all__ = ["EngineWatch", "engine_death_section"]
 
 _POLL_S = 0.1
 _HEALTH_TIMEOUT_S = 3.0
+# Seconds a launched engine whose port is closed gets to finish exiting, so its status is known.
+_SETTLE_S = 2.0
 
 
 class EngineWatch:
@@ -55,19 +57,35 @@ class EngineWatch:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self) -> None:
+    def _poll(self) -> bool:
+        """Whether the process has exited (stamped, and the load stopped, the first time)."""
         assert self.process is not None
+        if self.died_ns is None and (code := self.process.poll()) is not None:
+            self.died_ns, self.returncode = time.perf_counter_ns(), code
+            self.stop.set("the engine died")
+        return self.died_ns is not None
+
+    def _run(self) -> None:
         while not self._closed.wait(_POLL_S):
-            code = self.process.poll()
-            if code is not None:
-                self.died_ns, self.returncode = time.perf_counter_ns(), code
-                self.stop.set("the engine died")
+            if self._poll():
                 return
 
+    def settle(self, timeout_s: float) -> None:
+        """Give a process that is dying (its port already closed) ``timeout_s`` to exit."""
+        if self.process is not None and self.died_ns is None:
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return
+            self._poll()
+
     def close(self) -> None:
+        """Stop watching; a load whose requests all failed can end before the next poll, so the
+        process is looked at once more."""
         self._closed.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+            self._poll()
 
 
 def _reachable(base_url: str, health_path: str) -> bool:
@@ -108,10 +126,14 @@ def engine_death_section(
     """
     errors = [r for r in records if r.status == "error"]
     lost = [r for r in records if r.status != "ok"]
+    unreachable = False
+    if watch.died_ns is None and errors and not _reachable(base_url, health_path):
+        unreachable = True
+        watch.settle(_SETTLE_S)  # a launched engine whose port closed may still be exiting
     if watch.died_ns is not None:
         t_s: float | None = (watch.died_ns - t0_ns) / 1e9
         detected_by = "process exit"
-    elif errors and not _reachable(base_url, health_path):
+    elif unreachable:
         t_s, detected_by = None, "health check"
     else:
         return None

@@ -106,3 +106,14 @@ def test_an_engine_that_exited_by_itself_gives_its_code() -> None:
     died = engine_death_section(watch, "http://127.0.0.1:1", "/health", [], watch.died_ns or 0, 0)
     assert died is not None and died["exit_code"] == 3 and died["signal"] is None
     assert "(exit code 3)" in engine_death_line(died)
+
+
+def test_an_exit_between_polls_is_seen_when_the_watch_closes() -> None:
+    # A load whose every request is refused at once can end before the next poll.
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stop = LoadStop()
+    watch = EngineWatch(process, stop).__enter__()  # type: ignore[arg-type]
+    process.kill()
+    process.wait(10)
+    watch.close()
+    assert watch.returncode == -9 and watch.died_ns is not None and stop.is_set()
