@@ -8,6 +8,7 @@ report, and that no process it started survives (the engine's port closed).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import socket
@@ -240,4 +241,20 @@ def test_ctrl_c_while_the_engine_starts_stops_it_and_writes_nothing(
     assert "before the load: nothing was recorded" in proc.output
     assert "Traceback" not in proc.output, proc.output
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert proc.survivors() == []
+
+
+@pytest.mark.parametrize("driver", [["--workers", "2"], ["--driver", "locust", "--workers", "2"]])
+def test_ctrl_c_reaches_worker_processes_only_through_bench(
+    tmp_path: Path, bench_run: list, driver: list[str]
+) -> None:
+    if "locust" in driver and importlib.util.find_spec("locust") is None:
+        pytest.skip("Locust is not installed")
+    proc = start(tmp_path, bench_run, "run", *driver)
+    url = cut_mid_load(proc)
+    proc.ctrl_c()
+    assert proc.wait(60) == 130, proc.output
+    check_partial_run(tmp_path, "SIGINT", report=True)
+    assert "Traceback" not in proc.output, proc.output
+    assert not port_open(url)
     assert proc.survivors() == []
