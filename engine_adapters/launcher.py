@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -47,7 +48,9 @@ class LaunchedEngine:
             return ""
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout_s``; returns the exit code."""
+        """SIGTERM to its process group, then SIGKILL after ``timeout_s``; returns the exit
+        code. An engine that already died (killed) may have left children in its group (an
+        engine-core process, workers): they get SIGTERM too."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -55,6 +58,10 @@ class LaunchedEngine:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=timeout_s)
+        else:
+            # The group outlives its leader while a member lives; ESRCH: none is left.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGTERM)
         return self.process.returncode
 
     def __enter__(self) -> LaunchedEngine:
@@ -95,6 +102,20 @@ def launch(
                 f"cannot run {command[0]!r} ({exc.strerror or exc}): {shown}"
             ) from None
     engine = LaunchedEngine(command, base_url, process, Path(log_name))
+    try:
+        _wait_healthy(engine, health_path, timeout_s)
+    except BaseException:
+        # Not healthy, or the wait was interrupted (a signal): never leave the engine running.
+        engine.stop()
+        raise
+    return engine
+
+
+def _wait_healthy(engine: LaunchedEngine, health_path: str, timeout_s: float) -> None:
+    """Return once ``health_path`` answers 200; EngineStartError (its message and log tail
+    redacted) when the engine exits first or ``timeout_s`` passes."""
+    process, command, base_url = engine.process, engine.command, engine.base_url
+    shown = " ".join(redact_command(command))
     secrets = command_secrets(command)
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0) as client:
@@ -106,11 +127,10 @@ def launch(
                 )
             try:
                 if client.get(base_url + health_path).status_code == 200:
-                    return engine
+                    return
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                engine.stop()
                 raise EngineStartError(
                     f"the engine was not healthy at {base_url}{health_path} after {timeout_s:.0f} "
                     f"s: {shown}\n--- its log ---\n{redact_text(engine.log_tail(), secrets)}"

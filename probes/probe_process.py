@@ -10,8 +10,10 @@ the headers of the engine's /metrics (``--api-key``/``--header``: through the pi
 file, the environment or argv) and the path of a result file; the child answers
 {"event": "started", "reasons": [...]} once its samplers run; any line (or end of input: the
 parent died) on stdin stops it; it writes the ProbeResult as JSON to the result file and
-answers {"event": "stopped"}. A plain subprocess, not multiprocessing, so that nothing
-re-imports the parent's __main__ (the `bench` CLI).
+answers {"event": "stopped"}. It runs in a session of its own and ignores SIGINT: an
+interrupted `bench run` stops it through this protocol, after the load, so its readings still
+reach the run folder. A plain subprocess, not multiprocessing, so that nothing re-imports the
+parent's __main__ (the `bench` CLI).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,6 +92,9 @@ class ProbeProcess:
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": path},
+            # A terminal's Ctrl-C signals the foreground process group; the parent alone decides
+            # when the probes stop (a stop line, or end of input when it has gone).
+            start_new_session=True,
         )
         assert self._process.stdin is not None
         _send(
@@ -101,7 +107,7 @@ class ProbeProcess:
         )
         try:
             return list(self._readline(timeout_s)["reasons"])
-        except (RuntimeError, ValueError, KeyError):
+        except BaseException:  # a failed start, or an interrupt while waiting: no child left
             self._kill()
             raise
 
@@ -130,6 +136,8 @@ class ProbeProcess:
 
 def main() -> None:
     """The child's side of the protocol (module docstring)."""
+    # Stopped by its parent only (module docstring), never by a signal meant for the parent.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     cpu0, t0 = time.process_time(), time.perf_counter()
     request = json.loads(sys.stdin.readline())
     spec = ProbeSpec.from_json(request["spec"])

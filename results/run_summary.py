@@ -8,7 +8,9 @@ two can never disagree:
   compute-bound, MFU and MBU, from steps.parquet and run.json's "analytic"),
 - "probes" (results.samples_summary: energy per output token, GPU, CPU and engine gauges),
 - "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported,
-- "usability": whether the run can be used (results.usability, with run.json's threshold).
+- "usability": whether the run can be used (results.usability, with run.json's threshold; a
+  run whose engine died is not),
+- "partial", "interrupted", "engine_died" for a run that ended early (results.run_end).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import cast
 
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
+from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
 from results.samples_summary import engine_flops_increase, samples_summary
 from results.schema import SummaryJson
@@ -44,6 +47,11 @@ def summarize_run(run: RunData) -> SummaryJson:
     analytic = run.run_json.get("analytic")
     summary["per_user_tps_by_phase"] = per_user_tps_by_phase(run.requests, window)
     summary["attribution"] = step_attribution(run.steps, analytic, window)
+    died = run.run_json.get("engine_died")
+    if run.steps is None and died:
+        # Its steps died with it: say so rather than that the engine records none.
+        reason = f"no steps.parquet: {engine_death_line(died)}"
+        summary["attribution"] = {"available": False, "reason": reason}
     summary["probes"] = samples_summary(run.samples, run.tokens, window)
     summary["engine_estimates"] = engine_estimate_check(
         run.requests, analytic, engine_flops_increase(run.samples)
@@ -52,5 +60,11 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["client"] = client_health(
         read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
     )
-    summary["usability"] = usability(run.requests, run_max_error_rate(run.run_json))
+    summary.update(run_end_summary(run.run_json))
+    died = run.run_json.get("engine_died")
+    summary["usability"] = usability(
+        run.requests,
+        run_max_error_rate(run.run_json),
+        engine_death_line(died) if isinstance(died, dict) else None,
+    )
     return cast(SummaryJson, json_safe(summary))

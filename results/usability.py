@@ -2,7 +2,8 @@
 
 A run is not usable when it holds no request, when none of its requests succeeded, or when the
 share of failed requests (status "error", over all the run's requests, warm-up and cool-down
-included) is above ``max_error_rate``. Cancelled requests (cut by the run's duration) are not
+included) is above ``max_error_rate``, or when its engine died during the load (the figures
+would describe a dying server). Cancelled requests (cut by the run's duration) are not
 failures. The verdict lists its reasons and the most frequent causes of the failures, grouped by
 error message and HTTP status, so a CI log shows why without opening the run folder.
 
@@ -71,15 +72,18 @@ def _top_errors(failed: pd.DataFrame, requests: int) -> list[TopError]:
     ]
 
 
-def usability(requests_df: pd.DataFrame, max_error_rate: float) -> Usability:
-    """The verdict on a run whose requests.parquet is ``requests_df`` (module docstring)."""
+def usability(
+    requests_df: pd.DataFrame, max_error_rate: float, engine_died: str | None = None
+) -> Usability:
+    """The verdict on a run whose requests.parquet is ``requests_df`` (module docstring);
+    ``engine_died`` (results.run_end.engine_death_line) makes it unusable whatever its errors."""
     status = requests_df["status"].to_numpy(dtype=object)
     requests = int(status.size)
     failed_mask = status == "error"
     failed = int(np.count_nonzero(failed_mask))
     ok = int(np.count_nonzero(status == "ok"))
     error_rate = failed / requests if requests else None
-    reasons: list[str] = []
+    reasons: list[str] = [engine_died] if engine_died else []
     if requests == 0:
         reasons.append("the run holds no request")
     elif ok == 0:

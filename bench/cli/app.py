@@ -15,6 +15,7 @@ from rich.console import Console
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
 from bench.run.exit_codes import EXIT_REFUSED
+from bench.run.interrupt import catching_signals
 from bench.run.messages import print_error, print_warning
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 from results.usability import DEFAULT_MAX_ERROR_RATE
@@ -30,6 +31,7 @@ console = Console(width=None if sys.stdout.isatty() else 132)
 
 
 @app.command()
+@catching_signals
 def run(
     scenario: Annotated[
         str, typer.Option(help="A shipped scenario name (100-users, 1-user) or a TOML path.")
@@ -128,6 +130,8 @@ def run(
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
+    from bench.cli.interrupted import end_interrupted, report_then_exit_status
+    from bench.run.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError, RunOptions, run_benchmark
     from bench.run.remote_workers import RemoteWorkers
     from bench.run.report import render_summary
@@ -164,6 +168,8 @@ def run(
         except RunError as e:
             print_error(console, e)
             raise typer.Exit(e.exit_code) from e
+        except RunInterrupted as e:
+            end_interrupted(e, console)
         console.print(f"group folder: [bold]{group}[/bold]")
         print_unusable_runs(console, runs)
         raise typer.Exit(exit_code([verdict for _, _, verdict in runs]))
@@ -172,17 +178,19 @@ def run(
     except RunError as e:
         print_error(console, e)
         raise typer.Exit(e.exit_code) from e
+    except RunInterrupted as e:
+        end_interrupted(e, console)
     render_summary(summary, console)
     from results.client_check import client_warning
 
     if warning := client_warning(summary):
         print_warning(console, warning)
     console.print(f"run folder: [bold]{folder}[/bold]")
-    report_after_run(folder, console)
-    raise typer.Exit(exit_code([summary.get("usability")]))
+    raise typer.Exit(report_then_exit_status(folder, summary, console))
 
 
 @app.command()
+@catching_signals
 def ablate(
     switch: Annotated[
         list[str],
@@ -202,6 +210,7 @@ def ablate(
     ] = DEFAULT_MAX_ERROR_RATE,
 ) -> None:
     """Run a scenario once per engine setting, each on a fresh reference engine."""
+    from bench.cli.interrupted import end_interrupted
     from bench.experiments.ablate import (
         AblationError,
         ablation_verdicts,
@@ -209,6 +218,7 @@ def ablate(
         render_ablation,
         run_ablation,
     )
+    from bench.run.interrupt import RunInterrupted, active_interrupts
     from bench.run.orchestrate import RunError
     from bench.run.verdict import exit_code, print_unusable_runs
     from bench.scenario.scenario import ScenarioError, load_scenario
@@ -227,11 +237,16 @@ def ablate(
     except RunError as e:
         print_error(console, e)
         raise typer.Exit(e.exit_code) from e
+    except RunInterrupted as e:
+        end_interrupted(e, console)
     render_ablation(path, console)
     from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
 
     page = write_ablation_report(ablation_input_from_json(path), path.with_name("ablation.html"))
     console.print(f"dashboard: [bold]{page}[/bold]")
+    if (got := active_interrupts().first) is not None:
+        print_error(console, f"interrupted by {got.name}: {path} keeps the settings that finished")
+        raise typer.Exit(got.exit_code)
     verdicts = ablation_verdicts(path)
     print_unusable_runs(console, verdicts)
     raise typer.Exit(exit_code([verdict for _, _, verdict in verdicts]))

@@ -32,6 +32,7 @@ from bench.experiments.sweep import (
     write_sweep,
 )
 from bench.run.exit_codes import EXIT_REFUSED
+from bench.run.interrupt import catching_signals
 from bench.run.messages import print_error, print_warning
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
@@ -104,6 +105,7 @@ def register(app: typer.Typer) -> None:
     """Add `bench sweep` to ``app``."""
 
     @app.command()
+    @catching_signals
     def sweep(
         scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
         users: Annotated[
@@ -196,6 +198,10 @@ def register(app: typer.Typer) -> None:
         _write_report(result, folder, console)
         render_sweep(result, console)
         console.print(f"sweep folder: [bold]{folder}[/bold]")
+        if result.interrupted is not None:
+            print_error(console, f"interrupted by {result.interrupted['signal']}: sweep.json "
+                        f"keeps the {len(result.points)} points that finished")  # fmt: skip
+            raise typer.Exit(result.interrupted["exit_code"])
         points = sorted(result.points, key=lambda p: p.value)
         print_unusable_runs(
             console, [(f"{result.axis} {p.value:g}", p.folder, p.usability) for p in points]

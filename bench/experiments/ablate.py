@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
+from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
@@ -96,16 +97,26 @@ def run_ablation(
     """Run every setting; write <runs_dir>/<UTC>-ablate-<scenario>/ablation.json; return it.
 
     Each row keeps its run's usability verdict (summary.json's ``usability``), so a setting whose
-    run is not usable is named after all of them ran."""
+    run is not usable is named after all of them ran. A signal ends it: ablation.json keeps the
+    settings that finished, with "interrupted" (see bench.run.interrupt.interruption_note);
+    RunInterrupted propagates when none had.
+    """
     grid = settings_grid(switches, scenario)
     rows: list[dict[str, Any]] = []
+    interrupted: dict[str, Any] | None = None
     for i, setting in enumerate(grid):
         console.rule(f"[bold]setting {i + 1}/{len(grid)}: {label(setting)}")
         opts = RunOptions(
             scenario, None, "reference", None, None, runs_dir, live, setting,
             max_error_rate=max_error_rate,
         )  # fmt: skip
-        folder, summary = run_benchmark(opts, console)
+        try:
+            folder, summary = run_benchmark(opts, console)
+        except RunInterrupted as exc:
+            if not rows:
+                raise
+            interrupted = interruption_note(exc)
+            break
         rows.append({"setting": setting, "label": label(setting), "run": str(folder),
                      **ablation_row(load_run(folder)),
                      "usability": summary.get("usability")})  # fmt: skip
@@ -125,6 +136,8 @@ def run_ablation(
         "columns": [{"key": k, "title": t, "unit": u} for k, t, u in ABLATION_COLUMNS],
         "rows": rows,
     }
+    if interrupted is not None:
+        doc["interrupted"] = interrupted
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return path
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
 from results.run_folder import RunFolder
 from results.run_group import GROUP_FORMAT, GROUP_JSON
@@ -49,7 +50,8 @@ def run_repeated(
     """Run ``opts.scenario`` ``repeat`` times; returns the group folder and the run folders.
 
     ``on_run(index, folder, summary)`` is called after each run (index from 0), e.g. to print
-    its summary. A RunError from any run is re-raised after group.json records it.
+    its summary. A RunError from any run is re-raised after group.json records it; so is
+    RunInterrupted (a signal), after group.json records the finished runs and "interrupted".
     """
     if repeat < 1:
         raise ValueError(f"--repeat must be >= 1, got {repeat}")
@@ -82,6 +84,10 @@ def run_repeated(
                 on_run(index, folder, summary)
     except RunError as exc:
         manifest["error"] = str(exc)
+        raise
+    except RunInterrupted as exc:
+        # group.json lists the runs that finished; the partial one is named apart.
+        manifest["interrupted"] = interruption_note(exc)
         raise
     finally:
         manifest["ended_utc"] = datetime.now(UTC).isoformat()

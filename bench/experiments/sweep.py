@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
 from results.summary import json_safe
@@ -192,16 +193,24 @@ class SweepResult:
     axis: Axis
     points: list[SweepPoint] = field(default_factory=list)
     search: dict[str, Any] | None = None
+    # Set when a signal ended the sweep (bench.run.interrupt.interruption_note): the points
+    # are those that finished.
+    interrupted: dict[str, Any] | None = None
 
 
 def run_sweep(
     scenario: Scenario, axis: Axis, values: Sequence[float], run_point: RunPoint,
     requests_per_user: int | None = None, on_point: Callable[[SweepPoint], None] | None = None,
 ) -> SweepResult:  # fmt: skip
-    """Run ``scenario`` at each of ``values`` in order; one run folder per point."""
+    """Run ``scenario`` at each of ``values`` in order; one run folder per point. A signal
+    ends it with the finished points and ``interrupted`` set."""
     result = SweepResult(scenario.name, axis)
     for value in values:
-        folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
+        try:
+            folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
+        except RunInterrupted as exc:
+            result.interrupted = interruption_note(exc)
+            break
         point = SweepPoint(
             value, Path(folder), point_figures(summary), usability=summary.get("usability")
         )
@@ -221,7 +230,8 @@ def search_slo(
     ``limit`` caps the doubling (default: 1024 users, or 64 x start requests/s); ``tolerance``
     is the relative width at which a rate search stops; ``max_runs`` bounds the runs. The
     result's ``search`` says the best value (None when even ``start`` misses), the bracket,
-    and the number of runs.
+    and the number of runs. A signal ends it with the finished points, ``interrupted`` set and
+    the bracket found so far.
     """
     result = SweepResult(scenario.name, axis)
     cap = limit if limit is not None else (1024.0 if axis == "users" else start * 64)
@@ -243,28 +253,31 @@ def search_slo(
     low: float | None = None
     high: float | None = None
     value = float(int(start)) if axis == "users" else start
-    while len(result.points) < max_runs:
-        if passes(value):
-            low = value
-            if value >= cap:
+    try:
+        while len(result.points) < max_runs:
+            if passes(value):
+                low = value
+                if value >= cap:
+                    break
+                value = min(value * 2, cap)
+            else:
+                high = value
                 break
-            value = min(value * 2, cap)
-        else:
-            high = value
-            break
-    while low is not None and high is not None and len(result.points) < max_runs:
-        if axis == "users":
-            if high - low <= 1:
-                break
-            mid = float((int(low) + int(high)) // 2)
-        else:
-            if (high - low) / high <= tolerance:
-                break
-            mid = (low + high) / 2
-        if passes(mid):
-            low = mid
-        else:
-            high = mid
+        while low is not None and high is not None and len(result.points) < max_runs:
+            if axis == "users":
+                if high - low <= 1:
+                    break
+                mid = float((int(low) + int(high)) // 2)
+            else:
+                if (high - low) / high <= tolerance:
+                    break
+                mid = (low + high) / 2
+            if passes(mid):
+                low = mid
+            else:
+                high = mid
+    except RunInterrupted as exc:
+        result.interrupted = interruption_note(exc)
     result.search = {
         "targets": dict(targets),
         "best": (int(low) if axis == "users" else low) if low is not None else None,
@@ -292,5 +305,7 @@ def write_sweep(result: SweepResult, runs_dir: Path) -> Path:
         "points": [p.to_dict() for p in result.points],
         "search": result.search,
     }
+    if result.interrupted is not None:
+        body["interrupted"] = result.interrupted
     (folder / "sweep.json").write_text(json.dumps(json_safe(body), indent=2) + "\n")
     return folder

@@ -28,6 +28,7 @@ from loadgen.client.auth import RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import LocustError, run_locust
+from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
 from results.client_check import write_client_table
@@ -69,8 +70,10 @@ async def drive_load(
     counters: Any = None,
     remote: RemoteWorkers | None = None,
     console: Console | None = None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
-    """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring).
+    """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring); ``stop`` ends
+    it early when set (an interrupt, a dead engine: loadgen.drivers.stop).
 
     Locust only: ``remote`` says where the master listens and how many workers join from
     `bench worker` (then no local one starts); what they must run, who joined and who was
@@ -86,8 +89,9 @@ async def drive_load(
     config = ClientConfig(base_url, model, headers=headers or RequestHeaders())
     if driver == "asyncio":
         return await run_load(
-            plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters
-        )
+            plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
+            stop=stop,
+        )  # fmt: skip
     remote = remote or RemoteWorkers()
     if console is not None:
         print_loopback_note(console, base_url, remote)
@@ -97,13 +101,19 @@ async def drive_load(
             print_locust_event(console, event, remote.expected)
 
     try:
-        return await asyncio.to_thread(
+        result = await asyncio.to_thread(
             run_locust, plan, config, clock, remote.local_workers(workers),
-            on_record=on_record, counters=counters, on_event=tell,
+            on_record=on_record, counters=counters, on_event=tell, stop=stop,
             **remote.run_locust_arguments(),
         )  # fmt: skip
     except LocustError as exc:
         raise LoadError(str(exc)) from exc
+    if stop is not None and stop.is_set():
+        # Locust's workers know only that their users were stopped; the reason is ours.
+        for record in result.records:
+            if record.status == "cancelled":
+                record.error = stop.message()
+    return result
 
 
 def record_load(

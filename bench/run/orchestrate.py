@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,8 +22,10 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from bench.run.engine_launch import collect_nsys_report, launch_reference
+from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
 from bench.run.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
+from bench.run.interrupt import RunInterrupted, active_interrupts, run_end_sections
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.messages import print_note
@@ -48,6 +51,7 @@ from engine_adapters.registry import get_adapter
 from loadgen.client.auth import RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
+from loadgen.drivers.stop import LoadStop
 from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
@@ -126,6 +130,11 @@ def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict
     return settings
 
 
+def total_known(scenario: Scenario) -> bool:
+    """Whether the load sends every planned request (else its duration bounds it)."""
+    return bool(scenario.num_requests or scenario.open_loop)
+
+
 def _resolve_tokenizer(
     opts: RunOptions, spec: str | None, adapter: EngineAdapter
 ) -> ResolvedTokenizer:
@@ -152,7 +161,13 @@ def _resolve_tokenizer(
 
 
 def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson]:
-    """Run ``opts.scenario`` end to end; returns the run folder and its summary."""
+    """Run ``opts.scenario`` end to end; returns the run folder and its summary.
+
+    Raises RunInterrupted (bench.run.interrupt) after writing the partial run folder when a
+    signal cut the load (or before any folder, when it came before the load).
+    """
+    interrupts = active_interrupts()
+    interrupts.begin_run()
     scenario = opts.scenario
     external = opts.launch is not None or opts.launch_model is not None
     reference = opts.url is None and not external
@@ -200,13 +215,16 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     pid = launched.process.pid if launched else None
     try:
         folder, summary = _run_against(
-            opts, console, adapter, base_url, tokenizer, started_wall, engine_info, pid
-        )
+            opts, console, adapter, base_url, tokenizer, started_wall, engine_info, pid,
+            launched.process if launched else None,
+        )  # fmt: skip
     finally:
         if launched is not None:
-            launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
+            with interrupts.shielded():
+                launched.stop(nsys.STOP_TIMEOUT_S if nsys_output else 10.0)
     if nsys_output is not None:
         collect_nsys_report(folder, nsys_output, console)
+    interrupts.raise_if_interrupted(folder, summary)
     return folder, summary
 
 
@@ -219,6 +237,7 @@ def _run_against(
     started_wall: datetime,
     engine_info: EngineSection,
     engine_pid: int | None = None,
+    engine_process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
     console.print(f"tokenizer: {tokenizer.describe()}")
@@ -243,13 +262,18 @@ def _run_against(
         else (None, ["probes disabled"])
     )
     probe_result: ProbeResult | None = None
+    # Set by a signal (bench.run.interrupt) or the engine's death (bench.run.engine_watch).
+    stop = LoadStop()
     try:
-        result, clock_info = asyncio.run(
-            _drive(opts, console, base_url, tokenizer.load_tokenizer, plan, checked.model)
-        )
+        with active_interrupts().load(stop), EngineWatch(engine_process, stop) as watch:
+            result, clock_info = asyncio.run(
+                _drive(opts, console, base_url, tokenizer.load_tokenizer, plan, checked.model, stop)
+            )
     finally:
         if probes is not None:
             probe_result = probes.stop()
+    if not result.records and (got := active_interrupts().first) is not None:
+        raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
     steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
     engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
     folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
@@ -264,6 +288,11 @@ def _run_against(
     if probe_result is not None and wrote_samples:
         folder.write_samples(samples_frame(probe_result, clock_info["t0_ns"]))
     machine = hardware()
+    planned = len(plan.requests) if total_known(scenario) else None
+    ended = run_end_sections(
+        active_interrupts(), watch, stop, base_url, adapter.health_path, result.records,
+        clock_info["t0_ns"], planned,
+    )  # fmt: skip
     folder.write_run_json(
         RunJson(
             schema_version=RUN_JSON_VERSION,
@@ -298,6 +327,7 @@ def _run_against(
             ended_utc=datetime.now(UTC).isoformat(),
             client=clock_info,
             max_error_rate=opts.max_error_rate,
+            **ended,
         )
     )
     # The summary reads the folder back: the same function recomputes it from the files alone.
@@ -313,6 +343,7 @@ async def _drive(
     tokenizer: Any,
     plan: LoadPlan,
     model: str,
+    stop: LoadStop | None = None,
 ) -> tuple[LoadResult, ClientClock]:
     scenario = opts.scenario
     # Objects alive now (prompts, tokenizer, imported modules) never become garbage during the
@@ -320,7 +351,7 @@ async def _drive(
     gc.collect()
     gc.freeze()
     clock = RunClock()
-    total = len(plan.requests) if scenario.num_requests or scenario.open_loop else None
+    total = len(plan.requests) if total_known(scenario) else None
     display = LiveDisplay(console, total=total, duration_s=scenario.duration_s, enabled=opts.live)
     with display:
         try:
@@ -328,6 +359,7 @@ async def _drive(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
                 workers=opts.workers, headers=opts.headers, on_record=display.on_record,
                 counters=display.counters, remote=opts.remote_workers, console=console,
+                stop=stop,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e

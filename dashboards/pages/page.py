@@ -49,6 +49,8 @@ class Page:
     notes: Sequence[str] = ()
     sections: Sequence[Section] = field(default_factory=tuple)
     notes_heading: str = "What this run did not record"
+    # Shown first, in red: what makes the figures below partial or unusable (results.run_end).
+    banner: Sequence[str] = ()
 
 
 @functools.cache
@@ -78,6 +80,8 @@ section h2 { font-size: 18px; margin: 0 0 4px; }
 .notes { background: var(--warn); border: 1px solid #d4a72c66; border-radius: 6px;
          padding: 8px 14px; margin: 12px 0; }
 .notes h3 { margin: 0 0 4px; font-size: 14px; } .notes ul { margin: 0; padding-left: 20px; }
+.banner { background: #ffebe9; border: 1px solid #cf222e66; border-radius: 6px;
+          padding: 8px 14px; margin: 12px 0; font-weight: 600; }
 .figure { border: 1px solid var(--line); border-radius: 6px; padding: 4px; }
 table.data { border-collapse: collapse; margin: 10px 0; font-variant-numeric: tabular-nums; }
 table.data th, table.data td { border-bottom: 1px solid var(--line); padding: 4px 10px;
@@ -166,6 +170,7 @@ def render_page(page: Page) -> str:
             f'<script type="text/javascript">{_plotly_js()}</script>',
             "</head><body>",
             f"<header><h1>{escape(page.title)}</h1><p>{escape(page.subtitle)}</p>",
+            "".join(f'<p class="banner">{escape(line)}</p>' for line in page.banner),
             f'<dl class="facts">{facts}</dl>' if facts else "",
             _notes_html(page.notes, page.notes_heading),
             "</header>",

@@ -26,6 +26,7 @@ from dashboards.figures.user_tps import per_user_tps_figure
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
+from results.run_end import engine_death_line, run_end_lines
 from results.usability import describe_failures
 
 __all__ = ["REPORT_HTML", "build_run_page", "run_facts", "write_run_report"]
@@ -81,6 +82,11 @@ def build_run_page(view: RunView) -> Page:
     )
     samples = samples_figure(view)
     reasoning = reasoning_figure(view)
+    died = view.summary.get("engine_died") or view.run_json.get("engine_died")
+    # A dead engine's steps died with it: say that, not that the engine records none.
+    steps_notes = view.notes_for("steps")
+    if died and view.steps is None:
+        steps_notes = [f"No steps.parquet: {engine_death_line(died)}."]
     sections = [
         Section(
             "headline",
@@ -129,7 +135,7 @@ def build_run_page(view: RunView) -> Page:
             "Engine steps",
             "The engine's own per-step records: what each step computed and how long it took.",
             steps_figure(view.steps) if view.steps is not None else None,
-            view.notes_for("steps"),
+            steps_notes,
         ),
         Section(
             "roofline",
@@ -159,13 +165,16 @@ def build_run_page(view: RunView) -> Page:
                 samples,
             )
         )
-    notes = [n.text for n in view.notes] + [f"Roofline: {n}" for n in roof.notes]
+    notes = [n.text for n in view.notes if not (died and n.topic == "steps")]
+    notes += steps_notes if died else []
+    notes += [f"Roofline: {n}" for n in roof.notes]
     return Page(
         title=f"Run {view.run_id}",
         subtitle="llm-perf-lab dashboard: hover any figure for values and definitions.",
         facts=run_facts(view),
         notes=notes,
         sections=sections,
+        banner=run_end_lines(view.summary),
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from loadgen.clock import RunClock
+from loadgen.drivers.stop import LoadStop, cancelled_message
 from loadgen.request_spec import RequestSpec
 from results.records import RequestRecord
 
@@ -72,20 +73,24 @@ class LiveCounters:
         return asdict(self)
 
 
-def _cancelled_record(spec: RequestSpec, user_id: int, scheduled_s: float) -> RequestRecord:
-    """The record of a request whose client raised CancelledError instead of returning one."""
+def _cancelled_record(
+    spec: RequestSpec, user_id: int, scheduled_s: float, done_s: float | None = None,
+    reason: str | None = None,
+) -> RequestRecord:  # fmt: skip
+    """The record of a request whose client raised CancelledError instead of returning one;
+    ``done_s`` is when it was cut (run seconds), ``reason`` why (see loadgen.drivers.stop)."""
     return RequestRecord(
         request_id=spec.request_id,
         user_id=user_id,
         scheduled_s=scheduled_s,
         sent_s=scheduled_s,
         first_token_s=None,
-        done_s=None,
+        done_s=done_s,
         prompt_tokens=spec.prompt_tokens,
         output_tokens=0,
         output_tokens_source="chunks",
         status="cancelled",
-        error="cancelled: the run ended while the request was in flight",
+        error=cancelled_message(reason),
         http_status=None,
     )
 
@@ -119,6 +124,7 @@ async def run_closed_loop(
     on_started: ScheduleHook | None = None,
     take_next: Callable[[], int] | None = None,
     user_ids: Sequence[int] | None = None,
+    stop: LoadStop | None = None,
 ) -> list[RequestRecord]:
     """Drive ``requests`` with ``num_users`` closed-loop users; return one record per started one.
 
@@ -145,6 +151,8 @@ async def run_closed_loop(
             worker processes); by default an in-process counter. An index past the end stops
             the user.
         user_ids: the ids recorded for users 0..num_users-1 (default: 0..num_users-1).
+        stop: when it is set (an interrupt, a dead engine), the run is cut as at
+            ``duration_s``: no new request, those in flight cancelled with the stop's reason.
 
     Returns:
         The records of all started requests, in the order of ``requests`` (sessions: their
@@ -179,6 +187,8 @@ async def run_closed_loop(
     next_session = take_next or take
 
     def finish(i: int, turn: int, record: RequestRecord) -> None:
+        if record.status == "cancelled" and stop is not None and stop.is_set():
+            record.error = stop.message()
         records[i][turn] = record
         live.request_finished(record)
         if on_record is not None:
@@ -190,12 +200,12 @@ async def run_closed_loop(
         due_s = start_s + ramp_up_s * u / num_users
         if due_s > start_s:
             await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
-        while not stopping:
+        while not stopping and not (stop is not None and stop.is_set()):
             i = next_session()
             if i >= len(work):
                 return
             for turn, spec in enumerate(work[i]):
-                if stopping:
+                if stopping or (stop is not None and stop.is_set()):
                     return
                 live.request_started()
                 scheduled_s = clock.now_s()
@@ -204,7 +214,7 @@ async def run_closed_loop(
                 try:
                     record = await client.send(spec, user_id, scheduled_s, clock)
                 except asyncio.CancelledError:
-                    finish(i, turn, _cancelled_record(spec, user_id, scheduled_s))
+                    finish(i, turn, _cancelled_record(spec, user_id, scheduled_s, clock.now_s()))
                     raise
                 finish(i, turn, record)
                 # StreamingClient returns a cancelled record instead of raising: stop here too.
@@ -216,10 +226,20 @@ async def run_closed_loop(
                     await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
 
     tasks = [asyncio.create_task(user(u), name=f"closed-loop-user-{u}") for u in range(num_users)]
+    stopper = asyncio.create_task(stop.wait(), name="closed-loop-stop") if stop else None
     try:
-        await asyncio.wait(tasks, timeout=duration_s, return_when=asyncio.FIRST_EXCEPTION)
+        if stopper is None:
+            await asyncio.wait(tasks, timeout=duration_s, return_when=asyncio.FIRST_EXCEPTION)
+        else:
+            users = asyncio.create_task(asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION))
+            await asyncio.wait(
+                {users, stopper}, timeout=duration_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            users.cancel()
     finally:
         stopping = True
+        if stopper is not None:
+            stopper.cancel()
         for task in tasks:
             if not task.done():
                 task.cancel()

@@ -22,6 +22,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
 from loadgen.drivers.open_loop import run_open_loop
 from loadgen.drivers.selfcheck import ClientMonitor
+from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
 from results.client_samples import ClientSamples
@@ -147,13 +148,14 @@ async def run_plan(
     user_ids: Sequence[int] | None = None,
     client: StreamingClient | None = None,
     warm: bool = True,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
     """Run ``plan`` in this event loop (the arguments after ``counters`` are for shards).
 
     ``start_s`` (run seconds) is when an open-loop schedule starts (default: now). ``client``
     is used (and closed) instead of one built from ``config``: build it ahead when setting it
     up must not delay the start. ``warm`` opens the client's connections first (see
-    StreamingClient.warm_up).
+    StreamingClient.warm_up). ``stop`` ends the load early when set (loadgen.drivers.stop).
     """
     if client is None:
         client = config.client(plan.cap, tokenizer)
@@ -175,6 +177,7 @@ async def run_plan(
                 on_started=monitor.note_schedule_lag,
                 take_next=take_next,
                 user_ids=user_ids,
+                stop=stop,
             )
         else:
             assert plan.schedule_s is not None
@@ -190,5 +193,6 @@ async def run_plan(
                 counters=counters,
                 on_started=monitor.note_schedule_lag,
                 user_ids=user_ids,
+                stop=stop,
             )
     return LoadResult(records, monitor.samples)

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from loadgen.drivers.locust_job import (
     record_from_wire,
     write_job,
 )
+from loadgen.drivers.stop import LoadStop
 from results.client_samples import ClientSamples
 from results.records import RequestRecord
 
@@ -46,6 +48,8 @@ __all__ = ["LocustError", "run_locust", "worker_command"]
 
 # How long the driver waits past the run's bound before it gives up on the master, s.
 _GRACE_S = 120.0
+# Seconds a stopped master gets to collect its workers' last records.
+_STOP_S = 15.0
 _NO_LIMIT_S = 6 * 3600
 DEFAULT_JOIN_TIMEOUT_S = 120.0
 DEFAULT_WORKER_TIMEOUT_S = 10.0
@@ -99,6 +103,7 @@ def run_locust(
     counters: LiveCounters | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     run_time_s: float | None = None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
     """Run ``plan`` with a Locust master, ``workers`` local workers and ``remote_workers``
     joining ones; block until it ends.
@@ -112,6 +117,8 @@ def run_locust(
     ``joined``, ``expected``, the clock offset), ``waiting`` (``joined``, ``expected``,
     ``left_s``), ``started``, ``lost`` (``index``, ``host``, ``cause``, ``in_flight``,
     ``unsent``), ``refused``, ``end`` and ``error`` (``message``).
+    ``stop``, once set, ends the run early: the master is sent SIGUSR1 (it tells its workers to
+    cancel what is in flight, recorded cancelled) and what the workers sent is collected.
 
     Raises:
         LocustError: an open-loop plan, fewer users than workers, Locust missing, workers that
@@ -138,7 +145,7 @@ def run_locust(
         worker_timeout_s=worker_timeout_s, run_time_s=limit_s,
     )  # fmt: skip
     try:
-        return _run(plan, job, workers, out, on_record, counters, on_event)
+        return _run(plan, job, workers, out, on_record, counters, on_event, stop)
     finally:
         # The job folder holds the plan and the records: never left behind.
         shutil.rmtree(out, ignore_errors=True)
@@ -152,14 +159,17 @@ def _run(
     on_record: Callable[[RequestRecord], None] | None,
     counters: LiveCounters | None,
     on_event: Callable[[dict[str, Any]], None] | None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
     host, port, limit_s, total = job.bind_host, job.bind_port, job.run_time_s, job.workers
     job_path = write_job(job, out / "job.pkl")
     log = (out / "locust.log").open("wb")
+    # Sessions of their own: a terminal's Ctrl-C reaches bench only, which stops them (``stop``).
     common: dict[str, Any] = {
         "stdout": log,
         "stderr": subprocess.STDOUT,
         "stdin": subprocess.DEVNULL,
+        "start_new_session": True,
     }
     # The request headers reach the master through its environment, never the job file; the
     # workers get them from the master by message.
@@ -207,7 +217,12 @@ def _run(
                 if not lines and not rows:
                     break
                 continue
-            if time.monotonic() > deadline:
+            if stop is not None and stop.is_set() and deadline > time.monotonic() + _STOP_S:
+                # The master tells its workers to cancel what is in flight and collects their
+                # records (SIGUSR1, loadgen.drivers.locust_master); SIGTERM would drop them.
+                master.send_signal(signal.SIGUSR1)
+                deadline = time.monotonic() + _STOP_S
+            elif time.monotonic() > deadline:
                 raise LocustError(
                     f"the Locust master did not end within {limit_s + _GRACE_S:.0f} s"
                 )

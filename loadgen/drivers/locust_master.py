@@ -81,6 +81,9 @@ class Master:
         self.client: TextIO = (out / CLIENT_FILE).open("a", encoding="utf-8")
         self.events: TextIO = (out / EVENTS_FILE).open("a", encoding="utf-8")
         self.pongs: dict[str, gevent.queue.Queue] = {}
+        # Set by SIGUSR1 (the driver ending the run early, loadgen.drivers.stop): the workers
+        # are told to cancel what is in flight, as at the run's bound, and their records kept.
+        self.stop_early = False
         # Locust's own liveness rule, counted in heartbeats of HEARTBEAT_INTERVAL seconds.
         locust_runners.HEARTBEAT_LIVENESS = max(
             1, math.ceil(job.worker_timeout_s / locust_runners.HEARTBEAT_INTERVAL)
@@ -231,6 +234,9 @@ class Master:
         deadline = time.monotonic() + self.job.join_timeout_s
         next_note = time.monotonic() + _WAITING_EVERY_S
         while not self.fleet.all_ready:
+            if self.stop_early:
+                self.emit("error", message="the run was stopped before every worker joined")
+                return False
             self.check_left()
             now = time.monotonic()
             if now > deadline:
@@ -272,7 +278,7 @@ class Master:
             stopped = False
             while not self.fleet.finished:
                 self.check_lost()
-                if not stopped and time.monotonic() > stop_at:
+                if not stopped and (self.stop_early or time.monotonic() > stop_at):
                     self.runner.send_message(MSG_STOP, None)
                     stopped = True
                 gevent.sleep(_POLL_S)
@@ -299,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(json.dumps({"event": "error", "t_s": 0.0, "message": message}) + "\n")
         return 3
     gevent.signal_handler(signal.SIGTERM, lambda: gevent.spawn(master.abort))
+    gevent.signal_handler(signal.SIGUSR1, lambda: setattr(master, "stop_early", True))
     return master.run()
 
 

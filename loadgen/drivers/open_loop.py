@@ -28,6 +28,7 @@ import numpy as np
 
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _cancelled_record
+from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
 from results.records import RequestRecord
 
@@ -74,6 +75,7 @@ async def run_open_loop(
     counters: LiveCounters | None = None,
     on_started: ScheduleHook | None = None,
     user_ids: Sequence[int] | None = None,
+    stop: LoadStop | None = None,
 ) -> list[RequestRecord]:
     """Send ``requests[i]`` at ``start_s + schedule_s[i]``; return one record per started one.
 
@@ -92,6 +94,9 @@ async def run_open_loop(
             :mod:`loadgen.drivers.selfcheck`).
         user_ids: the ``user_id`` recorded per request (default: its index: each arrival is a
             new user).
+        stop: when it is set (an interrupt, a dead engine), the run is cut as at
+            ``duration_s``: requests not yet due are never sent, those in flight are cancelled
+            with the stop's reason.
 
     Returns:
         The records of the started requests in schedule order.
@@ -118,7 +123,9 @@ async def run_open_loop(
                 record = await client.send(spec, user_id, due_s, clock)
         finally:
             if record is None:  # cancelled while waiting for the cap, or a raising client
-                record = _cancelled_record(spec, user_id, due_s)
+                record = _cancelled_record(spec, user_id, due_s, clock.now_s())
+            if record.status == "cancelled" and stop is not None and stop.is_set():
+                record.error = stop.message()
             records[i] = record
             live.request_finished(record)
             if on_record is not None:
@@ -138,6 +145,8 @@ async def run_open_loop(
             delay = due_s - clock.now_s()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if stop is not None and stop.is_set():
+                break
             if on_started is not None:
                 on_started(due_s, clock.now_s())
             task = asyncio.create_task(one(i, due_s), name=f"open-loop-{i}")
@@ -150,13 +159,20 @@ async def run_open_loop(
     assert main is not None
     timeout = None if duration_s is None else max(origin_s + duration_s - clock.now_s(), 0.0)
     launcher = asyncio.create_task(launch_all(), name="open-loop-launcher")
+    stopper = asyncio.create_task(stop.wait(), name="open-loop-stop") if stop else None
     try:
-        await asyncio.wait({launcher}, timeout=timeout)
+        await asyncio.wait(
+            {launcher} if stopper is None else {launcher, stopper},
+            timeout=timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
     except asyncio.CancelledError:
         if not failure:
             raise
         main.uncancel()  # the cancel was ours, to stop on an on_record failure
     finally:
+        if stopper is not None:
+            stopper.cancel()
         launcher.cancel()
         for task in list(tasks):
             task.cancel()

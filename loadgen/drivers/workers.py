@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import queue as queue_module
+import signal
 import sys
 import time
 import traceback
@@ -35,6 +36,7 @@ from typing import Any
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
+from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from results.client_samples import ClientSamples
 from results.records import RequestRecord
@@ -92,10 +94,15 @@ def _worker_main(
     start: Any,
     go: Any,
     out: Any,
+    halt: Any,
 ) -> None:
-    """A worker process: wait for the start, run its shard, stream records back."""
+    """A worker process: wait for the start, run its shard, stream records back; ``halt`` (a
+    multiprocessing event) set by the parent ends the shard early (loadgen.drivers.stop)."""
     import asyncio
 
+    # A terminal's Ctrl-C signals the whole process group: the parent decides what stops, and
+    # tells this worker through ``halt``.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         clock = RunClock(t0_ns)
         buffer: list[RequestRecord] = []
@@ -127,7 +134,7 @@ def _worker_main(
                     shard.plan, config, clock, tokenizer,
                     on_record=buffer.append, worker=shard.worker, start_s=start.value,
                     take_next=take_next if shard.plan.mode == "closed" else None,
-                    user_ids=shard.user_ids, client=client, warm=False,
+                    user_ids=shard.user_ids, client=client, warm=False, stop=LoadStop(halt),
                 )  # fmt: skip
             finally:
                 flusher.cancel()
@@ -168,9 +175,11 @@ def run_plan_sharded(
     *,
     on_record: Callable[[RequestRecord], None] | None = None,
     counters: LiveCounters | None = None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
     """Run ``plan`` across ``workers`` processes (blocking; call it outside an event loop or
     through ``asyncio.to_thread``). Returns records in plan order and every worker's samples.
+    ``stop``, once set, ends every worker's shard early (loadgen.drivers.stop).
 
     Raises:
         ShardError: a worker failed to start within 60 s or raised; the others are stopped.
@@ -178,10 +187,11 @@ def run_plan_sharded(
     shards = shard_plan(plan, workers)
     ctx = mp.get_context("spawn")  # no fork of a parent holding threads, sockets or a GPU
     counter, start, go, out = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Event(), ctx.Queue()
+    halt = ctx.Event()
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(shard, config, tokenizer, clock.t0_ns, counter, start, go, out),
+            args=(shard, config, tokenizer, clock.t0_ns, counter, start, go, out, halt),
             name=f"loadgen-worker-{shard.worker}",
             daemon=True,
         )
@@ -198,6 +208,8 @@ def run_plan_sharded(
     deadline = time.monotonic() + _READY_TIMEOUT_S
     try:
         while pending:
+            if stop is not None and stop.is_set() and not halt.is_set():
+                halt.set()
             try:
                 kind, worker, payload = out.get(timeout=0.5)
             except queue_module.Empty:
@@ -215,6 +227,8 @@ def run_plan_sharded(
                     go.set()
             elif kind == "records":
                 for record in payload:
+                    if record.status == "cancelled" and halt.is_set() and stop is not None:
+                        record.error = stop.message()
                     received.append(record)
                     live.request_started()
                     live.request_finished(record)
@@ -246,16 +260,18 @@ async def run_load(
     *,
     on_record: Callable[[RequestRecord], None] | None = None,
     counters: LiveCounters | None = None,
+    stop: LoadStop | None = None,
 ) -> LoadResult:
     """Run ``plan`` in this event loop (``workers == 1``) or sharded over ``workers`` processes
-    (then from a thread, so the caller's loop keeps serving a live display)."""
+    (then from a thread, so the caller's loop keeps serving a live display); ``stop`` ends it
+    early when set (loadgen.drivers.stop)."""
     if workers <= 1:
         return await run_plan(
-            plan, config, clock, tokenizer, on_record=on_record, counters=counters
+            plan, config, clock, tokenizer, on_record=on_record, counters=counters, stop=stop
         )
     import asyncio
 
     return await asyncio.to_thread(
         run_plan_sharded, plan, config, clock, tokenizer, workers,
-        on_record=on_record, counters=counters,
+        on_record=on_record, counters=counters, stop=stop,
     )  # fmt: skip

@@ -8,7 +8,8 @@ and refuses an undeclared top-level key; read by results.run_folder.load_run thr
 Versions:
 - 0: run folders written before run.json carried a ``schema_version``. The same keys as
   version 1; the sections marked "since" below are absent in the oldest of them.
-- 1: ``schema_version`` first, then the keys below, ``tokenizer`` a plain name (or null).
+- 1: ``schema_version`` first, then the keys below, ``tokenizer`` a plain name (or null);
+  ``interrupted`` and ``engine_died`` for a run ended early, since interrupted runs were kept.
 - 2: ``tokenizer`` says where the tokenizer came from and how prompt lengths were made
   (:class:`TokenizerSection`); a version 0 or 1 name is read as source ``"unrecorded"``.
 
@@ -28,8 +29,10 @@ __all__ = [
     "RUN_JSON_VERSION",
     "Analytic",
     "ClientClock",
+    "EngineDeath",
     "EngineSection",
     "Hardware",
+    "Interruption",
     "Precision",
     "Recorded",
     "Roofs",
@@ -162,6 +165,45 @@ class TokenizerSection(TypedDict):
     prompt_lengths: Literal["client tokenizer", "server /tokenize"]
 
 
+class Interruption(TypedDict):
+    """A run ended early by a signal (bench.run.interrupt). signal: the first one's name
+    ("SIGINT", "SIGTERM"); signals: how many arrived (2 or more: report.html was skipped); t_s:
+    the first one's time on the run clock, s; utc: its UTC ISO 8601 time; phase: "load" (the load
+    was cut) or "after the load" (it had finished); requests_recorded: rows in requests.parquet;
+    cancelled_in_flight: those cut in flight (status "cancelled"); requests_planned: requests the
+    load would have sent (None for a load bounded by its duration); not_sent: planned requests
+    that never went out (they have no row; None when nothing was planned)."""
+
+    signal: str
+    signals: int
+    t_s: float
+    utc: str
+    phase: Literal["load", "after the load"]
+    requests_recorded: int
+    cancelled_in_flight: int
+    requests_planned: int | None
+    not_sent: int | None
+
+
+class EngineDeath(TypedDict):
+    """The engine died during the run (bench.run.engine_watch). t_s: when, on the run clock, s
+    (the first failure of the final run of failures, or the launched process's exit as seen if
+    earlier; None when no request failed); detected_by: "process exit" or "health check"
+    (unreachable after the load); exit_code: the process's exit status (None when not launched
+    by bench or killed by a signal); signal: the signal that killed it ("SIGKILL"), else None;
+    failed_in_flight: requests sent before t_s that did not succeed (failed, or cut when the load
+    stopped); refused: requests sent after t_s, which failed without reaching it; not_sent:
+    planned requests the load then never sent (None for a load bounded by its duration)."""
+
+    t_s: float | None
+    detected_by: Literal["process exit", "health check"]
+    exit_code: int | None
+    signal: str | None
+    failed_in_flight: int
+    refused: int
+    not_sent: int | None
+
+
 class RunJson(TypedDict):
     """run.json (module docstring). Times are UTC ISO 8601 strings; git_commit is the checkout's
     HEAD ("+dirty" with uncommitted changes) or None outside a checkout; versions maps a package
@@ -189,6 +231,9 @@ class RunJson(TypedDict):
     # Since the exit codes: the share of failed requests (0..1) above which the run is not usable
     # (`bench run --max-error-rate`; results.usability, whose default applies where absent).
     max_error_rate: NotRequired[float]
+    # A run ended early: by a signal, or by its engine's death.
+    interrupted: NotRequired[Interruption]
+    engine_died: NotRequired[EngineDeath]
 
 
 def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:

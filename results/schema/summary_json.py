@@ -186,6 +186,10 @@ class SummaryJson(TypedDict):
     client: NotRequired[dict[str, Any]]
     # Since the exit codes (results.usability); absent in older summaries.
     usability: NotRequired[Usability]
+    # A run ended early (results.run_end): run.json's sections, and the one line that says so.
+    partial: NotRequired[str]
+    interrupted: NotRequired[dict[str, Any]]
+    engine_died: NotRequired[dict[str, Any]]
 
 
 def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:

@@ -1,0 +1,77 @@
+"""A run that ended early, said once: summary.json's keys and the lines readers print.
+
+run.json records why a run ended before its plan did (``interrupted``: a signal; ``engine_died``:
+the engine's death; see results.schema.run_json). :func:`run_end_summary` turns them into
+summary.json's ``partial`` (the sentence a reader shows as a banner), ``interrupted`` and
+``engine_died``; the terminal summary and report.html print :func:`run_end_lines` of that
+summary, so every reader says the same words. A summary with ``engine_died`` is of an unusable
+run: its failures measure the crash, not the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["engine_death_line", "interruption_line", "run_end_lines", "run_end_summary"]
+
+
+def _at(t_s: float | None) -> str:
+    return f" at t={t_s:.2f} s" if t_s is not None else ""
+
+
+def interruption_line(section: Mapping[str, Any]) -> str:
+    """ "partial run: interrupted by SIGINT at t=6.12 s: 80 requests recorded (4 cancelled in
+    flight), 216 never sent; the figures cover the recorded requests only"."""
+    parts = f"{section['requests_recorded']} requests recorded"
+    parts += f" ({section['cancelled_in_flight']} cancelled in flight)"
+    if section.get("not_sent") is not None:
+        parts += f", {section['not_sent']} never sent"
+    after = " after the load had finished" if section.get("phase") == "after the load" else ""
+    return (
+        f"partial run: interrupted by {section['signal']}{_at(section.get('t_s'))}{after}: "
+        f"{parts}; the figures cover the recorded requests only"
+    )
+
+
+def engine_death_line(section: Mapping[str, Any]) -> str:
+    """ "the engine died at t=4.21 s (signal 9, SIGKILL): 4 requests failed in flight, 56 never
+    sent"; "never sent" counts the requests refused after its death and those never sent."""
+    how = []
+    if section.get("signal"):
+        how.append(section["signal"])
+    elif section.get("exit_code") is not None:
+        how.append(f"exit code {section['exit_code']}")
+    if section.get("detected_by") == "health check":
+        how.append("unreachable after the load")
+    cause = f" ({', '.join(how)})" if how else ""
+    never = int(section.get("refused") or 0) + int(section.get("not_sent") or 0)
+    return (
+        f"the engine died{_at(section.get('t_s'))}{cause}: {section['failed_in_flight']} "
+        f"requests failed in flight, {never} never sent"
+    )
+
+
+def run_end_summary(run_json: Mapping[str, Any]) -> dict[str, Any]:
+    """summary.json's keys for a run ended early (module docstring); {} for a complete run."""
+    out: dict[str, Any] = {}
+    lines = []
+    if died := run_json.get("engine_died"):
+        out["engine_died"] = dict(died)
+        lines.append(engine_death_line(died))
+    if interrupted := run_json.get("interrupted"):
+        out["interrupted"] = dict(interrupted)
+        lines.append(interruption_line(interrupted))
+    if lines:
+        out["partial"] = "; ".join(lines)
+    return out
+
+
+def run_end_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The lines a reader prints above a run's figures (empty for a complete run)."""
+    lines = []
+    if died := summary.get("engine_died"):
+        lines.append(engine_death_line(died))
+    if interrupted := summary.get("interrupted"):
+        lines.append(interruption_line(interrupted))
+    return lines
