@@ -135,6 +135,19 @@ class RequestRecord:
         ):
             self.first_answer_token_s = self.first_token_s
 
+    @classmethod
+    def unanswered(
+        cls, request_id: str, user_id: int, scheduled_s: float, sent_s: float,
+        done_s: float | None, prompt_tokens: int, status: Status, error: str,
+    ) -> RequestRecord:  # fmt: skip
+        """The record of a request that got no response (cut in flight, or lost with its
+        client): no token, no HTTP status, ``error`` saying why."""
+        return cls(
+            request_id=request_id, user_id=user_id, scheduled_s=scheduled_s, sent_s=sent_s,
+            first_token_s=None, done_s=done_s, prompt_tokens=prompt_tokens, output_tokens=0,
+            output_tokens_source="chunks", status=status, error=error, http_status=None,
+        )  # fmt: skip
+
     def to_row(self) -> dict[str, Any]:
         """The requests.parquet row: exactly :data:`REQUEST_COLUMNS`, chunks left out."""
         return {name: getattr(self, name) for name in REQUEST_COLUMNS}

@@ -79,20 +79,10 @@ def _cancelled_record(
 ) -> RequestRecord:  # fmt: skip
     """The record of a request whose client raised CancelledError instead of returning one;
     ``done_s`` is when it was cut (run seconds), ``reason`` why (see loadgen.drivers.stop)."""
-    return RequestRecord(
-        request_id=spec.request_id,
-        user_id=user_id,
-        scheduled_s=scheduled_s,
-        sent_s=scheduled_s,
-        first_token_s=None,
-        done_s=done_s,
-        prompt_tokens=spec.prompt_tokens,
-        output_tokens=0,
-        output_tokens_source="chunks",
-        status="cancelled",
-        error=cancelled_message(reason),
-        http_status=None,
-    )
+    return RequestRecord.unanswered(
+        spec.request_id, user_id, scheduled_s, scheduled_s, done_s, spec.prompt_tokens,
+        "cancelled", cancelled_message(reason),
+    )  # fmt: skip
 
 
 ScheduleHook = Callable[[float, float], None]

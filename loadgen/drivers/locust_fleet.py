@@ -185,19 +185,15 @@ class Fleet:
                 user_id, scheduled_s, sent_s = -1, t_s, t_s
                 error = f"{cause} before sending the request"
             failed.append(
-                RequestRecord(
-                    request_id=spec.request_id,
-                    user_id=user_id,
-                    scheduled_s=scheduled_s,
-                    sent_s=sent_s,
-                    first_token_s=None,
-                    done_s=None,
-                    prompt_tokens=spec.prompt_tokens,
-                    output_tokens=0,
-                    output_tokens_source="chunks",
-                    status="error",
-                    error=error,
-                    http_status=None,
+                RequestRecord.unanswered(
+                    spec.request_id,
+                    user_id,
+                    scheduled_s,
+                    sent_s,
+                    None,
+                    spec.prompt_tokens,
+                    "error",
+                    error,
                 )
             )
             slot.recorded.add(spec.request_id)

@@ -8,27 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from engine_adapters.engine_cache import vllm_cpu_python
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
 from tests.support.real_engines import (
+    VLLM_CPU_MARKS,
+    VLLM_PYTHON,
     check_refused_past_context,
     check_run,
     run_scenario,
     tiny_model,
 )
 
-PYTHON = vllm_cpu_python()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        PYTHON is None,
-        reason="vllm-cpu is not installed; run benchmarks/engines/install-vllm-cpu.sh",
-    ),
-]
+PYTHON = VLLM_PYTHON
+pytestmark = VLLM_CPU_MARKS
 
 
 def test_vllm_cpu_kv_usage_queue_and_token_counts(tmp_path: Path) -> None:

