@@ -188,17 +188,30 @@ def calibrate(
         Path | None,
         typer.Option(help="Where to save (default: $LLM_PERF_LAB_CACHE/calibration.json)."),
     ] = None,
-    seconds: Annotated[float, typer.Option(help="Time budget per figure, seconds.")] = 0.5,
+    seconds: Annotated[
+        float | None,
+        typer.Option(help="Time budget per figure, seconds (default 0.5; --quick: 0.15)."),
+    ] = None,
     gpu: Annotated[bool, typer.Option(help="Also measure every CUDA GPU.")] = True,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            help="A quick calibration (what `bench run` makes by itself): fewer timings, so the "
+            "roofs may read low; recorded as such."
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's matmul FLOP/s per dtype and stream-triad bandwidth; save them."""
     from bench.experiments.calibrate import calibrate
     from bench.run.environment import cpu_name
     from perfmodel import calibration as cal
 
+    if seconds is None:
+        seconds = cal.QUICK_BUDGET_S if quick else cal.FULL_BUDGET_S
     if seconds <= 0:
         raise _fail(f"--seconds must be > 0, got {seconds}")
-    result = calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()})
+    mode = "quick" if quick else "full"
+    result = calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()}, mode=mode)
     table = Table(title=f"calibration ({result['num_threads']} torch threads)")
     for name in ("device", "matmul FLOP/s by dtype", "triad bytes/s"):
         table.add_column(name)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from bench.run.auto_calibrate import calibrate_before_load
 from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
@@ -114,6 +115,9 @@ class RunOptions:
     # Locust: workers that join with `bench worker`, the master's address
     # (bench.run.remote_workers).
     remote_workers: RemoteWorkers | None = None
+    # Measure this CPU's roofs quickly before the load when a CPU run has none
+    # (bench.run.auto_calibrate); False: --no-calibrate.
+    calibrate: bool = True
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,6 +260,7 @@ def _run_against(
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
     local = urlsplit(base_url).hostname in _LOCAL_HOSTS
+    calibration_notes = calibrate_before_load(opts.calibrate, engine_description, local, console)
     probes, probe_messages = (
         start_probes(console, adapter, base_url, engine_pid, local, headers)
         if opts.probes
@@ -316,6 +321,7 @@ def _run_against(
                 local,
                 machine["gpus"],
                 cpu_name(),
+                notes=calibration_notes,
             ),
             probes={
                 **(probe_result.to_json() if probe_result else {}),

@@ -150,6 +150,7 @@ def test_without_roofs_the_split_is_by_flops_and_no_mfu(tmp_path: Path) -> None:
     attr = summarize_run(load_run(write_run(tmp_path, None)))["attribution"]
     assert attr["apportioned_by"].startswith("FLOPs")
     assert attr["mfu"] is None and attr["bound_time_s"] is None
+    assert attr["mfu_reason"].startswith("no roofs: ")
     assert attr["prefill"]["time_s"] + attr["decode"]["time_s"] == pytest.approx(0.1)
 
 
