@@ -10,8 +10,8 @@ given; perfmodel.hardware.spec_from_calibration turns it into roofs.
 A calibration is ``"mode": "full"`` (`bench calibrate`, :data:`FULL_BUDGET_S` per figure) or
 ``"quick"`` (`bench calibrate --quick`, :data:`QUICK_BUDGET_S` per figure: what `bench run` measures
 by itself the first time a CPU run needs roofs). Each figure is the best of the timings made within
-its budget, so fewer timings can only read lower: a quick roof is a lower bound, and MFU and MBU
-against it an upper bound (on a quiet 2-core machine within about 10% of a full calibration's).
+its budget, so fewer timings tend to read lower: a quick roof reads low, and MFU and MBU against
+it high (on a 2-core machine by up to about 12% against a full calibration).
 A file without ``mode`` was written before quick calibrations existed: full.
 """
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from rich.console import Console
 
@@ -56,7 +55,7 @@ from loadgen.drivers.stop import LoadStop
 from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
-from results.engine_steps import fetch_json, fetch_steps
+from results.engine_steps import fetch_json, fetch_steps, same_host
 from results.redact import redact_command
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
@@ -69,8 +68,6 @@ from results.schema import (
     SummaryJson,
 )
 from results.usability import DEFAULT_MAX_ERROR_RATE
-
-_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class RunError(RuntimeError):
@@ -259,7 +256,7 @@ def _run_against(
     engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
-    local = urlsplit(base_url).hostname in _LOCAL_HOSTS
+    local = same_host(base_url)
     calibration_notes = calibrate_before_load(opts.calibrate, engine_description, local, console)
     probes, probe_messages = (
         start_probes(console, adapter, base_url, engine_pid, local, headers)

@@ -166,6 +166,21 @@ def test_without_steps_attribution_says_why_and_the_rest_stands(tmp_path: Path) 
     assert json.loads(json.dumps(summary)) == summarize_run(load_run(folder))
 
 
+def test_a_remote_engines_missing_steps_are_said_to_be_remote(tmp_path: Path) -> None:
+    folder = write_run(tmp_path, ROOFS, with_steps=False)
+    run_json = json.loads((folder / "run.json").read_text())
+    run_json["engine"]["url"] = "http://10.0.0.7:8000"
+    (folder / "run.json").write_text(json.dumps(run_json))
+    assert summarize_run(load_run(folder))["attribution"] == {
+        "available": False,
+        "reason": "no steps.parquet: the engine at http://10.0.0.7:8000 runs on another host",
+    }
+    run_json["engine"]["url"] = "http://127.0.0.1:8000"
+    (folder / "run.json").write_text(json.dumps(run_json))
+    reason = summarize_run(load_run(folder))["attribution"]["reason"]
+    assert reason == "no steps.parquet: the engine records no steps"
+
+
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
     import numpy as np
 
