@@ -67,13 +67,17 @@ def analytic_section(
     themselves (a preset or HF directory, e.g. the --tokenizer). ``local``: the engine runs on
     this host, whose GPUs (NVML names) and CPU are given, so its roofs can be looked up. An
     engine on the simulated device gets the simulated part's (:func:`simulated_analytic`).
-    ``notes`` (e.g. that an automatic calibration gave the roofs) come first in its notes."""
+    ``notes`` (e.g. that an automatic calibration gave the roofs, or failed) come first in its
+    notes, and in ``roofs_reason`` where there are no roofs."""
     simulated = simulated_analytic(description)
     if simulated is not None:
         return simulated
     section = _measured_section(description, model_spec, local, gpu_names, cpu_name,
                                 calibration_path)  # fmt: skip
     section["notes"] = [*notes, *section["notes"]]
+    if section["roofs_reason"] and notes:
+        # What the caller tried (a skipped or failed calibration) is part of why there are none.
+        section["roofs_reason"] = "; ".join([*notes, section["roofs_reason"]])
     return section
 
 

@@ -63,7 +63,7 @@ def calibrate_before_load(
         return []
     path = calibration_path()
     if not enabled:
-        return [f"no automatic calibration (--no-calibrate); none of {cpu!r} is in {path}"]
+        return ["no automatic calibration (--no-calibrate)"]
     console.print(
         f"calibrating this CPU's roofs once (a few seconds), cached in {path}; "
         "`bench calibrate` measures them fully"

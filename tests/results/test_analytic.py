@@ -94,7 +94,7 @@ def test_the_reason_for_no_roofs_is_recorded_once(tmp_path: Path) -> None:
     none = analytic_section(description, None, True, [], "Fake CPU", path, notes=["first"])
     assert none["roofs"] is None and none["notes"][0] == "first"
     assert none["roofs_reason"] == roofs_reason(none)
-    assert none["roofs_reason"].startswith("no calibration of this CPU: run `bench calibrate`")
+    assert none["roofs_reason"].startswith("first; no calibration of this CPU: run `bench calibr")
     remote = analytic_section(description, None, False, [], "Fake CPU", path)
     assert roofs_reason(remote) == "the engine runs on another host; no roofs"
     save_calibration(path, "Fake CPU")

@@ -104,8 +104,9 @@ def test_no_calibrate_says_why_mfu_is_missing(
     assert "calibrating" not in printed and not cache.calibration_path().exists()
     analytic = json.loads((folder / "run.json").read_text())["analytic"]
     assert analytic["roofs"] is None
-    assert analytic["roofs_reason"].startswith("no calibration of this CPU")
+    assert analytic["roofs_reason"].startswith("no automatic calibration (--no-calibrate)")
+    assert "no calibration of this CPU: run `bench calibrate`" in analytic["roofs_reason"]
     assert any("--no-calibrate" in note for note in analytic["notes"])
     attr = summary["attribution"]
-    assert attr["mfu"] is None and attr["mfu_reason"].startswith("no roofs: no calibration")
-    assert 'MFU and MBU are "-": no roofs: no calibration of this CPU' in printed
+    assert attr["mfu"] is None and attr["mfu_reason"] == f"no roofs: {analytic['roofs_reason']}"
+    assert 'MFU and MBU are "-": no roofs: no automatic calibration (--no-calibrate)' in printed
