@@ -67,6 +67,13 @@ def run(
     probes: Annotated[
         bool, typer.Option(help="Sample NVML/GPM, CPU and the engine's /metrics during the run.")
     ] = True,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            help="A CPU run without a calibration of this CPU first measures a quick one (a few "
+            "seconds, before the load, cached) for MFU and MBU; --no-calibrate skips it."
+        ),
+    ] = True,
     repeat: Annotated[
         int,
         typer.Option(
@@ -150,7 +157,7 @@ def run(
     opts = RunOptions(
         spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
         driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
-        max_error_rate=max_error_rate, remote_workers=remote,
+        max_error_rate=max_error_rate, remote_workers=remote, calibrate=calibrate,
     )  # fmt: skip
     if repeat > 1:
         from bench.experiments.repeat import run_repeated

@@ -204,6 +204,9 @@ def render_attribution(summary: Mapping[str, Any], console: Console) -> None:
     if isinstance(attr, Mapping):
         if attr.get("available"):
             console.print(_attribution_table(attr))
+            if attr.get("mfu") is None:
+                why = attr.get("mfu_reason") or "summary.json gives no reason (an older summary)"
+                print_note(console, f'MFU and MBU are "-": {why}')
         else:
             print_note(console, f"no time attribution: {attr.get('reason')}")
     probes = summary.get("probes")
