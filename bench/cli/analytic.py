@@ -8,21 +8,20 @@ GPUs are perfmodel.hardware's keys (a100-80gb, h100-sxm, h200, l40s, ...).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from bench.run.messages import print_error
+from bench.run.terminal import print_table, terminal_console
 from perfmodel.hardware import HardwareSpec, get_gpu
 from perfmodel.models import resolve_model
 from perfmodel.roofline import Batch, CostModel, Precision
 from perfmodel.roofs import table_roofs
 
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 ModelOpt = Annotated[str, typer.Option(help="Preset name or a Hugging Face config.json / dir.")]
 GpuOpt = Annotated[str, typer.Option(help="GPU key: a100-80gb, h100-sxm, h200, l40s, l4, ...")]
@@ -129,7 +128,7 @@ def roofline(
         )
         intensity, flops_per_s = float(step.arithmetic_intensity), float(step.flops) / t
         points.append(RooflinePoint(phase, label, intensity, flops_per_s, hover))
-    console.print(table)
+    print_table(console, table)
     roofs = [roof]
     if "fp8" in spec.peak_flops_per_s and roof.compute_dtype != "fp8":
         roofs.append(table_roofs(spec, "fp8"))
@@ -180,7 +179,7 @@ def capacity(
     }
     for label, value in rows.items():
         table.add_row(label, value)
-    console.print(table)
+    print_table(console, table)
 
 
 def calibrate(
@@ -207,7 +206,7 @@ def calibrate(
     for label, entry in devices:
         flops = ", ".join(f"{k} {v / 1e9:,.1f} G" for k, v in entry["matmul_flops_per_s"].items())
         table.add_row(label, flops, f"{entry['triad_bytes_per_s'] / 1e9:,.1f} GB/s")
-    console.print(table)
+    print_table(console, table)
     console.print(f"saved: [bold]{cal.save(result, output)}[/bold]")
 
 

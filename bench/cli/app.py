@@ -6,17 +6,16 @@ so that `bench --help` and the analytic commands start without loading torch or 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
 from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.interrupt import catching_signals
 from bench.run.messages import print_error, print_warning
+from bench.run.terminal import terminal_console
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
@@ -27,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 
 @app.command()

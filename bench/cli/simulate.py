@@ -5,16 +5,15 @@ Registered on the main app by :func:`register`.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from bench.run.messages import print_error
+from bench.run.terminal import terminal_console
 
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

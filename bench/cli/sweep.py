@@ -11,7 +11,6 @@ Each point is a full `bench run` (its own run folder); the sweep's folder holds 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,6 +33,7 @@ from bench.experiments.sweep import (
 from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.interrupt import catching_signals
 from bench.run.messages import print_error, print_warning
+from bench.run.terminal import print_table, terminal_console
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
 __all__ = ["make_run_point", "register", "render_sweep"]
@@ -79,7 +79,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             _fmt(f["output_tok_s"]), _fmt(f["ttft_p99_ms"]), _fmt(f["tpot_p99_ms"]),
             _fmt(f["error_rate"], ".1%"), _fmt(f["client_bound"]), slo, point.folder.name,
         )  # fmt: skip
-    console.print(table)
+    print_table(console, table)
     search = result.search
     if search is not None:
         targets = ", ".join(f"{k}={v:g}" for k, v in search["targets"].items())
@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
         from bench.scenario.scenario import ScenarioError, load_scenario
 
         # Piped output (CI logs, files) gets room for the whole table.
-        console = Console(width=None if sys.stdout.isatty() else 160)
+        console = terminal_console(piped_width=160)
         given = [name for name, v in (("--users", users), ("--rates", rates), ("--slo", slo)) if v]
         try:
             if len(given) != 1:

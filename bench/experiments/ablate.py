@@ -19,6 +19,7 @@ from rich.console import Console
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
 from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
+from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from results.run_folder import load_run, sanitize_name
@@ -178,5 +179,5 @@ def render_ablation(path: Path, console: Console) -> None:
                 text += f"\n×{ratio:.2f}"
             cells.append(text)
         table.add_row(*cells)
-    console.print(table)
+    print_table(console, table)
     console.print(f"ablation: [bold]{path}[/bold]")
