@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from bench.run.messages import print_error
+from bench.run.messages import print_error, print_path
 from bench.run.terminal import print_table, terminal_console
 from perfmodel.hardware import HardwareSpec, get_gpu
 from perfmodel.models import resolve_model
@@ -134,7 +134,7 @@ def roofline(
         roofs.append(table_roofs(spec, "fp8"))
     fig = analytic_roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
     path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
-    console.print(f"figure: [bold]{write_figure_html(fig, path)}[/bold]")
+    print_path(console, "figure", write_figure_html(fig, path))
 
 
 def capacity(
@@ -207,7 +207,7 @@ def calibrate(
         flops = ", ".join(f"{k} {v / 1e9:,.1f} G" for k, v in entry["matmul_flops_per_s"].items())
         table.add_row(label, flops, f"{entry['triad_bytes_per_s'] / 1e9:,.1f} GB/s")
     print_table(console, table)
-    console.print(f"saved: [bold]{cal.save(result, output)}[/bold]")
+    print_path(console, "saved", cal.save(result, output))
 
 
 def register(app: typer.Typer) -> None:

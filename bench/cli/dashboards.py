@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error, print_warning
+from bench.run.messages import print_error, print_path, print_warning
 from bench.run.terminal import print_table, terminal_console
 
 __all__ = ["compare", "deltas_table", "register", "report_after_run", "write_report_html"]
@@ -33,7 +33,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
     except RunFolderError as e:
         print_error(console, e)
         raise typer.Exit(2) from e
-    console.print(f"dashboard: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
+    print_path(console, "dashboard", path, f"(opens offline: {path.resolve().as_uri()})")
     return path
 
 
@@ -51,7 +51,7 @@ def report_after_run(run_folder: Path, console: Console) -> Path | None:
             f"retry with: bench report {run_folder} --html",
         )
         return None
-    console.print(f"dashboard: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
+    print_path(console, "dashboard", path, f"(opens offline: {path.resolve().as_uri()})")
     return path
 
 
@@ -113,7 +113,7 @@ def compare(
         raise typer.Exit(2) from e
     print_table(console, deltas_table([v.summary for v in views], labels))
     path = write_page(build_compare_page(views), out or default_compare_path(runs[0]))
-    console.print(f"comparison: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
+    print_path(console, "comparison", path, f"(opens offline: {path.resolve().as_uri()})")
 
 
 def register(app: typer.Typer) -> None:

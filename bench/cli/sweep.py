@@ -17,8 +17,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
+from bench.cli.scenario_option import SCENARIO_HELP
 from bench.experiments.sweep import (
     Axis,
     RunPoint,
@@ -32,7 +34,7 @@ from bench.experiments.sweep import (
 )
 from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.interrupt import catching_signals
-from bench.run.messages import print_error, print_warning
+from bench.run.messages import print_error, print_info, print_path, print_warning
 from bench.run.terminal import print_table, terminal_console
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
@@ -50,7 +52,7 @@ def make_run_point(console: Console, **options: Any) -> RunPoint:
     kept = {k: v for k, v in options.items() if k in known}
 
     def run_point(scenario: Any) -> tuple[Path, dict[str, Any]]:
-        console.rule(f"[bold]{scenario.name}[/bold]")
+        console.rule(Text(scenario.name, style="bold"))
         return run_benchmark(RunOptions(scenario=scenario, **kept), console)
 
     return run_point
@@ -107,7 +109,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @catching_signals
     def sweep(
-        scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
+        scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
         users: Annotated[
             str | None, typer.Option(help="Closed-loop users per point, e.g. 1,2,4,8.")
         ] = None,
@@ -177,7 +179,7 @@ def register(app: typer.Typer) -> None:
         )  # fmt: skip
 
         def on_point(point: SweepPoint) -> None:
-            console.print(f"point {point.value:g}: run folder {point.folder}")
+            print_info(console, f"point {point.value:g}: run folder {point.folder}")
 
         try:
             if targets is not None:
@@ -197,7 +199,7 @@ def register(app: typer.Typer) -> None:
         folder = write_sweep(result, runs_dir)
         _write_report(result, folder, console)
         render_sweep(result, console)
-        console.print(f"sweep folder: [bold]{folder}[/bold]")
+        print_path(console, "sweep folder", folder)
         if result.interrupted is not None:
             print_error(console, f"interrupted by {result.interrupted['signal']}: sweep.json "
                         f"keeps the {len(result.points)} points that finished")  # fmt: skip

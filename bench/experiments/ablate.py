@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
 from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.messages import print_path
 from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
 from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
@@ -106,7 +108,7 @@ def run_ablation(
     rows: list[dict[str, Any]] = []
     interrupted: dict[str, Any] | None = None
     for i, setting in enumerate(grid):
-        console.rule(f"[bold]setting {i + 1}/{len(grid)}: {label(setting)}")
+        console.rule(Text(f"setting {i + 1}/{len(grid)}: {label(setting)}", style="bold"))
         opts = RunOptions(
             scenario, None, "reference", None, None, runs_dir, live, setting,
             max_error_rate=max_error_rate,
@@ -180,4 +182,4 @@ def render_ablation(path: Path, console: Console) -> None:
             cells.append(text)
         table.add_row(*cells)
     print_table(console, table)
-    console.print(f"ablation: [bold]{path}[/bold]")
+    print_path(console, "ablation", path)
