@@ -94,6 +94,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             elif search["hit_limit"]:
                 verdict += " (the search limit; raise --limit to look higher)"
         console.print(f"{verdict}; {search['runs']} runs")
+        for point in sorted(result.points, key=lambda p: p.value):
+            for thin in point.thin_percentiles:
+                print_warning(console, f"{result.axis} {point.value:g}: {thin}; add requests")
         if search["hit_max_runs"]:
             console.print("[yellow]stopped at --max-runs before the bracket closed[/yellow]")
     if any(p.figures.get("client_bound") for p in result.points):
