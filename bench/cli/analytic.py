@@ -8,15 +8,14 @@ GPUs are perfmodel.hardware's keys (a100-80gb, h100-sxm, h200, l40s, ...).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error
+from bench.run.messages import print_error, print_path
+from bench.run.terminal import print_table, terminal_console
 from perfmodel import capacity as kv_capacity
 from perfmodel.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from perfmodel.hardware import HardwareSpec, get_gpu
@@ -24,7 +23,7 @@ from perfmodel.models import resolve_model
 from perfmodel.roofline import Batch, CostModel, Precision
 from perfmodel.roofs import table_roofs
 
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 ModelOpt = Annotated[str, typer.Option(help="Preset name or a Hugging Face config.json / dir.")]
 GpuOpt = Annotated[str, typer.Option(help="GPU key: a100-80gb, h100-sxm, h200, l40s, l4, ...")]
@@ -153,13 +152,13 @@ def roofline(
         budget = f"{gpu_memory_utilization:.0%} of {spec.name}'s memory"
         most = f"at most {memory.max_users:,} users of {context:,} tokens"
         table.caption = "\n".join([*misfits, f"(`bench capacity`: {budget}, {most})"])
-    console.print(table)
+    print_table(console, table)
     roofs = [roof]
     if "fp8" in spec.peak_flops_per_s and roof.compute_dtype != "fp8":
         roofs.append(table_roofs(spec, "fp8"))
     fig = analytic_roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
     path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
-    console.print(f"figure: [bold]{write_figure_html(fig, path)}[/bold]")
+    print_path(console, "figure", write_figure_html(fig, path))
 
 
 def capacity(
@@ -202,7 +201,7 @@ def capacity(
     }
     for label, value in rows.items():
         table.add_row(label, value)
-    console.print(table)
+    print_table(console, table)
 
 
 def calibrate(
@@ -242,8 +241,8 @@ def calibrate(
     for label, entry in devices:
         flops = ", ".join(f"{k} {v / 1e9:,.1f} G" for k, v in entry["matmul_flops_per_s"].items())
         table.add_row(label, flops, f"{entry['triad_bytes_per_s'] / 1e9:,.1f} GB/s")
-    console.print(table)
-    console.print(f"saved: [bold]{cal.save(result, output)}[/bold]")
+    print_table(console, table)
+    print_path(console, "saved", cal.save(result, output))
 
 
 def register(app: typer.Typer) -> None:

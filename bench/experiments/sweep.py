@@ -29,6 +29,7 @@ from typing import Any, Literal
 from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
+from results.percentile_samples import thin_percentile
 from results.summary import json_safe
 
 __all__ = [
@@ -170,6 +171,21 @@ def slo_failures(summary: Mapping[str, Any], targets: Mapping[str, float]) -> li
     return misses
 
 
+def thin_targets(summary: Mapping[str, Any], targets: Mapping[str, float]) -> list[str]:
+    """The percentile targets this run has too few requests to judge (results.percentile_samples),
+    e.g. ``"ttft_p99: p99 from 3 samples (needs >= 100 ...)"``."""
+    thin = []
+    for key in targets:
+        if key == "error_rate":
+            continue
+        metric, _, stat = key.partition("_")
+        section = summary.get(f"{metric}_ms")
+        count = section.get("count") if isinstance(section, Mapping) else None
+        if (why := thin_percentile(stat, count)) is not None:
+            thin.append(f"{key}: {why}")
+    return thin
+
+
 @dataclass
 class SweepPoint:
     """One run of a sweep: the axis value, its folder and headline figures."""
@@ -180,6 +196,8 @@ class SweepPoint:
     slo_misses: list[str] | None = None
     # The run's usability verdict (summary.json's "usability"; None in older summaries).
     usability: dict[str, Any] | None = None
+    # SLO targets judged from too few requests to mean anything (thin_targets).
+    thin_percentiles: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))
@@ -242,8 +260,9 @@ def search_slo(
             folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
             misses = slo_failures(summary, targets)
             point = SweepPoint(
-                value, Path(folder), point_figures(summary), misses, summary.get("usability")
-            )
+                value, Path(folder), point_figures(summary), misses, summary.get("usability"),
+                thin_targets(summary, targets),
+            )  # fmt: skip
             result.points.append(point)
             if on_point is not None:
                 on_point(point)
@@ -285,6 +304,7 @@ def search_slo(
         "runs": len(result.points),
         "hit_limit": high is None and low is not None and low >= cap,
         "hit_max_runs": len(result.points) >= max_runs,
+        "thin_percentiles": sorted({t for p in result.points for t in p.thin_percentiles}),
     }
     return result
 

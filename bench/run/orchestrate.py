@@ -28,7 +28,7 @@ from bench.run.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
 from bench.run.interrupt import RunInterrupted, active_interrupts, run_end_sections
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
-from bench.run.messages import print_note
+from bench.run.messages import print_info, print_note
 from bench.run.preflight import PreflightError, preflight
 from bench.run.probing import (
     samples_frame,
@@ -184,20 +184,22 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     if external:
         try:
             plan = launch_plan(adapter, opts.launch, opts.launch_model)
-            console.print(f"starting {adapter.name}: {' '.join(redact_command(plan.command))}")
+            print_info(
+                console, f"starting {adapter.name}: {' '.join(redact_command(plan.command))}"
+            )
             launched = start_engine(adapter, plan)
         except (LaunchError, EngineStartError) as e:
             raise RunError(str(e)) from e
         base_url = launched.base_url
-        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+        print_info(console, f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
     elif opts.url is None:
-        console.print(f"starting the reference engine ({settings['model']}) ...")
+        print_info(console, f"starting the reference engine ({settings['model']}) ...")
         try:
             launched, nsys_output = launch_reference(settings, opts.nsys, opts.runs_dir, console)
         except EngineStartError as e:
             raise RunError(str(e)) from e
         base_url = launched.base_url
-        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+        print_info(console, f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
     else:
         base_url = opts.url
         if opts.nsys:
@@ -241,10 +243,12 @@ def _run_against(
     engine_process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
-    console.print(f"tokenizer: {tokenizer.describe()}")
+    print_info(console, f"tokenizer: {tokenizer.describe()}")
     plan = prepare_load(scenario, tokenizer.tokenizer, adapter, console)
     if isinstance(tokenizer.tokenizer, ServerTokenizer):
-        console.print(f"prompt lengths checked by the server: {tokenizer.tokenizer.calls} calls")
+        print_info(
+            console, f"prompt lengths checked by the server: {tokenizer.tokenizer.calls} calls"
+        )
         tokenizer.tokenizer.close()
     headers = opts.headers.as_dict()
     try:
