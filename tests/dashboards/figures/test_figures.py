@@ -123,7 +123,7 @@ def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare
         "in flight (client)",
         "running (engine)",
         "output tok/s",
-        "KV blocks used",
+        "KV blocks used (of 512)",
         "GPU util [gpu=0]",
         "DRAM GB/s [gpu=0]",
         "Power W [gpu=0]",
