@@ -259,16 +259,25 @@ def ablate(
 
 @app.command()
 def report(
-    run_folder: Annotated[Path, typer.Argument(help="A run folder written by `bench run`.")],
+    run_folder: Annotated[
+        Path,
+        typer.Argument(
+            help="A folder bench wrote: a run, a `--repeat` group, a sweep or an ablation."
+        ),
+    ],
     html: Annotated[
-        bool, typer.Option("--html", help="Also write report.html, the dashboard.")
+        bool, typer.Option("--html", help="Also write the folder's dashboard page.")
     ] = False,
 ) -> None:
-    """Print a run's summary again, from its folder."""
+    """Print a run's summary again, or a group's runs, a sweep's or an ablation's table."""
+    from bench.cli.report_folders import folder_kind, report_folder
     from bench.run.report import render_summary
     from results.run_folder import RunFolderError, load_run
 
     try:
+        if (kind := folder_kind(run_folder)) != "run":
+            report_folder(run_folder, kind, html, console)
+            return
         loaded = load_run(run_folder)
     except RunFolderError as e:
         print_error(console, e)

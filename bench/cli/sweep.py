@@ -38,7 +38,7 @@ from bench.run.messages import print_error, print_info, print_path, print_warnin
 from bench.run.terminal import print_table, terminal_console
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
-__all__ = ["make_run_point", "register", "render_sweep"]
+__all__ = ["make_run_point", "register", "render_sweep", "write_sweep_page"]
 
 
 def make_run_point(console: Console, **options: Any) -> RunPoint:
@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
             print_error(console, e)
             raise typer.Exit(e.exit_code) from e
         folder = write_sweep(result, runs_dir)
-        _write_report(result, folder, console)
+        write_sweep_page(result, folder, console)
         render_sweep(result, console)
         print_path(console, "sweep folder", folder)
         if result.interrupted is not None:
@@ -214,18 +214,20 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(exit_code([p.usability for p in points]))
 
 
-def _write_report(result: SweepResult, folder: Path, console: Console) -> None:
-    """report.html through the dashboards, when they are there (they are optional here)."""
+def write_sweep_page(result: SweepResult, folder: Path, console: Console) -> Path | None:
+    """``folder/report.html`` through the dashboards, when they are there (they are optional
+    here); returns its path, or None when it was not written (a warning says why)."""
     try:
         from dashboards.pages.sweep import SweepInput, write_sweep_report
     except ImportError:
-        return
+        return None
     points = sorted(result.points, key=lambda p: p.value)
     parameter = "users" if result.axis == "users" else "rate (req/s)"
     try:
-        write_sweep_report(
+        return write_sweep_report(
             SweepInput([p.folder for p in points], [p.value for p in points], parameter),
             folder / "report.html",
         )
     except Exception as exc:  # the sweep's data is written; a figure failing must not lose it
         print_warning(console, f"sweep report not written: {type(exc).__name__}: {exc}")
+        return None

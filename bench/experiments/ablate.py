@@ -27,6 +27,9 @@ from engine.config import EngineConfig, SettingError
 from results.run_folder import load_run, sanitize_name
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
+# The file in an ablation's folder that holds its table (run_ablation, render_ablation).
+ABLATION_JSON = "ablation.json"
+
 # Every setting is an ablation switch but the name clients send, which changes no figure.
 _NOT_SWITCHES = ("served_model_name",)
 
@@ -132,7 +135,7 @@ def run_ablation(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = runs_dir / f"{stamp}-ablate-{sanitize_name(scenario.name)}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "ablation.json"
+    path = out_dir / ABLATION_JSON
     doc = {
         "scenario": scenario.to_dict(),
         "switches": {s.name: list(s.values) for s in switches},

@@ -33,9 +33,11 @@ from results.percentile_samples import thin_percentile
 from results.summary import json_safe
 
 __all__ = [
+    "SWEEP_JSON",
     "Axis",
     "RunPoint",
     "SweepPoint",
+    "load_sweep",
     "parse_slo",
     "parse_values",
     "point_figures",
@@ -50,6 +52,10 @@ Axis = Literal["users", "rate"]
 RunPoint = Callable[[Scenario], tuple[Path, dict[str, Any]]]
 _METRICS = ("ttft", "tpot", "itl", "e2el")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
+
+
+# The file in a sweep's folder that lists its points (write_sweep, load_sweep).
+SWEEP_JSON = "sweep.json"
 
 
 def parse_values(text: str, axis: Axis) -> list[float]:
@@ -327,5 +333,32 @@ def write_sweep(result: SweepResult, runs_dir: Path) -> Path:
     }
     if result.interrupted is not None:
         body["interrupted"] = result.interrupted
-    (folder / "sweep.json").write_text(json.dumps(json_safe(body), indent=2) + "\n")
+    (folder / SWEEP_JSON).write_text(json.dumps(json_safe(body), indent=2) + "\n")
     return folder
+
+
+def load_sweep(folder: Path) -> SweepResult:
+    """The SweepResult that :func:`write_sweep` wrote to ``folder/sweep.json``.
+
+    Raises ValueError naming the file when it is missing or not such a document.
+    """
+    path = Path(folder) / SWEEP_JSON
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        points = [
+            SweepPoint(
+                value=float(p["value"]),
+                folder=Path(p["folder"]),
+                figures=dict(p["figures"]),
+                slo_misses=p.get("slo_misses"),
+                usability=p.get("usability"),
+                thin_percentiles=list(p.get("thin_percentiles") or []),
+            )
+            for p in body["points"]
+        ]
+        return SweepResult(
+            str(body["scenario"]), body["axis"], points, body.get("search"),
+            body.get("interrupted"),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a sweep.json of `bench sweep`: {exc}") from exc

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from bench.cli import sweep as cli_sweep
 from bench.experiments.sweep import (
+    load_sweep,
     parse_slo,
     parse_values,
     run_sweep,
@@ -155,3 +156,10 @@ def test_an_slo_percentile_from_too_few_requests_is_marked(tmp_path: Path) -> No
     ]
     written = json.loads((write_sweep(result, tmp_path) / "sweep.json").read_text())
     assert written["points"][0]["thin_percentiles"] == result.search["thin_percentiles"]
+
+
+def test_a_written_sweep_loads_back_as_it_was(tmp_path: Path) -> None:
+    result = search_slo(BASE, "users", {"ttft_p99": 375.0}, ModelServer(tmp_path), max_runs=4)
+    assert load_sweep(write_sweep(result, tmp_path / "runs")) == result
+    with pytest.raises(ValueError, match=r"not a sweep\.json"):
+        load_sweep(tmp_path)
