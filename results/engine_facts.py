@@ -96,7 +96,8 @@ def prefix_cache_line(reuse: Mapping[str, Any] | None) -> str | None:
     if not reuse or not reuse.get("prefix_cache_hit_tokens"):
         return None
     return (
-        f"prompt tokens {reuse['prompt_tokens']:,}, prefilled {reuse['prefilled_tokens']:,}: "
+        f"prompt tokens {reuse['prompt_tokens']:,}, prefilled {reuse['prefilled_tokens']:,} "
+        "over the whole run: "
         f"{reuse['prefix_cache_hit_tokens']:,} ({reuse['hit_share']:.0%}) came from the "
         "prefix cache"
     )

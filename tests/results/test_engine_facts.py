@@ -47,7 +47,7 @@ def test_prefix_cache_hits_are_the_runs_increase_of_the_counter() -> None:
         "hit_share": 0.375,
     }
     assert prefix_cache_line(reuse) == (
-        "prompt tokens 800, prefilled 500: 300 (38%) came from the prefix cache"
+        "prompt tokens 800, prefilled 500 over the whole run: 300 (38%) came from the prefix cache"
     )
     # Without steps.parquet, what was prefilled is what the cache did not hold.
     no_steps = prefix_cache_reuse(_run(engine, [500, 300], None))

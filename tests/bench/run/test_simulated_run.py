@@ -72,7 +72,8 @@ def test_a_simulated_multiturn_run_says_sim_and_explains_its_prefill(
     assert reuse["prefilled_tokens"] == reuse["prompt_tokens"] - reuse["prefix_cache_hit_tokens"]
     share = f"{reuse['hit_share']:.0%}"
     note = (
-        f"prompt tokens {reuse['prompt_tokens']:,}, prefilled {reuse['prefilled_tokens']:,}: "
+        f"prompt tokens {reuse['prompt_tokens']:,}, prefilled {reuse['prefilled_tokens']:,} "
+        "over the whole run: "
         f"{reuse['prefix_cache_hit_tokens']:,} ({share}) came from the prefix cache"
     )
     assert note in result.output
