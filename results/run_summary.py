@@ -10,6 +10,8 @@ two can never disagree:
 - "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported,
 - "usability": whether the run can be used (results.usability, with run.json's threshold; a
   run whose engine died is not),
+- "simulated" and "prefix_cache" (results.engine_facts: the simulated device, and the prompt
+  tokens the prefix cache spared from prefill), from run.json's engine section,
 - "partial", "interrupted", "engine_died" for a run that ended early (results.run_end).
 """
 
@@ -20,6 +22,7 @@ from typing import Any, cast
 
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
+from results.engine_facts import prefix_cache_reuse, simulated_device
 from results.engine_steps import same_host
 from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
@@ -73,6 +76,11 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["client"] = client_health(
         read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
     )
+    engine = run.run_json.get("engine")
+    summary["simulated"] = simulated_device(
+        engine.get("description") if isinstance(engine, Mapping) else None
+    )
+    summary["prefix_cache"] = prefix_cache_reuse(run)
     summary.update(run_end_summary(run.run_json))
     died = run.run_json.get("engine_died")
     summary["usability"] = usability(

@@ -55,6 +55,7 @@ from loadgen.drivers.stop import LoadStop
 from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
+from results.engine_facts import engine_folder_name
 from results.engine_steps import fetch_json, fetch_steps, same_host
 from results.redact import redact_command
 from results.run_folder import RunFolder, load_run
@@ -282,7 +283,8 @@ def _run_against(
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
     steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
     engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
-    folder = RunFolder.create(opts.runs_dir, scenario.name, adapter.name)
+    engine_name = engine_folder_name(adapter.name, engine_description)
+    folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
     load_info = record_load(

@@ -17,6 +17,7 @@ from bench.run.messages import print_error, print_note
 from bench.run.reasoning_report import reasoning_table
 from bench.run.terminal import print_table
 from bench.run.verdict import print_verdict
+from results.engine_facts import prefix_cache_line, simulated_line
 from results.run_end import run_end_lines
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
@@ -144,14 +145,21 @@ def _errors(summary: Mapping[str, Any]) -> Table | None:
 def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, the
     reasoning (a reasoning model's run only), request counts and errors, then why the run is
-    not usable where it is not. ``None`` (a run folder without summary.json) prints a note
-    instead."""
+    not usable where it is not. A simulated run says so first; prompt tokens the prefix cache
+    spared from prefill are noted under the throughput. ``None`` (a run folder without
+    summary.json) prints a note instead."""
     if summary is None:
         console.print("[yellow]no summary.json: the run did not finish writing its folder[/yellow]")
         return
+    sim = summary.get("simulated")
+    if isinstance(sim, Mapping):
+        print_note(console, simulated_line(sim))
     for line in run_end_lines(summary):
         print_error(console, line)
     print_table(console, _overview(summary))
+    reuse = summary.get("prefix_cache")
+    if (line := prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)) is not None:
+        print_note(console, line)
     print_table(console, _latencies(summary))
     print_table(console, _per_user_tps(summary))
     reasoning = reasoning_table(summary)  # only for a run in which some request reasoned

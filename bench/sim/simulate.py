@@ -25,6 +25,7 @@ from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from results.analytic import simulated_analytic
+from results.engine_facts import engine_folder_name
 from results.engine_steps import steps_frame
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
@@ -38,8 +39,6 @@ from results.schema import (
     SummaryJson,
     TokenizerSection,
 )
-
-ENGINE_NAME = "reference-sim"
 
 
 class SimulateError(RuntimeError):
@@ -77,7 +76,7 @@ def simulate(
     steps = steps_frame(engine.steps.since(0), 0)
     wall_s = time.perf_counter() - t_wall
 
-    folder = RunFolder.create(runs_dir, scenario.name, ENGINE_NAME)
+    folder = RunFolder.create(runs_dir, scenario.name, engine_folder_name("reference", description))
     folder.write_requests(records)
     folder.write_tokens(records)
     folder.write_steps(steps)

@@ -27,6 +27,7 @@ from dashboards.figures.user_tps import per_user_tps_figure
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
+from results.engine_facts import prefix_cache_line, simulated_line
 from results.run_end import engine_death_line, run_end_lines
 from results.usability import describe_failures
 
@@ -71,6 +72,18 @@ def _utilization_notes(summary: Mapping[str, Any]) -> list[str]:
     return [f"No MFU and MBU: {why}."] if why else []
 
 
+def _engine_notes(summary: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """The simulated-device line (None for a real device) and the prefix cache note, as
+    summary.json's "simulated" and "prefix_cache" (results.engine_facts) give them."""
+    sim = summary.get("simulated")
+    reuse = summary.get("prefix_cache")
+    line = prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)
+    return (
+        simulated_line(sim) if isinstance(sim, Mapping) else None,
+        [f"{line[0].upper()}{line[1:]}."] if line else [],
+    )
+
+
 def build_run_page(view: RunView) -> Page:
     """Every section of a run's dashboard, with the notes of what is missing."""
     timeline, missing_panels = timeline_figure([view])
@@ -93,12 +106,17 @@ def build_run_page(view: RunView) -> Page:
     steps_notes = view.notes_for("steps")
     if died and view.steps is None:
         steps_notes = [f"No steps.parquet: {engine_death_line(died)}."]
+    simulated, reuse_notes = _engine_notes(view.summary)
     sections = [
         Section(
             "headline",
             "Headline",
             figure=headline_figure(view.summary),
-            notes=unusable[:1] + view.notes_for("run") + _utilization_notes(view.summary),
+            notes=([f"{simulated[0].upper()}{simulated[1:]}."] if simulated else [])
+            + unusable[:1]
+            + view.notes_for("run")
+            + _utilization_notes(view.summary)
+            + reuse_notes,
         ),
         Section(
             "latency",
@@ -176,7 +194,8 @@ def build_run_page(view: RunView) -> Page:
     notes += [f"Roofline: {n}" for n in roof.notes]
     return Page(
         title=f"Run {view.run_id}",
-        subtitle="llm-perf-lab dashboard: hover any figure for values and definitions.",
+        subtitle=(f"{simulated}. " if simulated else "")
+        + "llm-perf-lab dashboard: hover any figure for values and definitions.",
         facts=run_facts(view),
         notes=notes,
         sections=sections,

@@ -184,6 +184,10 @@ class SummaryJson(TypedDict):
     probes: NotRequired[dict[str, Any]]
     engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
     client: NotRequired[dict[str, Any]]
+    # results.engine_facts: the simulated device (None: a real one) and the prefix cache's share
+    # of the prompt tokens (None: the engine reports no prefix cache counters).
+    simulated: NotRequired[dict[str, Any] | None]
+    prefix_cache: NotRequired[dict[str, Any] | None]
     # Since the exit codes (results.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.run_end): run.json's sections, and the one line that says so.

@@ -69,6 +69,13 @@ def test_its_summary_recomputes_to_what_the_old_code_wrote() -> None:
     assert recomputed.pop("usability")["usable"] is True
     # So did the reason MFU and MBU are missing: the folder recorded no roofs, and says why.
     attribution = dict(recomputed.pop("attribution"))
+    # And the engine facts: a real CPU, whose prefix cache held none of the 8 prompts.
+    assert recomputed.pop("simulated") is None
+    reuse = recomputed.pop("prefix_cache")
+    assert reuse["prefix_cache_hit_tokens"] == 0
+    assert (
+        reuse["prompt_tokens"] == reuse["prefilled_tokens"] == run.requests["prompt_tokens"].sum()
+    )
     assert attribution.pop("mfu_reason").startswith("no roofs: no calibration of this CPU")
     assert {**recomputed, "attribution": attribution} == run.summary
 
