@@ -10,7 +10,8 @@ import pytest
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
-from engine.sim.executor import SimExecutor
+from engine.sim import executor as executor_module
+from engine.sim.executor import RealTimePacer, SimExecutor
 from tests.support.engine_fixtures import ragged_workload, run
 from tests.support.sim_fixtures import a100_engine, sim_engine
 
@@ -115,3 +116,47 @@ def test_settings_that_cannot_be_simulated_are_refused() -> None:
         a100_engine(tp=1)
     with pytest.raises(ValueError, match="fp32"):
         a100_engine(dtype="float32")
+
+
+class DrivenClock:
+    """time.perf_counter_ns and time.sleep for the pacer, on a clock the test moves: sleeping
+    moves it by the time slept, ``stall`` by a delay the machine imposed."""
+
+    def __init__(self) -> None:
+        self.now_ns = 1_000_000_000
+        self.slept_s: list[float] = []
+
+    def perf_counter_ns(self) -> int:
+        return self.now_ns
+
+    def sleep(self, seconds: float) -> None:
+        self.slept_s.append(seconds)
+        self.now_ns += round(seconds * 1e9)
+
+    def stall(self, seconds: float) -> None:
+        self.now_ns += round(seconds * 1e9)
+
+
+def test_the_pacer_chains_steps_and_absorbs_scheduling_time_up_to_the_overhead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = DrivenClock()
+    monkeypatch.setattr(executor_module, "time", clock)
+    pacer = RealTimePacer(speedup=10.0)  # 20 ms steps with 5 ms overhead: 2 ms and 0.5 ms
+    t0 = clock.now_ns
+    pacer.wait(t0, 0.020, 0.005)  # from idle: the step began its overhead before entry
+    assert clock.now_ns - t0 == 1_500_000
+    for _ in range(3):  # 0.4 ms of scheduling between steps, within the overhead: absorbed
+        clock.stall(0.0004)
+        pacer.wait(clock.now_ns, 0.020, 0.005)
+    assert clock.now_ns - t0 == 1_500_000 + 3 * 2_000_000  # back to back at the predicted pace
+    assert clock.slept_s[1:] == pytest.approx([0.0016] * 3)
+    # A step the machine held 3 ms past its end (a loaded box) is not slept, and the next one
+    # paces from its own entry: lateness is never made up by running faster than predicted.
+    entered = clock.now_ns
+    clock.stall(0.003)
+    pacer.wait(entered, 0.020, 0.005)
+    assert len(clock.slept_s) == 4 and clock.now_ns - entered == 3_000_000
+    entered = clock.now_ns
+    pacer.wait(entered, 0.020, 0.005)
+    assert clock.now_ns - entered == 1_500_000
