@@ -13,9 +13,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error, print_note
+from bench.run.messages import print_error, print_note, print_warning
 from bench.run.reasoning_report import reasoning_table
 from bench.run.verdict import print_verdict
+from results.machine_load import busy_lines
 from results.run_end import run_end_lines
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
@@ -150,6 +151,8 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
         return
     for line in run_end_lines(summary):
         print_error(console, line)
+    for line in busy_lines(summary):
+        print_warning(console, line)
     console.print(_overview(summary))
     console.print(_latencies(summary))
     console.print(_per_user_tps(summary))
