@@ -16,6 +16,8 @@ import plotly.graph_objects as go
 
 __all__ = [
     "COLORS",
+    "MENU_ROW_PX",
+    "MODEBAR_BAND_PX",
     "PHASE_COLORS",
     "PLOT_CONFIG",
     "apply_layout",
@@ -23,6 +25,7 @@ __all__ = [
     "escape",
     "fmt",
     "hover_lines",
+    "menu_top_px",
     "top_right_menu",
     "wrap",
 ]
@@ -135,17 +138,45 @@ def apply_layout(
     return fig
 
 
-def top_right_menu(fig: go.Figure, menu: dict[str, Any]) -> None:
-    """Place an update menu (buttons, dropdown) in the top right corner, level with the title.
+# The band at the top right of every figure that plotly's toolbar (the modebar: zoom, pan, PNG)
+# takes when the pointer is over the figure, in pixels from the figure's top (its icons are 25 px
+# tall, 2 px from the top). Menus sit below it, never under it.
+MODEBAR_BAND_PX = 32
+# One row of buttons or a closed dropdown, with its padding.
+MENU_ROW_PX = 30
 
+
+def top_right_menu(fig: go.Figure, menu: dict[str, Any]) -> None:
+    """Place an update menu (buttons, dropdown) at the right, just under the modebar's band.
+
+    The top margin grows to hold the menu's row, and a legend laid out in one row under the
+    title ("top") moves down under the menu, so neither the toolbar nor the legend covers it.
     Menus are positioned in plot-area fractions only, so the pixel offset is converted with the
     figure's height and margins (call after :func:`apply_layout`).
     """
     layout = fig.layout
     height, top, bottom = layout.height or 450, layout.margin.t or 0, layout.margin.b or 0
+    menu_top_px = MODEBAR_BAND_PX
+    needed_top = menu_top_px + MENU_ROW_PX + 8
+    legend = layout.legend
+    if layout.showlegend and legend.orientation == "h" and legend.yref == "container":
+        legend_top_px = menu_top_px + MENU_ROW_PX
+        top = max(top, needed_top) + MENU_ROW_PX
+        fig.update_layout(legend={"y": 1 - legend_top_px / height})
+    top = max(top, needed_top)
+    fig.update_layout(margin={"t": top})
     plot_px = max(height - top - bottom, 1)
-    placed = {"x": 1.0, "xanchor": "right", "y": 1 + (top - 6) / plot_px, "yanchor": "top"}
-    fig.update_layout(updatemenus=[*layout.updatemenus, {**menu, **placed}])
+    placed = {"x": 1.0, "xanchor": "right", "y": 1 + (top - menu_top_px) / plot_px}
+    fig.update_layout(updatemenus=[*layout.updatemenus, {**menu, **placed, "yanchor": "top"}])
+
+
+def menu_top_px(fig: go.Figure, index: int = 0) -> float:
+    """Where the top of update menu ``index`` lies, in pixels from the figure's top (the inverse
+    of :func:`top_right_menu`'s placement; for tests and checks)."""
+    layout = fig.layout
+    height, top, bottom = layout.height or 450, layout.margin.t or 0, layout.margin.b or 0
+    plot_px = max(height - top - bottom, 1)
+    return top - (layout.updatemenus[index].y - 1) * plot_px
 
 
 def wrap(text: str, width: int = 60) -> str:

@@ -7,6 +7,9 @@ Per GPU, with tensor parallelism over ``tp`` GPUs (perfmodel.roofline's sharding
   max tokens = floor(KV left / KV bytes per token per GPU)
   max users  = floor(max tokens / context tokens), each user holding a full context
 Every size is in bytes; GPU memory is the datasheet's (decimal GB), as perfmodel.hardware gives it.
+
+`bench capacity` prints a :class:`Capacity`; `bench roofline` marks the batches it does not hold
+(:meth:`Capacity.shortfall`), so the two commands agree on what fits.
 """
 
 from __future__ import annotations
@@ -19,6 +22,16 @@ from perfmodel.hardware import HardwareSpec
 from perfmodel.model_config import ModelConfig
 from perfmodel.models import dtype_bytes
 from perfmodel.roofline import CostModel, Precision
+
+__all__ = [
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "Capacity",
+    "capacity",
+    "kv_bytes_per_token",
+]
+
+# The share of GPU memory the engine may use: vLLM's default --gpu-memory-utilization.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,20 @@ class Capacity:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def shortfall(self, users: int, context_tokens: int) -> str | None:
+        """None when ``users`` sequences of ``context_tokens`` each fit in the KV memory left,
+        else a sentence saying what they need beside what is left (GiB per GPU)."""
+        if self.kv_bytes_left_per_gpu <= 0:
+            return f"does not fit: {self.reason}"
+        tokens = users * context_tokens
+        if tokens <= self.max_tokens:
+            return None
+        need = tokens * self.kv_bytes_per_token_per_gpu
+        return (
+            f"does not fit: KV for {users:,} x {context_tokens:,} tokens needs "
+            f"{need / 2**30:,.1f} GiB > {self.kv_bytes_left_per_gpu / 2**30:,.1f} GiB left per GPU"
+        )
+
 
 def capacity(
     config: ModelConfig,
@@ -53,7 +80,7 @@ def capacity(
     context_tokens: int,
     precision: Precision | None = None,
     tp: int = 1,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_bytes: float = 0.0,
 ) -> Capacity:
     """KV capacity of ``config`` on ``tp`` GPUs of kind ``gpu`` for users of ``context_tokens``."""

@@ -8,7 +8,7 @@ from compute-bound work. Where they come from:
 - a GPU: perfmodel.hardware's datasheet table, found by the name NVML reports; a near miss (an
   H100 NVL for an H100 SXM) finds nothing rather than borrowing another part's peaks;
 - a CPU: `bench calibrate`'s measurement of this machine (perfmodel.calibration), used only when
-  it was measured on a CPU of the same name.
+  it was measured on a CPU of the same name (a quick one's source says so).
 
 :class:`Roofs` is the one declaration of the roofs' fields; :meth:`Roofs.to_dict` is the dict
 run.json's ``analytic.roofs`` and summary.json's ``attribution.roofs`` hold (keys ``name``,
@@ -141,14 +141,11 @@ def find_roofs(
             return table_roofs(spec, compute), None
         except ValueError as exc:
             return None, str(exc)
-    saved = calibration.load(calibration_path)
+    saved, reason = calibration.for_cpu(cpu_name, calibration_path)
     if saved is None:
-        return None, "no calibration of this CPU: run `bench calibrate` for a CPU run's roofs"
-    measured_on = (saved.get("host") or {}).get("cpu")
-    if measured_on and measured_on != cpu_name:
-        return None, f"the calibration was measured on {measured_on!r}, not {cpu_name!r}"
+        return None, reason
     try:
         spec = spec_from_calibration(saved, "cpu")
-        return roofs_of(spec, compute, f"bench calibrate ({saved.get('created_utc')})"), None
+        return roofs_of(spec, compute, calibration.source_of(saved)), None
     except ValueError as exc:
         return None, str(exc)

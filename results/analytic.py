@@ -7,7 +7,10 @@ summary can be recomputed from the run folder alone:
 
     {"model_config": {...} | None, "precision": {"weight_dtype", "kv_dtype",
      "activation_dtype"}, "tp": int, "roofs": perfmodel.roofs.Roofs.to_dict() | None,
-     "notes": [str, ...]}
+     "roofs_reason": str | None, "notes": [str, ...]}
+
+``roofs_reason`` says why ``roofs`` is None (None when there are roofs): the one sentence every
+reader shows where MFU, MBU or a roof is missing (:func:`roofs_reason` also for older folders).
 
 `bench run` and `bench simulate` write it (:func:`analytic_section`, from the engine's
 /debug/engine description);
@@ -16,14 +19,20 @@ readers of a folder written before run.json had it rebuild it the same way (:fun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from perfmodel.models import resolve_model, short_dtype
 from perfmodel.roofs import Roofs, find_roofs
 
-__all__ = ["analytic_section", "engine_precision", "run_analytic", "simulated_analytic"]
+__all__ = [
+    "analytic_section",
+    "engine_precision",
+    "roofs_reason",
+    "run_analytic",
+    "simulated_analytic",
+]
 
 # fp8 KV caches are named by their torch dtype in an engine's description.
 _FP8_NAMES = {"float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
@@ -51,15 +60,35 @@ def analytic_section(
     gpu_names: list[str],
     cpu_name: str,
     calibration_path: Path | None = None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The section (module docstring) for an engine that ``description`` describes (None for
     an engine that does not); ``model_spec`` names the model for engines that do not describe
     themselves (a preset or HF directory, e.g. the --tokenizer). ``local``: the engine runs on
     this host, whose GPUs (NVML names) and CPU are given, so its roofs can be looked up. An
-    engine on the simulated device gets the simulated part's (:func:`simulated_analytic`)."""
+    engine on the simulated device gets the simulated part's (:func:`simulated_analytic`).
+    ``notes`` (e.g. that an automatic calibration gave the roofs, or failed) come first in its
+    notes, and in ``roofs_reason`` where there are no roofs."""
     simulated = simulated_analytic(description)
     if simulated is not None:
         return simulated
+    section = _measured_section(description, model_spec, local, gpu_names, cpu_name,
+                                calibration_path)  # fmt: skip
+    section["notes"] = [*notes, *section["notes"]]
+    if section["roofs_reason"] and notes:
+        # What the caller tried (a skipped or failed calibration) is part of why there are none.
+        section["roofs_reason"] = "; ".join([*notes, section["roofs_reason"]])
+    return section
+
+
+def _measured_section(
+    description: Mapping[str, Any] | None,
+    model_spec: str | None,
+    local: bool,
+    gpu_names: list[str],
+    cpu_name: str,
+    calibration_path: Path | None,
+) -> dict[str, Any]:
     notes: list[str] = []
     config_dict = (description or {}).get("model_config")
     if config_dict is None and model_spec:
@@ -69,7 +98,8 @@ def analytic_section(
         except ValueError as exc:
             notes.append(f"model shape unknown: {exc}")
     if config_dict is None:
-        return {"model_config": None, "roofs": None, "notes": notes or ["model shape unknown"]}
+        notes = notes or ["model shape unknown"]
+        return {"model_config": None, "roofs": None, "roofs_reason": notes[-1], "notes": notes}
     precision = engine_precision(description, str(config_dict.get("dtype", "bfloat16")))
     if not description:
         notes.append("dtypes assumed from the checkpoint's dtype (the engine does not say)")
@@ -86,6 +116,7 @@ def analytic_section(
         "precision": precision,
         "tp": 1,
         "roofs": roofs.to_dict() if roofs else None,
+        "roofs_reason": None if roofs else reason,
         "notes": notes,
     }
 
@@ -143,3 +174,16 @@ def run_analytic(run_json: Mapping[str, Any]) -> dict[str, Any]:
         *rebuilt["notes"],
     ]
     return rebuilt
+
+
+def roofs_reason(analytic: Mapping[str, Any] | None) -> str | None:
+    """Why run.json's ``analytic`` section has no roofs, None when it has some: its
+    ``roofs_reason``, or for a folder written before it was recorded, its notes."""
+    if not isinstance(analytic, Mapping):
+        return "run.json has no analytic section"
+    if Roofs.from_dict(analytic.get("roofs")) is not None:
+        return None
+    recorded = analytic.get("roofs_reason")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return "; ".join(map(str, analytic.get("notes") or [])) or "run.json records no roofs"

@@ -11,7 +11,9 @@ and bytes of the whole step and of its prefill and decode parts:
 - A step is memory-bound when its arithmetic intensity is below the ridge point, else
   compute-bound; its whole time counts as such.
 - MFU = analytic FLOPs / forward time / peak FLOP/s; MBU = analytic bytes / forward time / peak
-  bytes/s (forward time: inside the executor, steps.parquet's forward_s), per GPU.
+  bytes/s (forward time: inside the executor, steps.parquet's forward_s), per GPU. Where they
+  are None, ``mfu_reason`` says why (no roofs, and why: results.analytic.roofs_reason; or no
+  forward time).
 - The decode part's context (sum of c over decoding sequences) is steps.parquet's
   decode_context_tokens when the engine records it; otherwise prefill chunks are taken to start
   at position 0 (exact without chunked prefill continuations) and the rest is decode context.
@@ -35,6 +37,7 @@ import pandas as pd
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, CostModel, Precision, StepCost
 from perfmodel.roofs import Roofs
+from results.analytic import roofs_reason
 from results.summary import TPS_PERCENTILES, distribution
 
 
@@ -193,6 +196,7 @@ def step_attribution(
         "achieved_bytes_per_s": num_bytes / fwd if fwd > 0 else None,
         "mfu": None,
         "mbu": None,
+        "mfu_reason": None,
         "roofs": analytic.get("roofs") if roofs else None,
         "prefill": _phase(prefill, whole, share_p, time_s, forward_s, prefill_b.num_tokens, roofs),
         "decode": _phase(
@@ -203,6 +207,10 @@ def step_attribution(
     if roofs and fwd > 0:
         out["mfu"] = flops / fwd / roofs.flops_per_s
         out["mbu"] = num_bytes / fwd / roofs.bytes_per_s
+    elif roofs:
+        out["mfu_reason"] = "no forward time in the window (steps.parquet's forward_s)"
+    else:
+        out["mfu_reason"] = f"no roofs: {roofs_reason(analytic)}"
     if compute_bound is not None:
         out["bound_time_s"] = {
             "memory": float(time_s[~compute_bound].sum()),

@@ -11,10 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pandas as pd
 import pyarrow as pa
+
+# The host names of a base URL that reach this machine.
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def same_host(base_url: str) -> bool:
+    """Whether the engine at ``base_url`` runs on this host: its steps share the run's clock,
+    and its CPU and GPUs (its roofs, its processes) are this machine's."""
+    return urlsplit(base_url).hostname in _LOCAL_HOSTS
+
 
 # Counts per step; see engine.core.telemetry.STEP_COLUMNS for their definitions.
 STEP_COUNT_COLUMNS = (

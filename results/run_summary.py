@@ -16,10 +16,12 @@ two can never disagree:
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
+from results.engine_steps import same_host
 from results.machine_load import machine_load
 from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
@@ -42,6 +44,13 @@ def request_summary(run: RunData) -> SummaryJson:
     )
 
 
+def _remote_engine_url(run_json: Mapping[str, Any]) -> str | None:
+    """The engine's base URL when run.json records one on another host, else None."""
+    engine = run_json.get("engine")
+    url = engine.get("url") if isinstance(engine, Mapping) else None
+    return url if isinstance(url, str) and url and not same_host(url) else None
+
+
 def summarize_run(run: RunData) -> SummaryJson:
     """The summary.json of ``run`` (module docstring); deterministic for the same files."""
     summary = request_summary(run)
@@ -53,6 +62,10 @@ def summarize_run(run: RunData) -> SummaryJson:
     if run.steps is None and died:
         # Its steps died with it: say so rather than that the engine records none.
         reason = f"no steps.parquet: {engine_death_line(died)}"
+        summary["attribution"] = {"available": False, "reason": reason}
+    elif run.steps is None and (remote := _remote_engine_url(run.run_json)):
+        # Its steps are on another host's clock: they were never fetched.
+        reason = f"no steps.parquet: the engine at {remote} runs on another host"
         summary["attribution"] = {"available": False, "reason": reason}
     summary["probes"] = samples_summary(run.samples, run.tokens, window)
     load = machine_load(run.samples, window)

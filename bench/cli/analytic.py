@@ -8,21 +8,22 @@ GPUs are perfmodel.hardware's keys (a100-80gb, h100-sxm, h200, l40s, ...).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error
+from bench.run.messages import print_error, print_path
+from bench.run.terminal import print_table, terminal_console
+from perfmodel import capacity as kv_capacity
+from perfmodel.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
 from perfmodel.hardware import HardwareSpec, get_gpu
 from perfmodel.models import resolve_model
 from perfmodel.roofline import Batch, CostModel, Precision
 from perfmodel.roofs import table_roofs
 
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 ModelOpt = Annotated[str, typer.Option(help="Preset name or a Hugging Face config.json / dir.")]
 GpuOpt = Annotated[str, typer.Option(help="GPU key: a100-80gb, h100-sxm, h200, l40s, l4, ...")]
@@ -33,6 +34,9 @@ DtypeOpt = Annotated[
 ]
 WeightOpt = Annotated[
     str | None, typer.Option(help="Weights only: int8 or int4 for weight-only quantization.")
+]
+MemoryShareOpt = Annotated[
+    float, typer.Option(help="Share of GPU memory the engine may use (vLLM's default 0.9).")
 ]
 
 
@@ -81,8 +85,11 @@ def roofline(
     output: Annotated[
         Path | None, typer.Option(help="HTML figure path (default: roofline-<model>-<gpu>.html).")
     ] = None,
+    gpu_memory_utilization: MemoryShareOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
 ) -> None:
-    """Analytic roofline of one model on one GPU: prefill and decode points, a table, a figure."""
+    """Analytic roofline of one model on one GPU: prefill and decode points, a table, a figure.
+
+    Rows whose KV cache does not fit in the memory left (`bench capacity`'s figures) say so."""
     from dashboards.figures.roofline import (
         RooflinePoint,
         analytic_roofline_figure,
@@ -95,6 +102,12 @@ def roofline(
     except ValueError as e:
         raise _fail(f"{e}; choose the compute dtype with --dtype") from e
     peak, bw = roof.flops_per_s, roof.bytes_per_s
+    try:
+        memory = kv_capacity.capacity(
+            cost.config, spec, context, cost.precision, tp, gpu_memory_utilization
+        )
+    except ValueError as e:
+        raise _fail(str(e)) from e
     prompt_tokens = prompt or context
     rows = [("prefill", 1, prompt_tokens, Batch.prefill(prompt_tokens))]
     rows += [("decode", b, context, Batch.decode(b, context)) for b in _ints(batch, "batch")]
@@ -105,10 +118,14 @@ def roofline(
         f"{bw / 1e12:.2f} TB/s, ridge {roof.ridge_flop_per_byte:.0f} FLOP/B (per GPU)"
     )
     for name in ("phase", "batch", "context", "GFLOP", "weights GB", "KV GB", "FLOP/B", "bound",
-                 "time ms", "tok/s", "tok/s per user"):  # fmt: skip
+                 "time ms", "tok/s", "tok/s per user", "fits"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("phase", "bound") else "right")
     points = []
+    misfits: list[str] = []
     for phase, b, ctx, shape in rows:
+        shortfall = memory.shortfall(b, ctx)
+        if shortfall is not None:
+            misfits.append(f"{phase} batch {b}: {shortfall}")
         step = cost.step(shape)
         t = float(step.roofline_time_s(peak, bw))
         bound = "compute" if step.compute_bound(peak, bw) else "memory"
@@ -119,6 +136,7 @@ def roofline(
             f"{(step.kv_read_bytes + step.kv_write_bytes) / 1e9:.2f}",
             f"{step.arithmetic_intensity:.1f}", bound, f"{t * 1e3:.2f}", f"{tokens_per_s:,.0f}",
             f"{per_user:.1f}" if per_user is not None else "",
+            "no" if shortfall else "yes",
         )  # fmt: skip
         label = f"B={b}" if phase == "decode" else f"{ctx} tok"
         hover = (
@@ -126,16 +144,21 @@ def roofline(
             f"{step.flops / 1e9:,.1f} GFLOP, {step.bytes / 1e9:.2f} GB, "
             f"{step.arithmetic_intensity:.1f} FLOP/B",
             f"{bound}-bound, {t * 1e3:.2f} ms per step",
+            *([shortfall] if shortfall else []),
         )
         intensity, flops_per_s = float(step.arithmetic_intensity), float(step.flops) / t
         points.append(RooflinePoint(phase, label, intensity, flops_per_s, hover))
-    console.print(table)
+    if misfits:
+        budget = f"{gpu_memory_utilization:.0%} of {spec.name}'s memory"
+        most = f"at most {memory.max_users:,} users of {context:,} tokens"
+        table.caption = "\n".join([*misfits, f"(`bench capacity`: {budget}, {most})"])
+    print_table(console, table)
     roofs = [roof]
     if "fp8" in spec.peak_flops_per_s and roof.compute_dtype != "fp8":
         roofs.append(table_roofs(spec, "fp8"))
     fig = analytic_roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
     path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
-    console.print(f"figure: [bold]{write_figure_html(fig, path)}[/bold]")
+    print_path(console, "figure", write_figure_html(fig, path))
 
 
 def capacity(
@@ -146,17 +169,15 @@ def capacity(
     kv_dtype: Annotated[str, typer.Option(help="KV cache dtype: fp16, bf16, fp8, int4.")] = "fp16",
     dtype: DtypeOpt = None,
     weight_dtype: WeightOpt = None,
-    gpu_memory_utilization: Annotated[
-        float, typer.Option(help="Share of GPU memory the engine may use (vLLM's default 0.9).")
-    ] = 0.9,
+    gpu_memory_utilization: MemoryShareOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """KV bytes per token, model memory, KV memory left, max tokens and users at a context."""
-    from perfmodel.capacity import capacity as compute
-
     cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
     try:
-        result = compute(cost.config, spec, context, cost.precision, tp, gpu_memory_utilization)
+        result = kv_capacity.capacity(
+            cost.config, spec, context, cost.precision, tp, gpu_memory_utilization
+        )
     except ValueError as e:
         raise _fail(str(e)) from e
     if as_json:
@@ -180,7 +201,7 @@ def capacity(
     }
     for label, value in rows.items():
         table.add_row(label, value)
-    console.print(table)
+    print_table(console, table)
 
 
 def calibrate(
@@ -188,17 +209,30 @@ def calibrate(
         Path | None,
         typer.Option(help="Where to save (default: $LLM_PERF_LAB_CACHE/calibration.json)."),
     ] = None,
-    seconds: Annotated[float, typer.Option(help="Time budget per figure, seconds.")] = 0.5,
+    seconds: Annotated[
+        float | None,
+        typer.Option(help="Time budget per figure, seconds (default 0.5; --quick: 0.15)."),
+    ] = None,
     gpu: Annotated[bool, typer.Option(help="Also measure every CUDA GPU.")] = True,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            help="A quick calibration (what `bench run` makes by itself): fewer timings, so the "
+            "roofs may read low; recorded as such."
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's matmul FLOP/s per dtype and stream-triad bandwidth; save them."""
     from bench.experiments.calibrate import calibrate
     from bench.run.environment import cpu_name
     from perfmodel import calibration as cal
 
+    if seconds is None:
+        seconds = cal.QUICK_BUDGET_S if quick else cal.FULL_BUDGET_S
     if seconds <= 0:
         raise _fail(f"--seconds must be > 0, got {seconds}")
-    result = calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()})
+    mode = "quick" if quick else "full"
+    result = calibrate(budget_s=seconds, gpu=gpu, host={"cpu": cpu_name()}, mode=mode)
     table = Table(title=f"calibration ({result['num_threads']} torch threads)")
     for name in ("device", "matmul FLOP/s by dtype", "triad bytes/s"):
         table.add_column(name)
@@ -207,8 +241,8 @@ def calibrate(
     for label, entry in devices:
         flops = ", ".join(f"{k} {v / 1e9:,.1f} G" for k, v in entry["matmul_flops_per_s"].items())
         table.add_row(label, flops, f"{entry['triad_bytes_per_s'] / 1e9:,.1f} GB/s")
-    console.print(table)
-    console.print(f"saved: [bold]{cal.save(result, output)}[/bold]")
+    print_table(console, table)
+    print_path(console, "saved", cal.save(result, output))
 
 
 def register(app: typer.Typer) -> None:

@@ -6,17 +6,17 @@ so that `bench --help` and the analytic commands start without loading torch or 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
+from bench.cli.scenario_option import SCENARIO_HELP
 from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.interrupt import catching_signals
-from bench.run.messages import print_error, print_warning
+from bench.run.messages import print_error, print_path, print_warning
+from bench.run.terminal import terminal_console
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
@@ -27,15 +27,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 
 @app.command()
 @catching_signals
 def run(
-    scenario: Annotated[
-        str, typer.Option(help="A shipped scenario name (100-users, 1-user) or a TOML path.")
-    ] = "100-users",
+    scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
     url: Annotated[
         str | None,
         typer.Option(help="Base URL of a running engine; without it the reference engine starts."),
@@ -66,6 +64,13 @@ def run(
     ] = False,
     probes: Annotated[
         bool, typer.Option(help="Sample NVML/GPM, CPU and the engine's /metrics during the run.")
+    ] = True,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            help="A CPU run without a calibration of this CPU first measures a quick one (a few "
+            "seconds, before the load, cached) for MFU and MBU; --no-calibrate skips it."
+        ),
     ] = True,
     repeat: Annotated[
         int,
@@ -150,7 +155,7 @@ def run(
     opts = RunOptions(
         spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
         driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
-        max_error_rate=max_error_rate, remote_workers=remote,
+        max_error_rate=max_error_rate, remote_workers=remote, calibrate=calibrate,
     )  # fmt: skip
     if repeat > 1:
         from bench.experiments.repeat import run_repeated
@@ -160,7 +165,7 @@ def run(
         def show(index: int, folder: Path, summary: dict[str, Any]) -> None:
             runs.append((f"run {index + 1}", folder, summary.get("usability")))
             render_summary(summary, console)
-            console.print(f"run folder: [bold]{folder}[/bold]")
+            print_path(console, "run folder", folder)
             report_after_run(folder, console)
 
         try:
@@ -170,7 +175,7 @@ def run(
             raise typer.Exit(e.exit_code) from e
         except RunInterrupted as e:
             end_interrupted(e, console)
-        console.print(f"group folder: [bold]{group}[/bold]")
+        print_path(console, "group folder", group)
         print_unusable_runs(console, runs)
         raise typer.Exit(exit_code([verdict for _, _, verdict in runs]))
     try:
@@ -185,7 +190,7 @@ def run(
 
     if warning := client_warning(summary):
         print_warning(console, warning)
-    console.print(f"run folder: [bold]{folder}[/bold]")
+    print_path(console, "run folder", folder)
     raise typer.Exit(report_then_exit_status(folder, summary, console))
 
 
@@ -199,7 +204,7 @@ def ablate(
             "combinations run, the first is the baseline). E.g. batching=continuous,static."
         ),
     ],
-    scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
+    scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
     runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
     live: Annotated[bool, typer.Option(help="Show a live display while each load runs.")] = True,
     max_error_rate: Annotated[
@@ -243,7 +248,7 @@ def ablate(
     from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
 
     page = write_ablation_report(ablation_input_from_json(path), path.with_name("ablation.html"))
-    console.print(f"dashboard: [bold]{page}[/bold]")
+    print_path(console, "dashboard", page)
     if (got := active_interrupts().first) is not None:
         print_error(console, f"interrupted by {got.name}: {path} keeps the settings that finished")
         raise typer.Exit(got.exit_code)
@@ -254,16 +259,25 @@ def ablate(
 
 @app.command()
 def report(
-    run_folder: Annotated[Path, typer.Argument(help="A run folder written by `bench run`.")],
+    run_folder: Annotated[
+        Path,
+        typer.Argument(
+            help="A folder bench wrote: a run, a `--repeat` group, a sweep or an ablation."
+        ),
+    ],
     html: Annotated[
-        bool, typer.Option("--html", help="Also write report.html, the dashboard.")
+        bool, typer.Option("--html", help="Also write the folder's dashboard page.")
     ] = False,
 ) -> None:
-    """Print a run's summary again, from its folder."""
+    """Print a run's summary again, or a group's runs, a sweep's or an ablation's table."""
+    from bench.cli.report_folders import folder_kind, report_folder
     from bench.run.report import render_summary
     from results.run_folder import RunFolderError, load_run
 
     try:
+        if (kind := folder_kind(run_folder)) != "run":
+            report_folder(run_folder, kind, html, console)
+            return
         loaded = load_run(run_folder)
     except RunFolderError as e:
         print_error(console, e)
@@ -276,7 +290,7 @@ def report(
         summary = summarize_run(loaded)
         console.print("summary.json is missing: recomputed from the tables")
     render_summary(summary, console)
-    console.print(f"run folder: [bold]{run_folder}[/bold]")
+    print_path(console, "run folder", run_folder)
     if html:
         from bench.cli.dashboards import write_report_html
 

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error, print_warning
+from bench.run.messages import print_error, print_path, print_warning
+from bench.run.terminal import print_table, terminal_console
 
 __all__ = ["compare", "deltas_table", "register", "report_after_run", "write_report_html"]
 
@@ -33,7 +33,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
     except RunFolderError as e:
         print_error(console, e)
         raise typer.Exit(2) from e
-    console.print(f"dashboard: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
+    print_path(console, "dashboard", path, f"(opens offline: {path.resolve().as_uri()})")
     return path
 
 
@@ -51,7 +51,7 @@ def report_after_run(run_folder: Path, console: Console) -> Path | None:
             f"retry with: bench report {run_folder} --html",
         )
         return None
-    console.print(f"dashboard: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
+    print_path(console, "dashboard", path, f"(opens offline: {path.resolve().as_uri()})")
     return path
 
 
@@ -97,7 +97,7 @@ def compare(
     from results.run_folder import RunFolderError
 
     # Piped output (CI logs) gets a width that fits the table, as in bench/cli/app.py.
-    console = Console(width=None if sys.stdout.isatty() else 132)
+    console = terminal_console()
     if len(runs) < 2:
         print_error(console, "bench compare needs at least two run folders")
         raise typer.Exit(2)
@@ -111,9 +111,9 @@ def compare(
     except RunFolderError as e:
         print_error(console, e)
         raise typer.Exit(2) from e
-    console.print(deltas_table([v.summary for v in views], labels))
+    print_table(console, deltas_table([v.summary for v in views], labels))
     path = write_page(build_compare_page(views), out or default_compare_path(runs[0]))
-    console.print(f"comparison: [bold]{path}[/bold] (opens offline: {path.resolve().as_uri()})")
+    print_path(console, "comparison", path, f"(opens offline: {path.resolve().as_uri()})")
 
 
 def register(app: typer.Typer) -> None:

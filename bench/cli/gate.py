@@ -8,19 +8,18 @@ rules file, other hardware or another workload without --force, a metric the run
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from bench.run.messages import print_error, print_warning
+from bench.run.terminal import terminal_console
 
 __all__ = ["register"]
 
 EXIT_UNUSABLE = 2
-_console = Console(width=None if sys.stdout.isatty() else 132)
+_console = terminal_console()
 
 baseline_app = typer.Typer(
     help="Baseline files that `bench gate` compares runs against.",

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from bench.run.interrupt import ReportSkipped, RunInterrupted, active_interrupts
-from bench.run.messages import print_error, print_warning
+from bench.run.messages import print_error, print_path, print_warning
 from bench.run.verdict import exit_code
 
 __all__ = ["end_interrupted", "report_then_exit_status"]
@@ -39,7 +39,7 @@ def end_interrupted(exc: RunInterrupted, console: Console) -> NoReturn:
 
     if exc.folder is not None and exc.summary is not None:
         render_summary(exc.summary, console)
-        console.print(f"run folder: [bold]{exc.folder}[/bold]")
+        print_path(console, "run folder", exc.folder)
         if exc.skip_report:
             print_warning(
                 console,

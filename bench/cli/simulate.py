@@ -5,16 +5,16 @@ Registered on the main app by :func:`register`.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from bench.run.messages import print_error
+from bench.cli.scenario_option import SCENARIO_HELP
+from bench.run.messages import print_error, print_info, print_path
+from bench.run.terminal import terminal_console
 
-console = Console(width=None if sys.stdout.isatty() else 132)
+console = terminal_console()
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -40,7 +40,7 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
 
 
 def simulate(
-    scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
+    scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
     gpu: Annotated[
         str | None,
         typer.Option(help="Simulated GPU (a100-80gb, h100-sxm, h200, ...) or cpu (calibrated)."),
@@ -76,7 +76,7 @@ def simulate(
     except (ScenarioError, SimulateError) as e:
         raise _fail(str(e)) from e
     render_summary(summary, console)
-    console.print(f"run folder: [bold]{folder}[/bold]")
+    print_path(console, "run folder", folder)
     if html:
         from bench.cli.dashboards import report_after_run
 
@@ -113,7 +113,7 @@ def sim_calibrate(
         columns, num_threads = _steps_of_runs(from_run, model)
         source = "steps of runs " + ", ".join(p.name for p in from_run)
     else:
-        console.print(f"measuring steps of {model} on this CPU ...")
+        print_info(console, f"measuring steps of {model} on this CPU ...")
         columns = measure_steps(model, num_threads=num_threads)
         source = "bench sim-calibrate measurement"
     config, _ = load_model_spec(model, shape_only=True)
@@ -133,7 +133,7 @@ def sim_calibrate(
         f"{result.step_overhead_s * 1e3:.3f} ms + {result.seq_overhead_s * 1e6:.1f} us per "
         f"sequence; rms error {result.rms_relative_error:.1%} over {result.num_steps} steps"
     )
-    console.print(f"saved: [bold]{path}[/bold]")
+    print_path(console, "saved", path)
 
 
 def _steps_of_runs(paths: list[Path], model: str) -> tuple[dict[str, Any], int | None]:

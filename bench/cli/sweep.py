@@ -11,15 +11,16 @@ Each point is a full `bench run` (its own run folder); the sweep's folder holds 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
+from bench.cli.scenario_option import SCENARIO_HELP
 from bench.experiments.sweep import (
     Axis,
     RunPoint,
@@ -33,10 +34,11 @@ from bench.experiments.sweep import (
 )
 from bench.run.exit_codes import EXIT_REFUSED
 from bench.run.interrupt import catching_signals
-from bench.run.messages import print_error, print_warning
+from bench.run.messages import print_error, print_info, print_path, print_warning
+from bench.run.terminal import print_table, terminal_console
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
-__all__ = ["make_run_point", "register", "render_sweep"]
+__all__ = ["make_run_point", "register", "render_sweep", "write_sweep_page"]
 
 
 def make_run_point(console: Console, **options: Any) -> RunPoint:
@@ -50,7 +52,7 @@ def make_run_point(console: Console, **options: Any) -> RunPoint:
     kept = {k: v for k, v in options.items() if k in known}
 
     def run_point(scenario: Any) -> tuple[Path, dict[str, Any]]:
-        console.rule(f"[bold]{scenario.name}[/bold]")
+        console.rule(Text(scenario.name, style="bold"))
         return run_benchmark(RunOptions(scenario=scenario, **kept), console)
 
     return run_point
@@ -79,7 +81,7 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             _fmt(f["output_tok_s"]), _fmt(f["ttft_p99_ms"]), _fmt(f["tpot_p99_ms"]),
             _fmt(f["error_rate"], ".1%"), _fmt(f["client_bound"]), slo, point.folder.name,
         )  # fmt: skip
-    console.print(table)
+    print_table(console, table)
     search = result.search
     if search is not None:
         targets = ", ".join(f"{k}={v:g}" for k, v in search["targets"].items())
@@ -92,6 +94,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             elif search["hit_limit"]:
                 verdict += " (the search limit; raise --limit to look higher)"
         console.print(f"{verdict}; {search['runs']} runs")
+        for point in sorted(result.points, key=lambda p: p.value):
+            for thin in point.thin_percentiles:
+                print_warning(console, f"{result.axis} {point.value:g}: {thin}; add requests")
         if search["hit_max_runs"]:
             console.print("[yellow]stopped at --max-runs before the bracket closed[/yellow]")
     if any(p.figures.get("client_bound") for p in result.points):
@@ -107,7 +112,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @catching_signals
     def sweep(
-        scenario: Annotated[str, typer.Option(help="Scenario name or TOML path.")] = "100-users",
+        scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
         users: Annotated[
             str | None, typer.Option(help="Closed-loop users per point, e.g. 1,2,4,8.")
         ] = None,
@@ -155,7 +160,7 @@ def register(app: typer.Typer) -> None:
         from bench.scenario.scenario import ScenarioError, load_scenario
 
         # Piped output (CI logs, files) gets room for the whole table.
-        console = Console(width=None if sys.stdout.isatty() else 160)
+        console = terminal_console(piped_width=160)
         given = [name for name, v in (("--users", users), ("--rates", rates), ("--slo", slo)) if v]
         try:
             if len(given) != 1:
@@ -177,7 +182,7 @@ def register(app: typer.Typer) -> None:
         )  # fmt: skip
 
         def on_point(point: SweepPoint) -> None:
-            console.print(f"point {point.value:g}: run folder {point.folder}")
+            print_info(console, f"point {point.value:g}: run folder {point.folder}")
 
         try:
             if targets is not None:
@@ -195,9 +200,9 @@ def register(app: typer.Typer) -> None:
             print_error(console, e)
             raise typer.Exit(e.exit_code) from e
         folder = write_sweep(result, runs_dir)
-        _write_report(result, folder, console)
+        write_sweep_page(result, folder, console)
         render_sweep(result, console)
-        console.print(f"sweep folder: [bold]{folder}[/bold]")
+        print_path(console, "sweep folder", folder)
         if result.interrupted is not None:
             print_error(console, f"interrupted by {result.interrupted['signal']}: sweep.json "
                         f"keeps the {len(result.points)} points that finished")  # fmt: skip
@@ -209,18 +214,20 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(exit_code([p.usability for p in points]))
 
 
-def _write_report(result: SweepResult, folder: Path, console: Console) -> None:
-    """report.html through the dashboards, when they are there (they are optional here)."""
+def write_sweep_page(result: SweepResult, folder: Path, console: Console) -> Path | None:
+    """``folder/report.html`` through the dashboards, when they are there (they are optional
+    here); returns its path, or None when it was not written (a warning says why)."""
     try:
         from dashboards.pages.sweep import SweepInput, write_sweep_report
     except ImportError:
-        return
+        return None
     points = sorted(result.points, key=lambda p: p.value)
     parameter = "users" if result.axis == "users" else "rate (req/s)"
     try:
-        write_sweep_report(
+        return write_sweep_report(
             SweepInput([p.folder for p in points], [p.value for p in points], parameter),
             folder / "report.html",
         )
     except Exception as exc:  # the sweep's data is written; a figure failing must not lose it
         print_warning(console, f"sweep report not written: {type(exc).__name__}: {exc}")
+        return None

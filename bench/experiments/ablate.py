@@ -15,14 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
 from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.messages import print_path
 from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
+from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from results.run_folder import load_run, sanitize_name
 from results.usability import DEFAULT_MAX_ERROR_RATE
+
+# The file in an ablation's folder that holds its table (run_ablation, render_ablation).
+ABLATION_JSON = "ablation.json"
 
 # Every setting is an ablation switch but the name clients send, which changes no figure.
 _NOT_SWITCHES = ("served_model_name",)
@@ -105,7 +111,7 @@ def run_ablation(
     rows: list[dict[str, Any]] = []
     interrupted: dict[str, Any] | None = None
     for i, setting in enumerate(grid):
-        console.rule(f"[bold]setting {i + 1}/{len(grid)}: {label(setting)}")
+        console.rule(Text(f"setting {i + 1}/{len(grid)}: {label(setting)}", style="bold"))
         opts = RunOptions(
             scenario, None, "reference", None, None, runs_dir, live, setting,
             max_error_rate=max_error_rate,
@@ -129,7 +135,7 @@ def run_ablation(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = runs_dir / f"{stamp}-ablate-{sanitize_name(scenario.name)}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "ablation.json"
+    path = out_dir / ABLATION_JSON
     doc = {
         "scenario": scenario.to_dict(),
         "switches": {s.name: list(s.values) for s in switches},
@@ -178,5 +184,5 @@ def render_ablation(path: Path, console: Console) -> None:
                 text += f"\n×{ratio:.2f}"
             cells.append(text)
         table.add_row(*cells)
-    console.print(table)
-    console.print(f"ablation: [bold]{path}[/bold]")
+    print_table(console, table)
+    print_path(console, "ablation", path)

@@ -9,7 +9,8 @@ time budget: a roof is what the machine can reach, not what it reaches on averag
 - triad: a = b + s * c over float32 arrays far larger than the caches (McCalpin's STREAM triad, one
   fused torch.add), counting 3 arrays * 4 bytes per element as STREAM does (no write-allocate).
 
-The result is saved and read by perfmodel.calibration.
+The result is saved and read by perfmodel.calibration, which also declares the budgets of a full
+and a quick calibration (``mode``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import torch
+
+from perfmodel.calibration import FULL_BUDGET_S
 
 __all__ = ["calibrate", "measure_matmul", "measure_triad"]
 
@@ -72,13 +75,16 @@ def measure_triad(num_elements: int, budget_s: float, device: str = "cpu") -> di
 
 
 def calibrate(
-    budget_s: float = 0.5,
+    budget_s: float = FULL_BUDGET_S,
     cpu_matmul_n: int = 1024,
     cpu_triad_elements: int = 32 * 2**20,
     gpu: bool = True,
     host: dict[str, Any] | None = None,
+    mode: str = "full",
 ) -> dict[str, Any]:
     """Measure the CPU (and every CUDA GPU when ``gpu``); ``budget_s`` seconds per figure.
+
+    ``mode`` ("full" or "quick", perfmodel.calibration) is recorded as given.
 
     ``host`` (e.g. the CPU's model name) is stored as given, to tell later readers which machine
     the figures belong to.
@@ -96,6 +102,7 @@ def calibrate(
         "host": {**(host or {}), "cpu_count_logical": os.cpu_count()},
         "torch": torch.__version__,
         "num_threads": torch.get_num_threads(),
+        "mode": mode,
         "budget_s": budget_s,
         "cpu": cpu,
         "gpus": [],

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
 from results.run_folder import RunFolder
 from results.run_group import GROUP_FORMAT, GROUP_JSON
@@ -74,7 +75,7 @@ def run_repeated(
     folders: list[Path] = []
     try:
         for index in range(repeat):
-            console.print(f"run {index + 1} of {repeat}")
+            print_info(console, f"run {index + 1} of {repeat}")
             folder, summary = run_benchmark(replace(opts, runs_dir=group), console)
             folders.append(folder)
             manifest["runs"].append(folder.name)

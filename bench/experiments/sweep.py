@@ -29,12 +29,15 @@ from typing import Any, Literal
 from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
+from results.percentile_samples import thin_percentile
 from results.summary import json_safe
 
 __all__ = [
+    "SWEEP_JSON",
     "Axis",
     "RunPoint",
     "SweepPoint",
+    "load_sweep",
     "parse_slo",
     "parse_values",
     "point_figures",
@@ -49,6 +52,10 @@ Axis = Literal["users", "rate"]
 RunPoint = Callable[[Scenario], tuple[Path, dict[str, Any]]]
 _METRICS = ("ttft", "tpot", "itl", "e2el")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
+
+
+# The file in a sweep's folder that lists its points (write_sweep, load_sweep).
+SWEEP_JSON = "sweep.json"
 
 
 def parse_values(text: str, axis: Axis) -> list[float]:
@@ -170,6 +177,21 @@ def slo_failures(summary: Mapping[str, Any], targets: Mapping[str, float]) -> li
     return misses
 
 
+def thin_targets(summary: Mapping[str, Any], targets: Mapping[str, float]) -> list[str]:
+    """The percentile targets this run has too few requests to judge (results.percentile_samples),
+    e.g. ``"ttft_p99: p99 from 3 samples (needs >= 100 ...)"``."""
+    thin = []
+    for key in targets:
+        if key == "error_rate":
+            continue
+        metric, _, stat = key.partition("_")
+        section = summary.get(f"{metric}_ms")
+        count = section.get("count") if isinstance(section, Mapping) else None
+        if (why := thin_percentile(stat, count)) is not None:
+            thin.append(f"{key}: {why}")
+    return thin
+
+
 @dataclass
 class SweepPoint:
     """One run of a sweep: the axis value, its folder and headline figures."""
@@ -180,6 +202,8 @@ class SweepPoint:
     slo_misses: list[str] | None = None
     # The run's usability verdict (summary.json's "usability"; None in older summaries).
     usability: dict[str, Any] | None = None
+    # SLO targets judged from too few requests to mean anything (thin_targets).
+    thin_percentiles: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))
@@ -242,8 +266,9 @@ def search_slo(
             folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
             misses = slo_failures(summary, targets)
             point = SweepPoint(
-                value, Path(folder), point_figures(summary), misses, summary.get("usability")
-            )
+                value, Path(folder), point_figures(summary), misses, summary.get("usability"),
+                thin_targets(summary, targets),
+            )  # fmt: skip
             result.points.append(point)
             if on_point is not None:
                 on_point(point)
@@ -285,6 +310,7 @@ def search_slo(
         "runs": len(result.points),
         "hit_limit": high is None and low is not None and low >= cap,
         "hit_max_runs": len(result.points) >= max_runs,
+        "thin_percentiles": sorted({t for p in result.points for t in p.thin_percentiles}),
     }
     return result
 
@@ -307,5 +333,32 @@ def write_sweep(result: SweepResult, runs_dir: Path) -> Path:
     }
     if result.interrupted is not None:
         body["interrupted"] = result.interrupted
-    (folder / "sweep.json").write_text(json.dumps(json_safe(body), indent=2) + "\n")
+    (folder / SWEEP_JSON).write_text(json.dumps(json_safe(body), indent=2) + "\n")
     return folder
+
+
+def load_sweep(folder: Path) -> SweepResult:
+    """The SweepResult that :func:`write_sweep` wrote to ``folder/sweep.json``.
+
+    Raises ValueError naming the file when it is missing or not such a document.
+    """
+    path = Path(folder) / SWEEP_JSON
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        points = [
+            SweepPoint(
+                value=float(p["value"]),
+                folder=Path(p["folder"]),
+                figures=dict(p["figures"]),
+                slo_misses=p.get("slo_misses"),
+                usability=p.get("usability"),
+                thin_percentiles=list(p.get("thin_percentiles") or []),
+            )
+            for p in body["points"]
+        ]
+        return SweepResult(
+            str(body["scenario"]), body["axis"], points, body.get("search"),
+            body.get("interrupted"),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a sweep.json of `bench sweep`: {exc}") from exc

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bench.gate.verdict import GateReport, MetricResult
+from bench.run.terminal import print_table
 
 __all__ = [
     "input_error_junit",
@@ -75,22 +77,22 @@ def render_gate(report: GateReport, console: Console) -> None:
     table.add_column("verdict")
     for r in report.results:
         table.add_row(
-            f"{r.metric} [{r.unit}]",
+            escape(f"{r.metric} [{r.unit}]"),
             _num(r.baseline),
             _num(r.candidate),
             _pct(r.change_pct),
             _ci(r),
-            r.limit_text,
+            escape(r.limit_text),
             _samples(r),
             f"[{_STYLE[r.verdict]}]{r.verdict}[/]",
         )
-    console.print(table)
+    print_table(console, table)
     for r in report.results:
         if r.verdict != "pass":
-            console.print(f"[{_STYLE[r.verdict]}]{r.metric}[/]: {_reason(r)}")
+            console.print(f"[{_STYLE[r.verdict]}]{escape(r.metric)}[/]: {escape(_reason(r))}")
     for note in report.notes:
-        console.print(f"note: {note}")
-    console.print(f"[{_STYLE[report.verdict]}]{_header(report)}[/]")
+        console.print(f"note: {escape(note)}")
+    console.print(f"[{_STYLE[report.verdict]}]{escape(_header(report))}[/]")
 
 
 def to_markdown(report: GateReport) -> str:

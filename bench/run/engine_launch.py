@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.run.messages import print_warning
+from bench.run.messages import print_info, print_path, print_warning
 from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.reference import serve_command
 from probes import nsys
@@ -36,7 +36,7 @@ def launch_reference(
         output = runs_dir / f".nsys-{os.getpid()}-{port}"
         try:
             command = nsys.nsys_command(command, output)
-            console.print(f"profiling the engine with: {' '.join(command[:5])} ...")
+            print_info(console, f"profiling the engine with: {' '.join(command[:5])} ...")
         except nsys.NsysUnavailable as e:
             print_warning(console, e)
             output = None
@@ -54,4 +54,4 @@ def collect_nsys_report(folder: Path, output: Path, console: Console) -> None:
     run_json = read_run_json(folder / RUN_JSON)
     run_json.setdefault("recorded", {})["nsys"] = target.name
     RunFolder(folder).write_run_json(run_json)
-    console.print(f"nsys report: [bold]{target}[/bold]")
+    print_path(console, "nsys report", target)

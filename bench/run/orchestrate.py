@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from bench.run.auto_calibrate import calibrate_before_load
 from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
@@ -28,7 +28,7 @@ from bench.run.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
 from bench.run.interrupt import RunInterrupted, active_interrupts, run_end_sections
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
-from bench.run.messages import print_note
+from bench.run.messages import print_info, print_note
 from bench.run.preflight import PreflightError, preflight
 from bench.run.probing import (
     samples_frame,
@@ -55,7 +55,7 @@ from loadgen.drivers.stop import LoadStop
 from probes import nsys
 from probes.session import ProbeResult
 from results.analytic import analytic_section
-from results.engine_steps import fetch_json, fetch_steps
+from results.engine_steps import fetch_json, fetch_steps, same_host
 from results.redact import redact_command
 from results.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
@@ -68,8 +68,6 @@ from results.schema import (
     SummaryJson,
 )
 from results.usability import DEFAULT_MAX_ERROR_RATE
-
-_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class RunError(RuntimeError):
@@ -114,6 +112,9 @@ class RunOptions:
     # Locust: workers that join with `bench worker`, the master's address
     # (bench.run.remote_workers).
     remote_workers: RemoteWorkers | None = None
+    # Measure this CPU's roofs quickly before the load when a CPU run has none
+    # (bench.run.auto_calibrate); False: --no-calibrate.
+    calibrate: bool = True
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,20 +184,22 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     if external:
         try:
             plan = launch_plan(adapter, opts.launch, opts.launch_model)
-            console.print(f"starting {adapter.name}: {' '.join(redact_command(plan.command))}")
+            print_info(
+                console, f"starting {adapter.name}: {' '.join(redact_command(plan.command))}"
+            )
             launched = start_engine(adapter, plan)
         except (LaunchError, EngineStartError) as e:
             raise RunError(str(e)) from e
         base_url = launched.base_url
-        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+        print_info(console, f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
     elif opts.url is None:
-        console.print(f"starting the reference engine ({settings['model']}) ...")
+        print_info(console, f"starting the reference engine ({settings['model']}) ...")
         try:
             launched, nsys_output = launch_reference(settings, opts.nsys, opts.runs_dir, console)
         except EngineStartError as e:
             raise RunError(str(e)) from e
         base_url = launched.base_url
-        console.print(f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
+        print_info(console, f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
     else:
         base_url = opts.url
         if opts.nsys:
@@ -240,10 +243,12 @@ def _run_against(
     engine_process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[Path, SummaryJson]:
     scenario = opts.scenario
-    console.print(f"tokenizer: {tokenizer.describe()}")
+    print_info(console, f"tokenizer: {tokenizer.describe()}")
     plan = prepare_load(scenario, tokenizer.tokenizer, adapter, console)
     if isinstance(tokenizer.tokenizer, ServerTokenizer):
-        console.print(f"prompt lengths checked by the server: {tokenizer.tokenizer.calls} calls")
+        print_info(
+            console, f"prompt lengths checked by the server: {tokenizer.tokenizer.calls} calls"
+        )
         tokenizer.tokenizer.close()
     headers = opts.headers.as_dict()
     try:
@@ -255,7 +260,8 @@ def _run_against(
     engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
-    local = urlsplit(base_url).hostname in _LOCAL_HOSTS
+    local = same_host(base_url)
+    calibration_notes = calibrate_before_load(opts.calibrate, engine_description, local, console)
     probes, probe_messages = (
         start_probes(console, adapter, base_url, engine_pid, local, headers)
         if opts.probes
@@ -316,6 +322,7 @@ def _run_against(
                 local,
                 machine["gpus"],
                 cpu_name(),
+                notes=calibration_notes,
             ),
             probes={
                 **(probe_result.to_json() if probe_result else {}),

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from bench.run.messages import print_error, print_note, print_warning
 from bench.run.reasoning_report import reasoning_table
+from bench.run.terminal import print_table
 from bench.run.verdict import print_verdict
 from results.machine_load import busy_lines
 from results.run_end import run_end_lines
@@ -153,16 +154,16 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
         print_error(console, line)
     for line in busy_lines(summary):
         print_warning(console, line)
-    console.print(_overview(summary))
-    console.print(_latencies(summary))
-    console.print(_per_user_tps(summary))
+    print_table(console, _overview(summary))
+    print_table(console, _latencies(summary))
+    print_table(console, _per_user_tps(summary))
     reasoning = reasoning_table(summary)  # only for a run in which some request reasoned
     if reasoning is not None:
-        console.print(reasoning)
-    console.print(_counts(summary))
+        print_table(console, reasoning)
+    print_table(console, _counts(summary))
     errors = _errors(summary)
     if errors is not None:
-        console.print(errors)
+        print_table(console, errors)
     render_attribution(summary, console)
     print_verdict(summary, console)
 
@@ -206,7 +207,10 @@ def render_attribution(summary: Mapping[str, Any], console: Console) -> None:
     attr = summary.get("attribution")
     if isinstance(attr, Mapping):
         if attr.get("available"):
-            console.print(_attribution_table(attr))
+            print_table(console, _attribution_table(attr))
+            if attr.get("mfu") is None:
+                why = attr.get("mfu_reason") or "summary.json gives no reason (an older summary)"
+                print_note(console, f'MFU and MBU are "-": {why}')
         else:
             print_note(console, f"no time attribution: {attr.get('reason')}")
     probes = summary.get("probes")

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from dashboards.definitions import definition
 from dashboards.style import apply_layout, escape, fmt, wrap
 
-__all__ = ["Tile", "headline_figure", "headline_tiles"]
+__all__ = ["Tile", "headline_figure", "headline_tiles", "utilization_missing"]
 
 _COLUMNS = 4
 _ROW_HEIGHT_PX = 96
@@ -29,6 +29,8 @@ class Tile:
     label: str
     value: str
     detail: str
+    # Why the figure is missing, shown on hover (its short form is ``detail``).
+    why: str = ""
 
 
 def _get(summary: Mapping[str, Any], *path: str) -> Any:
@@ -124,11 +126,28 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
             )
         )
     attribution = summary.get("attribution") or {}
+    why = utilization_missing(summary)
     for key in ("mfu", "mbu"):
         value = attribution.get(key)
         if isinstance(value, int | float):
             tiles.append(Tile(key, definition(key).label, f"{value * 100:.3g}%", "whole run"))
+        elif why:
+            short = why.split(":", 1)[0]
+            tiles.append(Tile(key, definition(key).label, "–", short, why))
     return tiles
+
+
+def utilization_missing(summary: Mapping[str, Any]) -> str | None:
+    """Why summary.json has no MFU and MBU (its attribution's ``mfu_reason``, or why there is no
+    attribution); None when it has them, or when the summary predates the attribution."""
+    attribution = summary.get("attribution")
+    if not isinstance(attribution, Mapping):
+        return None
+    if not attribution.get("available"):
+        return f"no time attribution: {attribution.get('reason')}"
+    if isinstance(attribution.get("mfu"), int | float):
+        return None
+    return str(attribution.get("mfu_reason") or "summary.json gives no reason (an older summary)")
 
 
 def _reasoning_tiles(summary: Mapping[str, Any]) -> list[Tile]:
@@ -159,6 +178,8 @@ def _reasoning_tiles(summary: Mapping[str, Any]) -> list[Tile]:
 def _hover(tile: Tile) -> str:
     meaning = definition(tile.key)
     lines = [f"<b>{escape(tile.label)}</b>: {escape(tile.value)}"]
+    if tile.why:
+        lines.append(wrap(tile.why))
     if meaning.text:
         lines.append(wrap(meaning.text))
     return "<br>".join(lines)

@@ -35,7 +35,9 @@ __all__ = [
     "MAX_STEP_DOTS",
     "RooflinePoint",
     "analytic_roofline_figure",
+    "roof_labels",
     "roofline_figure",
+    "si_rate",
     "write_figure_html",
 ]
 
@@ -102,6 +104,51 @@ def _add_roofs(fig: go.Figure, roofs: Sequence[Roofs], lo: float, hi: float) -> 
                 name="ridge point",
                 hovertemplate=hover_lines([wrap(definition("arithmetic_intensity").text)]),
             ),
+            **_CELL,
+        )
+        _label_roofs(fig, roof, lo, max(hi, ridge * 2), dashed=i > 0)
+
+
+def si_rate(value: float, unit: str) -> str:
+    """``value`` with an SI prefix that leaves 1 to 999 before the unit: "45.3 GFLOP/s"."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{fmt(value / scale)} {prefix}{unit}"
+    return f"{fmt(value)} {unit}"
+
+
+def roof_labels(roof: Roofs) -> tuple[str, str]:
+    """The texts that name a roof's two parts on the figure: (compute roof, memory roof)."""
+    return (
+        f"compute roof {si_rate(roof.flops_per_s, 'FLOP/s')}",
+        f"memory roof {si_rate(roof.bytes_per_s, 'B/s')}",
+    )
+
+
+def _label_roofs(fig: go.Figure, roof: Roofs, lo: float, hi: float, dashed: bool) -> None:
+    """Name the flat (compute) roof at its right end and the sloped (memory) roof halfway up.
+
+    Annotations on log axes take log10 coordinates; a second roof (another dtype) says which.
+    """
+    compute, memory = roof_labels(roof)
+    if dashed:
+        compute, memory = f"{compute} ({escape(roof.label)})", f"{memory} ({escape(roof.label)})"
+    ridge = roof.ridge_flop_per_byte
+    mid = math.sqrt(lo * ridge)  # halfway along the slope on a log axis
+    font = {"size": 11, "color": "#1f2328"}
+    for text, x, y, xanchor, yanchor in (
+        (compute, hi, roof.flops_per_s, "right", "bottom"),
+        (memory, mid, mid * roof.bytes_per_s, "right", "bottom"),
+    ):
+        fig.add_annotation(
+            x=math.log10(x),
+            y=math.log10(y),
+            text=text,
+            showarrow=False,
+            xanchor=xanchor,
+            yanchor=yanchor,
+            font=font,
+            bgcolor="rgba(255,255,255,0.7)",
             **_CELL,
         )
 
@@ -212,11 +259,45 @@ def _add_attribution(fig: go.Figure, inputs: RooflineInputs) -> None:
         )
 
 
-def _log_axes(fig: go.Figure, y_title: str) -> None:
+def _decade_range(values: Sequence[float], min_decades: float = 1.5) -> list[float]:
+    """A log10 axis range over the finite positive ``values``, padded, and wide enough that at
+    least one decade label shows (labels are drawn at decades only)."""
+    logs = [math.log10(v) for v in values if math.isfinite(v) and v > 0]
+    low, high = (min(logs), max(logs)) if logs else (0.0, 3.0)
+    low, high = low - 0.15, high + 0.3  # room above the top roof for its labels
+    if high - low < min_decades:
+        middle = (low + high) / 2
+        low, high = middle - min_decades / 2, middle + min_decades / 2
+    return [low, high]
+
+
+def _log_axes(fig: go.Figure, y_title: str, x_values: list[float], y_values: list[float]) -> None:
+    """Log-log axes with a label at each decade (SI prefixes: 1G, 10G) and unlabelled minor
+    grid lines at 2..9: the default labels 2..9 of each decade crowd the axis."""
+    decades = {
+        "type": "log",
+        "dtick": 1,
+        "exponentformat": "SI",
+        "minor": {"dtick": "D1", "showgrid": True, "gridcolor": "#f3f4f6", "ticks": ""},
+    }
     fig.update_xaxes(
-        type="log", title_text="arithmetic intensity (FLOP/byte)", exponentformat="SI", **_CELL
+        title_text="arithmetic intensity (FLOP/byte)",
+        range=_decade_range(x_values),
+        **decades,
+        **_CELL,
     )
-    fig.update_yaxes(type="log", title_text=y_title, exponentformat="SI", **_CELL)
+    fig.update_yaxes(title_text=y_title, range=_decade_range(y_values), **decades, **_CELL)
+
+
+def _cell_values(fig: go.Figure) -> tuple[list[float], list[float]]:
+    """Every x and y the left cell's traces draw (roofs, points, steps), for its axis ranges."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for trace in fig.data:
+        if trace.xaxis in (None, "x") and trace.type == "scatter":
+            xs += [float(v) for v in trace.x]
+            ys += [float(v) for v in trace.y]
+    return xs, ys
 
 
 def analytic_roofline_figure(
@@ -229,7 +310,7 @@ def analytic_roofline_figure(
     lo, hi = _x_range([p.intensity for p in points], roofs)
     _add_roofs(fig, roofs, lo, hi)
     _add_points(fig, points, "")
-    _log_axes(fig, "attainable FLOP/s (per GPU)")
+    _log_axes(fig, "attainable FLOP/s (per GPU)", *_cell_values(fig))
     return apply_layout(fig, escape(title), 560)
 
 
@@ -264,7 +345,7 @@ def roofline_figure(inputs: RooflineInputs) -> go.Figure | None:
     ]
     _add_points(fig, [_phase_marker(p, inputs.roofs) for p in finite], " (all steps)")
     _add_attribution(fig, inputs)
-    _log_axes(fig, "achieved FLOP/s")
+    _log_axes(fig, "achieved FLOP/s", *_cell_values(fig))
     fig.update_xaxes(range=[0, 1], tickformat=".0%", title_text="share of step time", row=1, col=2)
     fig.update_layout(barmode="stack")
     name = inputs.roofs.label if inputs.roofs else "no roofs: peaks unknown"

@@ -29,7 +29,7 @@ import pandas as pd
 from dashboards.figures.steps import phase_of_steps
 from dashboards.runview import RunView
 from perfmodel.roofs import Roofs
-from results.analytic import run_analytic
+from results.analytic import roofs_reason, run_analytic
 from results.attribution import step_attribution, step_costs
 
 __all__ = ["PhasePoint", "RooflineInputs", "phase_points", "roofline_inputs"]
@@ -108,7 +108,7 @@ def _roofs(
 ) -> Roofs | None:
     roofs = Roofs.from_dict(attribution.get("roofs")) or Roofs.from_dict(analytic.get("roofs"))
     if roofs is None:
-        why = "; ".join(map(str, analytic.get("notes") or [])) or "run.json records no roofs"
+        why = roofs_reason(analytic)
         notes.append(f"The hardware's peaks are unknown, so no roofs are drawn: {why}.")
     return roofs
 

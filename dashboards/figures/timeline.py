@@ -29,16 +29,26 @@ from dashboards.figures.series import (
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, escape, hover_lines
 
-__all__ = ["PANELS", "Line", "timeline_figure", "timeline_lines"]
+__all__ = ["PANELS", "Line", "panel_title", "timeline_figure", "timeline_lines"]
 
 # Panel key -> (title, y-axis title). Order is top to bottom.
 PANELS: dict[str, tuple[str, str]] = {
     "requests": ("Requests in flight / running / waiting", "requests"),
     "tokens": ("Output tokens/s", "tok/s"),
-    "kv": ("KV cache occupancy", "% of blocks"),
+    "kv": ("KV cache occupancy", "% of KV blocks used"),
     "util": ("Utilization: GPU, SM, tensor, CPU", "%"),
     "dram": ("DRAM bandwidth", "GB/s (or % of peak)"),
     "power": ("GPU power", "W"),
+}
+# What each utilization concept measures, for the panel's title: it names only what was recorded.
+_UTIL_SUBJECT: dict[str, str] = {
+    "gpu_util": "GPU",
+    "mem_util": "GPU memory",
+    "sm_util": "SM",
+    "sm_occupancy": "SM",
+    "tensor": "tensor",
+    "cpu_process": "CPU",
+    "cpu_system": "CPU",
 }
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _SAMPLE_PANELS: dict[str, tuple[str, ...]] = {
@@ -68,6 +78,7 @@ class Line:
     values: np.ndarray
     unit: str
     gaps: bool = field(default=False)  # sampled data: connect across empty bins
+    concept: str = ""  # the samples concept it came from (samples.CONCEPTS), "" for others
 
 
 def _client_lines(view: RunView, edges: np.ndarray) -> list[Line]:
@@ -82,6 +93,12 @@ def _client_lines(view: RunView, edges: np.ndarray) -> list[Line]:
         Line("requests", "in flight (client)", centers, in_flight, "requests"),
         Line("tokens", "output tok/s", centers, rate, "tok/s"),
     ]
+
+
+def _kv_name(total_blocks: np.ndarray) -> str:
+    """The KV line's legend name, with the pool's size: 0.1% reads right next to "of 4,096"."""
+    finite = total_blocks[np.isfinite(total_blocks)]
+    return f"KV blocks used (of {int(finite.max()):,})" if finite.size else "KV blocks used"
 
 
 def _step_lines(view: RunView, edges: np.ndarray) -> list[Line]:
@@ -112,7 +129,7 @@ def _step_lines(view: RunView, edges: np.ndarray) -> list[Line]:
             "requests",
             gaps=True,
         ),
-        Line("kv", "KV blocks used", centers, kv_pct, "%", gaps=True),
+        Line("kv", _kv_name(total), centers, kv_pct, "%", gaps=True),
     ]
 
 
@@ -133,8 +150,19 @@ def timeline_lines(view: RunView, edges: np.ndarray) -> list[Line]:
             for series in smp.find(view.samples, key):
                 unit = "%" if smp.CONCEPTS[key].percent else PANELS[panel][1]
                 values = bin_mean(series.t_s, series.values, edges)
-                lines.append(Line(panel, series.name, centers, values, unit, gaps=True))
+                lines.append(
+                    Line(panel, series.name, centers, values, unit, gaps=True, concept=key)
+                )
     return lines
+
+
+def panel_title(panel: str, lines: Sequence[Line]) -> str:
+    """The title of ``panel`` for the lines drawn in it: the utilization panel names only what
+    was recorded ("Utilization: CPU" on a machine without GPU probes); the others are fixed."""
+    if panel != "util":
+        return PANELS[panel][0]
+    subjects = dict.fromkeys(_UTIL_SUBJECT[ln.concept] for ln in lines if ln.panel == "util")
+    return "Utilization: " + ", ".join(subjects) if subjects else PANELS[panel][0]
 
 
 def _edges_for(views: Sequence[RunView]) -> np.ndarray:
@@ -148,12 +176,13 @@ def timeline_figure(views: Sequence[RunView]) -> tuple[go.Figure, list[str]]:
     per_view = [timeline_lines(v, edges) for v in views]
     panels = [p for p in PANELS if any(line.panel == p for lines in per_view for line in lines)]
     missing = [PANELS[p][0] for p in PANELS if p not in panels]
+    every_line = [line for lines in per_view for line in lines]
     fig = make_subplots(
         rows=len(panels),
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.035,
-        subplot_titles=[PANELS[p][0] for p in panels],
+        subplot_titles=[panel_title(p, every_line) for p in panels],
     )
     single = len(views) == 1
     width_s = float(edges[1] - edges[0])
@@ -167,7 +196,7 @@ def timeline_figure(views: Sequence[RunView]) -> tuple[go.Figure, list[str]]:
                 name = line.name if single else f"{view.label}: {line.name}"
                 # One legend group per panel (one run) or per run (several): a click on the
                 # group's title hides or shows it whole.
-                group = PANELS[panel][0] if single else view.label
+                group = panel_title(panel, every_line) if single else view.label
                 first = k == 0 if single else (panel == panels[0] and k == 0)
                 fig.add_trace(
                     go.Scatter(
@@ -195,7 +224,16 @@ def timeline_figure(views: Sequence[RunView]) -> tuple[go.Figure, list[str]]:
                     col=1,
                 )
     for row, panel in enumerate(panels, start=1):
-        fig.update_yaxes(title_text=PANELS[panel][1], rangemode="tozero", row=row, col=1)
+        # Percent panels say so on every tick ("0.1%"), so a small share is not read as a
+        # 0..1 fraction.
+        percent = all(ln.unit == "%" for ln in every_line if ln.panel == panel)
+        fig.update_yaxes(
+            title_text=PANELS[panel][1],
+            rangemode="tozero",
+            ticksuffix="%" if percent else "",
+            row=row,
+            col=1,
+        )
     fig.update_xaxes(showspikes=True, spikemode="across", spikethickness=1, spikedash="dot")
     fig.update_xaxes(title_text="seconds from the run's start", row=len(panels), col=1)
     if single:

@@ -10,11 +10,12 @@ headline, and its top causes under errors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dashboards.figures.errors import errors_figure
-from dashboards.figures.headline import headline_figure
+from dashboards.figures.headline import headline_figure, utilization_missing
 from dashboards.figures.latency import latency_cdf_figure
 from dashboards.figures.reasoning import reasoning_figure
 from dashboards.figures.roofline import roofline_figure
@@ -66,6 +67,11 @@ def run_facts(view: RunView) -> list[tuple[str, str]]:
     return facts
 
 
+def _utilization_notes(summary: Mapping[str, Any]) -> list[str]:
+    why = utilization_missing(summary)
+    return [f"No MFU and MBU: {why}."] if why else []
+
+
 def build_run_page(view: RunView) -> Page:
     """Every section of a run's dashboard, with the notes of what is missing."""
     timeline, missing_panels = timeline_figure([view])
@@ -93,7 +99,7 @@ def build_run_page(view: RunView) -> Page:
             "headline",
             "Headline",
             figure=headline_figure(view.summary),
-            notes=unusable[:1] + view.notes_for("run"),
+            notes=unusable[:1] + view.notes_for("run") + _utilization_notes(view.summary),
         ),
         Section(
             "latency",

@@ -125,12 +125,13 @@ class Roofs(TypedDict):
 class Analytic(TypedDict, total=False):
     """The analytic model's inputs, so the attribution can be recomputed from the folder alone:
     the model shape (perfmodel.model_config.ModelConfig.to_dict, None when unknown), dtypes,
-    tensor-parallel degree, roofs (None with the reason in ``notes``)."""
+    tensor-parallel degree, roofs (None with the reason in ``roofs_reason`` and ``notes``)."""
 
     model_config: dict[str, Any] | None
     precision: Precision
     tp: int
     roofs: Roofs | None
+    roofs_reason: str | None
     notes: list[str]
 
 

@@ -61,6 +61,15 @@ def test_a_real_run_folder_becomes_a_report(tmp_path: Path) -> None:
     assert f"{summary['throughput']['output_tok_s']:,.0f} tok/s" in " ".join(
         a.text for a in headline.layout.annotations
     )
+    timeline = next(s for s in page.sections if s.key == "timeline").figure
+    assert timeline is not None
+    titles = {a.text for a in timeline.layout.annotations}
+    if not view.run_json["hardware"].get("gpus"):
+        # Only the CPU probe ran: the panel says so, not "GPU, SM, tensor".
+        assert "Utilization: CPU" in titles
+    assert "KV cache occupancy" in titles
+    (kv,) = [t for t in timeline.data if t.name.startswith("KV blocks used (of ")]
+    assert all(0 <= v <= 100 for v in kv.y if v == v)
     path = write_run_report(folder)
     assert path.stat().st_size > 1_000_000
     html = path.read_text(encoding="utf-8")

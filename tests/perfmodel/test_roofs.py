@@ -74,3 +74,14 @@ def test_cpu_roofs_are_this_machines_calibration_of_the_same_cpu(tmp_path: Path)
     assert roofs is None and reason == "the calibration was measured on 'Fake CPU', not 'Other CPU'"
     roofs, reason = find_roofs("cpu", "fp16", [], "Fake CPU", path)
     assert roofs is None and "no fp16 peak" in reason
+
+
+def test_roofs_of_a_quick_calibration_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    save_calibration(path, "Fake CPU", mode="quick")
+    roofs, reason = find_roofs("cpu", "fp32", [], "Fake CPU", path)
+    assert reason is None and roofs is not None
+    assert roofs.source.startswith("quick calibration (2026")
+    assert (
+        "may read low" in roofs.source and "`bench calibrate` measures them fully" in roofs.source
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.presets import TINY
-from results.analytic import analytic_section, engine_precision, run_analytic
+from results.analytic import analytic_section, engine_precision, roofs_reason, run_analytic
 from tests.support.calibration import save_calibration
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -86,3 +86,20 @@ def test_an_old_simulated_folder_is_rebuilt_with_the_simulated_parts_roofs() -> 
     assert rebuilt["tp"] == 4 and rebuilt["roofs"]["flops_per_s"] == 989e12
     assert rebuilt["roofs"]["source"] == "simulated device: datasheet"
     assert "simulated device" in rebuilt["notes"]
+
+
+def test_the_reason_for_no_roofs_is_recorded_once(tmp_path: Path) -> None:
+    description = {"model_config": TINY.to_dict(), "dtype": "float32", "device": "cpu"}
+    path = tmp_path / "calibration.json"
+    none = analytic_section(description, None, True, [], "Fake CPU", path, notes=["first"])
+    assert none["roofs"] is None and none["notes"][0] == "first"
+    assert none["roofs_reason"] == roofs_reason(none)
+    assert none["roofs_reason"].startswith("first; no calibration of this CPU: run `bench calibr")
+    remote = analytic_section(description, None, False, [], "Fake CPU", path)
+    assert roofs_reason(remote) == "the engine runs on another host; no roofs"
+    save_calibration(path, "Fake CPU")
+    measured = analytic_section(description, None, True, [], "Fake CPU", path)
+    assert measured["roofs"] is not None and roofs_reason(measured) is None
+    # A folder written before roofs_reason was recorded: its notes say why.
+    assert roofs_reason({"roofs": None, "notes": ["a", "b"]}) == "a; b"
+    assert roofs_reason(None) == "run.json has no analytic section"

@@ -150,6 +150,7 @@ def test_without_roofs_the_split_is_by_flops_and_no_mfu(tmp_path: Path) -> None:
     attr = summarize_run(load_run(write_run(tmp_path, None)))["attribution"]
     assert attr["apportioned_by"].startswith("FLOPs")
     assert attr["mfu"] is None and attr["bound_time_s"] is None
+    assert attr["mfu_reason"].startswith("no roofs: ")
     assert attr["prefill"]["time_s"] + attr["decode"]["time_s"] == pytest.approx(0.1)
 
 
@@ -163,6 +164,21 @@ def test_without_steps_attribution_says_why_and_the_rest_stands(tmp_path: Path) 
     assert summary["probes"]["energy"]["available"]
     # Deterministic: the same files give the same summary, through JSON and back.
     assert json.loads(json.dumps(summary)) == summarize_run(load_run(folder))
+
+
+def test_a_remote_engines_missing_steps_are_said_to_be_remote(tmp_path: Path) -> None:
+    folder = write_run(tmp_path, ROOFS, with_steps=False)
+    run_json = json.loads((folder / "run.json").read_text())
+    run_json["engine"]["url"] = "http://10.0.0.7:8000"
+    (folder / "run.json").write_text(json.dumps(run_json))
+    assert summarize_run(load_run(folder))["attribution"] == {
+        "available": False,
+        "reason": "no steps.parquet: the engine at http://10.0.0.7:8000 runs on another host",
+    }
+    run_json["engine"]["url"] = "http://127.0.0.1:8000"
+    (folder / "run.json").write_text(json.dumps(run_json))
+    reason = summarize_run(load_run(folder))["attribution"]["reason"]
+    assert reason == "no steps.parquet: the engine records no steps"
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:

@@ -23,10 +23,14 @@ FAKE_CALIBRATION: dict[str, Any] = {
 
 
 def save_calibration(
-    path: Path, cpu: str, fp32_flops_per_s: float = 40e9, triad_bytes_per_s: float = 8e9
+    path: Path,
+    cpu: str,
+    fp32_flops_per_s: float = 40e9,
+    triad_bytes_per_s: float = 8e9,
+    mode: str | None = None,
 ) -> dict[str, Any]:
     """Save a calibration of the CPU named ``cpu`` at ``path``, in calibrate()'s shape, and
-    return it."""
+    return it; ``mode`` ("full", "quick") is recorded when given (older files have none)."""
     measured = {
         "version": FAKE_CALIBRATION["version"],
         "created_utc": FAKE_CALIBRATION["created_utc"],
@@ -37,6 +41,8 @@ def save_calibration(
         },
         "gpus": [],
     }
+    if mode is not None:
+        measured.update(mode=mode, budget_s=calibration.QUICK_BUDGET_S)
     calibration.save(measured, path)
     return measured
 

@@ -59,6 +59,26 @@ def test_roofline_draws_a_second_roof_for_fp8_where_the_gpu_has_one(
     assert "roofs: NVIDIA H100 SXM bf16" in html and "roofs: NVIDIA H100 SXM fp8" in html
 
 
+def test_roofline_marks_the_batches_that_do_not_fit_as_capacity_counts_them(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    model = ["--model", "llama-3-8b", "--gpu", "h100-sxm", "--context", "4096"]
+    code, text = invoke(app, "capacity", *model, "--json")
+    most = json.loads(text)["max_users"]
+    batches = f"{most},{most + 1}"
+    code, text = invoke(app, "roofline", *model, "--batch", batches,
+                        "--output", str(tmp_path / "fig.html"))  # fmt: skip
+    assert code == 0, text
+    fits = [line.rstrip(" │").split()[-1] for line in text.splitlines() if "│ decode" in line]
+    assert fits == ["yes", "no"], text
+    flat = " ".join(text.split())
+    assert f"decode batch {most + 1}: does not fit: KV for {most + 1} x 4,096 tokens needs" in flat
+    assert "GiB left per GPU" in flat and f"at most {most} users of 4,096 tokens" in flat
+    assert f"decode batch {most}:" not in flat
+    html = (tmp_path / "fig.html").read_text()
+    assert "does not fit: KV for" in html
+
+
 def test_capacity_json_gives_the_seeds_figures(app: typer.Typer) -> None:
     figures = {}
     for kv in ("fp16", "int4"):
@@ -108,6 +128,7 @@ def test_calibrate_measures_saves_and_gives_roofs(
     assert "fp32" in text and path.name in text.replace("\n", "")
     saved = cal.load()
     assert saved is not None and saved["cpu"]["triad_bytes_per_s"] > 1e8
+    assert saved["mode"] == "full" and saved["budget_s"] == 0.05
     assert saved["cpu"]["matmul_flops_per_s"]["fp32"] > 1e8
     spec = spec_from_calibration(saved)
     assert spec.peak_for("float32") == saved["cpu"]["matmul_flops_per_s"]["fp32"]

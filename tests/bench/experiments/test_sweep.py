@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from bench.cli import sweep as cli_sweep
 from bench.experiments.sweep import (
+    load_sweep,
     parse_slo,
     parse_values,
     run_sweep,
@@ -137,3 +138,28 @@ def test_cli_sweep_and_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     ), out.output
     bad = runner.invoke(app, ["sweep", "--users", "1", "--rates", "2"])
     assert bad.exit_code == 2 and "exactly one of" in bad.output
+
+
+def test_an_slo_percentile_from_too_few_requests_is_marked(tmp_path: Path) -> None:
+    class FewRequests(ModelServer):
+        def __call__(self, scenario: Scenario) -> tuple[Path, dict[str, Any]]:
+            folder, summary = super().__call__(scenario)
+            summary["ttft_ms"]["count"] = 3
+            summary["tpot_ms"]["count"] = 150
+            return folder, summary
+
+    targets = {"ttft_p99": 375.0, "tpot_p99": 1e9, "tpot_p50": 1e9}
+    result = search_slo(BASE, "users", targets, FewRequests(tmp_path), max_runs=2)
+    assert all(len(p.thin_percentiles) == 1 for p in result.points)
+    assert result.search["thin_percentiles"] == [
+        "ttft_p99: p99 from 3 samples (needs >= 100; below that it is the maximum)"
+    ]
+    written = json.loads((write_sweep(result, tmp_path) / "sweep.json").read_text())
+    assert written["points"][0]["thin_percentiles"] == result.search["thin_percentiles"]
+
+
+def test_a_written_sweep_loads_back_as_it_was(tmp_path: Path) -> None:
+    result = search_slo(BASE, "users", {"ttft_p99": 375.0}, ModelServer(tmp_path), max_runs=4)
+    assert load_sweep(write_sweep(result, tmp_path / "runs")) == result
+    with pytest.raises(ValueError, match=r"not a sweep\.json"):
+        load_sweep(tmp_path)

@@ -10,7 +10,7 @@ import pytest
 
 from dashboards.definitions import DEFINITIONS
 from dashboards.figures.errors import errors_figure
-from dashboards.figures.headline import headline_figure, headline_tiles
+from dashboards.figures.headline import headline_figure, headline_tiles, utilization_missing
 from dashboards.figures.latency import latency_cdf_figure
 from dashboards.figures.samples_figure import samples_figure
 from dashboards.figures.steps import MAX_RAW_STEPS, steps_figure
@@ -52,6 +52,21 @@ def test_headline_tiles_carry_the_summary_and_their_definitions(full: RunView) -
         assert DEFINITIONS[key].text.split()[0] in hover
     assert "first content chunk − sent" in hover
     assert len(fig.data[0].x) == len(tiles)
+
+
+def test_headline_says_why_mfu_and_mbu_are_missing() -> None:
+    why = "no roofs: no calibration of this CPU: run `bench calibrate` for a CPU run's roofs"
+    tiles = {t.key: t for t in headline_tiles({"attribution": {"available": True, "mfu": None,
+                                                               "mfu_reason": why}})}  # fmt: skip
+    assert tiles["mfu"].value == tiles["mbu"].value == "–"
+    assert tiles["mfu"].detail == "no roofs" and tiles["mbu"].why == why
+    fig = headline_figure({"attribution": {"available": True, "mfu": None, "mfu_reason": why}})
+    assert "no calibration of this CPU" in " ".join(fig.data[0].hovertext)
+    remote = {"available": False, "reason": "no steps.parquet: the engine records no steps"}
+    assert (
+        utilization_missing({"attribution": remote}) == f"no time attribution: {remote['reason']}"
+    )
+    assert utilization_missing({}) is None
 
 
 def test_headline_of_an_empty_summary_shows_dashes() -> None:
@@ -108,7 +123,7 @@ def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare
         "in flight (client)",
         "running (engine)",
         "output tok/s",
-        "KV blocks used",
+        "KV blocks used (of 512)",
         "GPU util [gpu=0]",
         "DRAM GB/s [gpu=0]",
         "Power W [gpu=0]",

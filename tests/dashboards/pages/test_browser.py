@@ -208,3 +208,36 @@ def test_compare_sweep_and_ablation_pages(browser: Browser, shots: Path, tmp_pat
         page.screenshot(path=shots / f"{name}.png", full_page=True)
         assert errors == [], name
         page.close()
+
+
+# Per figure with an update menu: the on-screen boxes of its toolbar (modebar) and its menus.
+_MENU_BOXES_JS = """() => Array.from(document.querySelectorAll('div.figure .js-plotly-plot'))
+  .filter(gd => gd.querySelector('g.updatemenu-container'))
+  .map(gd => { const box = e => { const r = e.getBoundingClientRect();
+                                  return [r.left, r.top, r.right, r.bottom]; };
+               return {id: gd.id, modebar: box(gd.querySelector('.modebar')),
+                       menus: Array.from(gd.querySelectorAll('g.updatemenu-container'))
+                         .map(box)}; })"""
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_menus_are_clear_of_the_toolbar(report: Loaded, shots: Path) -> None:
+    page = report.page
+    page.locator("#fig-latency").hover()  # the toolbar shows while the pointer is over it
+    found = {f["id"]: f for f in page.evaluate(_MENU_BOXES_JS)}
+    assert {"fig-latency", "fig-samples"} <= set(found)
+    for figure in found.values():
+        modebar = figure["modebar"]
+        assert modebar[2] > modebar[0] and modebar[3] > modebar[1], figure  # laid out
+        assert figure["menus"], figure
+        for menu in figure["menus"]:
+            assert menu[2] > menu[0] and not _overlap(modebar, menu), figure
+    page.locator("#fig-latency").screenshot(path=shots / "latency-menu.png")
+    # The roofline names its roofs in drawn text, not only in the figure's data.
+    roof_text = page.locator("#fig-roofline .annotation-text").all_text_contents()
+    assert any(t.startswith("compute roof") for t in roof_text), roof_text
+    assert any(t.startswith("memory roof") for t in roof_text), roof_text
+    assert report.errors == []
