@@ -23,7 +23,8 @@ from probes.sampler import SAMPLE_COLUMNS, Sampler, SamplerThread
 class ProbeSpec:
     """Which samplers a run wants (picklable, so a child process can build them).
 
-    processes: role -> pid for the CPU sampler ("client", "engine").
+    processes: role -> pid of each group's root for the CPU sampler ("client": bench itself,
+    "engine": the engine's first process); the sampler follows each root's children too.
     engine_url / engine_metric_names / engine_metrics_path: the engine's base URL, its adapter's
     map and where it serves Prometheus text; no URL or an empty map means no engine scraping.
     """

@@ -7,6 +7,7 @@ two can never disagree:
 - "per_user_tps_by_phase" and "attribution" (results.attribution: prefill vs decode, memory- vs
   compute-bound, MFU and MBU, from steps.parquet and run.json's "analytic"),
 - "probes" (results.samples_summary: energy per output token, GPU, CPU and engine gauges),
+- "machine_load": whether other processes loaded the machine (results.machine_load),
 - "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported,
 - "usability": whether the run can be used (results.usability, with run.json's threshold; a
   run whose engine died is not),
@@ -24,6 +25,7 @@ from results.attribution import engine_estimate_check, per_user_tps_by_phase, st
 from results.client_check import client_health, read_client_table
 from results.engine_facts import prefix_cache_reuse, simulated_device
 from results.engine_steps import same_host
+from results.machine_load import machine_load
 from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
 from results.samples_summary import engine_flops_increase, samples_summary
@@ -69,6 +71,9 @@ def summarize_run(run: RunData) -> SummaryJson:
         reason = f"no steps.parquet: the engine at {remote} runs on another host"
         summary["attribution"] = {"available": False, "reason": reason}
     summary["probes"] = samples_summary(run.samples, run.tokens, window)
+    load = machine_load(run.samples, window)
+    if load["available"]:  # a folder recorded before the CPU counters keeps its summary
+        summary["machine_load"] = load
     summary["engine_estimates"] = engine_estimate_check(
         run.requests, analytic, engine_flops_increase(run.samples)
     )

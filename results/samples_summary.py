@@ -4,6 +4,9 @@ Readings inside the summary's measured window count (t_s in [start_s, end_s]).
 - Energy (NVML's energy counter, per GPU): the increase between the first and last reading in
   the window, summed over GPUs; joules per output token divide it by the tokens received
   (tokens.parquet) between those two readings; mean power = joules / seconds between them.
+- CPU (the probe's processes, grouped "client" and "engine"): each group's CPU and RSS are the
+  sum over its processes at each tick, then mean and max over ticks; each process beside them.
+  Whether other processes loaded the machine is results.machine_load.
 - Gauges (utilization, power, clocks, KV usage, running/waiting): mean and max over readings
   (all GPUs or all series together). Counters (prefix cache, speculative decoding, preemptions):
   increase over the window. Histograms (vLLM's per-request prefill/decode/queue times): mean =
@@ -20,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from results.machine_load import process_labels
 
 NVML_GAUGES = ("gpu_util_pct", "mem_util_pct", "power_w", "sm_clock_mhz", "temperature_c")
 GPM_GAUGES = (
@@ -127,6 +132,48 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
+def _group_sum(rows: pd.DataFrame) -> dict[str, float] | None:
+    """Mean and max over ticks of the sum over a group's processes at each tick."""
+    if rows.empty:
+        return None
+    per_tick = rows.groupby("t_s", sort=True)["value"].sum().to_numpy(dtype=np.float64)
+    return {"mean": float(per_tick.mean()), "max": float(per_tick.max())}
+
+
+def cpu_summary(cpu_frame: pd.DataFrame) -> dict[str, Any]:
+    """The CPU probe's figures: the system's CPU; each group's ("client", "engine") CPU and RSS
+    as the sum over its processes at each tick (``<group>_cpu_pct``, % of one core, and
+    ``<group>_rss_bytes``); and each process beside them (``processes``: group, process, pid,
+    cpu_pct, rss_bytes), so the engine's core and front are told apart."""
+    cpu: dict[str, Any] = {"system_cpu_pct": _gauge(cpu_frame, "system_cpu_pct")}
+    rows = cpu_frame[cpu_frame["name"].isin(("process_cpu_pct", "process_rss_bytes"))]
+    if rows.empty:
+        return cpu
+    labels = {text: process_labels(str(text)) for text in rows["labels"].unique()}
+    group = rows["labels"].map(lambda text: labels[text]["group"])
+    for (name, role), part in rows.groupby([rows["name"], group], sort=True):
+        suffix = "cpu_pct" if name == "process_cpu_pct" else "rss_bytes"
+        cpu[f"{role}_{suffix}"] = _group_sum(part)
+    if not any('"group"' in str(text) for text in labels):
+        return cpu  # recorded before the probe followed each process: the roots only
+    processes = []
+    for text, part in rows.groupby("labels", sort=True):
+        label = labels[text]
+        processes.append(
+            {
+                "group": label["group"],
+                "process": label.get("process"),
+                "pid": int(label["pid"]) if str(label.get("pid", "")).isdigit() else None,
+                "cpu_pct": _gauge(part, "process_cpu_pct"),
+                "rss_bytes": _gauge(part, "process_rss_bytes"),
+            }
+        )
+    cpu["processes"] = sorted(
+        processes, key=lambda p: (p["group"], p["process"] or "", p["pid"] or 0)
+    )
+    return cpu
+
+
 def samples_summary(
     samples: pd.DataFrame | None, tokens: pd.DataFrame, window: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -143,10 +190,6 @@ def samples_summary(
     gpu.update({name: _gauge(gpm, name) for name in GPM_GAUGES})
     reasons = nvml.loc[nvml["name"] == "clocks_event_reasons", "value"]
     gpu["clocks_event_reasons_seen"] = sorted({int(v) for v in reasons if v})
-    cpu: dict[str, Any] = {"system_cpu_pct": _gauge(cpu_frame, "system_cpu_pct")}
-    for name, suffix in (("process_cpu_pct", "cpu_pct"), ("process_rss_bytes", "rss_bytes")):
-        for labels, series in cpu_frame[cpu_frame["name"] == name].groupby("labels"):
-            cpu[f"{_labels(str(labels)).get('process')}_{suffix}"] = _gauge(series, name)
     engine: dict[str, Any] = {name: _gauge(eng, name) for name in ENGINE_GAUGES}
     hits = _increase(eng, "prefix_cache_hits_total")
     queries = _increase(eng, "prefix_cache_queries_total")
@@ -163,7 +206,7 @@ def samples_summary(
         "available": True,
         "energy": energy(win, tokens),
         "gpu": gpu,
-        "cpu": cpu,
+        "cpu": cpu_summary(cpu_frame),
         "engine": engine,
     }
 

@@ -78,6 +78,13 @@ def gate(
             "shared machines whose noise makes 'cannot tell' common. Unusable input still exits 2."
         ),
     ] = False,
+    allow_busy: Annotated[
+        bool,
+        typer.Option(
+            help="Judge runs marked busy (summary.json's machine_load: other processes used much "
+            "of the CPU); without it a busy run makes the verdict inconclusive."
+        ),
+    ] = False,
     skip_other_hardware: Annotated[
         bool,
         typer.Option(
@@ -101,7 +108,7 @@ def gate(
         gate_rules = load_rules(rules)
         base = load_baseline(baseline)
         candidate, _ = load_run_group(runs, "candidate runs")
-        report = evaluate(gate_rules, base, candidate, force=force)
+        report = evaluate(gate_rules, base, candidate, force=force, allow_busy=allow_busy)
     except OtherHardwareError as exc:
         if not skip_other_hardware:
             _report_unusable(str(exc), junit, markdown)

@@ -8,7 +8,8 @@ Layout (``format`` "llm-perf-lab/baseline", ``format_version`` 1)::
     scenario                         the resolved scenario every run ran
     engine                           adapter, model and the engine's effective configuration
     runs: [{run_id, started_utc,     one entry per run:
-            summary,                 its summary.json, for people reading the file
+            summary,                 its summary.json, for people reading the file (and
+                                     its machine_load: the gate does not judge a busy run)
             samples}]                the per-request values the statistics resample
                                      (bench.gate.samples.RunSamples.to_dict: columns of
                                      TTFT/TPOT/E2EL/queueing ms, completion s, token counts,
@@ -30,6 +31,7 @@ from typing import Any
 
 from bench.gate.samples import RunSamples, samples_from_run
 from bench.scenario.scenario import ScenarioError, scenario_from_dict
+from results.machine_load import busy_line
 from results.run_folder import RunFolderError, load_run
 from results.run_group import expand_run_paths
 from results.summary import json_safe
@@ -72,6 +74,19 @@ class RunGroup:
     engine: dict[str, Any]
     versions: dict[str, Any]
     git_commits: tuple[str | None, ...]
+    # "run ID: other processes used N% ..." for each run whose machine was busy (its summary's
+    # machine_load, results.machine_load); the gate will not judge them unless allowed.
+    busy: tuple[str, ...] = ()
+
+
+def busy_runs(run_ids: Sequence[str], summaries: Sequence[Any]) -> tuple[str, ...]:
+    """ "run ID: why" for each run whose summary marks its machine busy."""
+    out = []
+    for run_id, summary in zip(run_ids, summaries, strict=True):
+        line = busy_line(summary) if isinstance(summary, dict) else None
+        if line is not None:
+            out.append(f"run {run_id}: {line}")
+    return tuple(out)
 
 
 def differences(base: Any, other: Any, prefix: str, shared_only: bool = False) -> list[str]:
@@ -153,6 +168,7 @@ def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[di
         engine=engines[0],
         versions=runs[0].run_json.get("versions") or {},
         git_commits=tuple(r.run_json.get("git_commit") for r in runs),
+        busy=busy_runs(ids, summaries),
     )
     return group, [{"run_id": i, "started_utc": r.run_json.get("started_utc"), "summary": s}
                    for i, r, s in zip(ids, runs, summaries, strict=True)]  # fmt: skip
@@ -257,6 +273,7 @@ def group_from_baseline(document: Any, where: str) -> RunGroup:
         engine=_field(document, "engine", dict, where),
         versions=_field(document, "versions", dict, where),
         git_commits=tuple(commits),
+        busy=busy_runs([str(r.get("run_id")) for r in runs], [r.get("summary") for r in runs]),
     )
 
 

@@ -20,6 +20,9 @@ the regression is below t. What cannot be told apart from noise is neither: it i
 inconclusive (exit 2) with the reason, so CI neither ships an unproven build nor blames one on
 noise. The remedy is more or longer runs, or a quieter machine, which narrow the interval.
 
+A busy machine: when any run of either side was marked busy (summary.json's machine_load),
+the verdict is inconclusive whatever the intervals say (`bench gate --allow-busy` judges it).
+
 Minimum samples: per side, ``min_samples`` measured requests for per-request metrics,
 ``min_tail_samples`` values beyond a percentile (a p99 from 120 requests rests on one or two
 values; the bootstrap cannot see the tail it never sampled), ``min_windows`` throughput windows.
@@ -275,9 +278,22 @@ def check_compatible(base: RunGroup, cand: RunGroup, force: bool) -> list[str]:
     return notes
 
 
-def evaluate(rules: GateRules, base: RunGroup, cand: RunGroup, force: bool = False) -> GateReport:
-    """Judge every rule (see the module doc). Raises GateInputError for unusable input."""
+def evaluate(
+    rules: GateRules,
+    base: RunGroup,
+    cand: RunGroup,
+    force: bool = False,
+    allow_busy: bool = False,
+) -> GateReport:
+    """Judge every rule (see the module doc). Raises GateInputError for unusable input.
+
+    A run whose machine was busy (other processes used results.machine_load's
+    BUSY_OTHER_CPU_SHARE of its CPU or more), in the candidate or the baseline, makes the
+    verdict inconclusive, whatever the rules say: its figures measure the other work as much
+    as the build. With
+    ``allow_busy`` the rules decide and the busy runs are noted."""
     notes = check_compatible(base, cand, force)
+    busy = [f"{group.label}, {line}" for group in (base, cand) for line in group.busy]
     if len(base.runs) == 1 or len(cand.runs) == 1:
         notes.append(
             "a side has a single run: intervals cover within-run noise only;"
@@ -286,6 +302,15 @@ def evaluate(rules: GateRules, base: RunGroup, cand: RunGroup, force: bool = Fal
     results = tuple(_judge(rule, rules, base, cand) for rule in rules.rules)
     verdicts = {r.verdict for r in results}
     verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
+    if busy and not allow_busy:
+        verdict = "inconclusive"
+        notes = [f"not judged, busy machine: {line}" for line in busy] + notes
+        notes.append(
+            "a busy run makes the verdict inconclusive: run again on a quiet machine, or pass"
+            " --allow-busy to judge it anyway"
+        )
+    elif busy:
+        notes = [f"busy machine, judged by --allow-busy: {line}" for line in busy] + notes
     return GateReport(
         verdict=verdict,
         results=results,

@@ -2,6 +2,9 @@
 
 - :func:`probe_spec`: NVML and CPU samplers when the engine runs on this host (the GPUs and
   processes here are then the engine's), engine /metrics through the adapter's name map always.
+  The CPU sampler follows two groups of processes: "client" (bench, its load generator workers
+  and its probe process) and "engine" (the engine bench launched, or the process listening on
+  a local ``--url``'s port: :func:`listening_pid`), each with every child it starts.
 - :func:`samples_frame`: the probes' readings on the run's clock (t_s = seconds since t0_ns).
 - :func:`start_probes`: the probe process, each unavailable probe said once.
 
@@ -13,9 +16,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
+import psutil
 from rich.console import Console
 
 from bench.run.messages import print_warning
@@ -29,6 +34,8 @@ def probe_spec(
 ) -> ProbeSpec:
     """Samplers for a run against ``base_url`` (``local``: the engine runs on this host)."""
     processes = {"client": os.getpid()}
+    if engine_pid is None and local:
+        engine_pid = listening_pid(base_url)
     if engine_pid is not None:
         processes["engine"] = engine_pid
     return ProbeSpec(
@@ -39,6 +46,22 @@ def probe_spec(
         engine_metric_names=adapter.metric_names,
         engine_metrics_path=adapter.metrics_path,
     )
+
+
+def listening_pid(base_url: str) -> int | None:
+    """The pid of the process of this host listening on ``base_url``'s port, when it is another
+    process than this one (an engine in this process is the client's) and may be seen; else
+    None (then the engine's CPU counts as other processes')."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):  # some systems show other processes' sockets to root only
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            return conn.pid if conn.pid not in (None, os.getpid()) else None
+    return None
 
 
 def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:

@@ -13,11 +13,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error, print_note
+from bench.run.messages import print_error, print_note, print_warning
 from bench.run.reasoning_report import reasoning_table
 from bench.run.terminal import print_table
 from bench.run.verdict import print_verdict
 from results.engine_facts import prefix_cache_line, simulated_line
+from results.machine_load import busy_lines
 from results.run_end import run_end_lines
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
@@ -156,6 +157,8 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
         print_note(console, simulated_line(sim))
     for line in run_end_lines(summary):
         print_error(console, line)
+    for line in busy_lines(summary):
+        print_warning(console, line)
     print_table(console, _overview(summary))
     reuse = summary.get("prefix_cache")
     if (line := prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)) is not None:

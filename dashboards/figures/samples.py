@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from results.machine_load import process_labels
+
 __all__ = ["CONCEPTS", "Concept", "Series", "all_series", "find"]
 
 
@@ -59,7 +61,7 @@ CONCEPTS: dict[str, Concept] = {
         ),
         Concept(
             "cpu_process",
-            "CPU (engine process)",
+            "CPU",
             ("cpu",),
             rf"(process_cpu|cpu_process){_PCT}",
             True,
@@ -113,7 +115,39 @@ def find(samples: pd.DataFrame | None, key: str) -> list[Series]:
         values = group["value"].to_numpy(dtype=np.float64)
         scale = _fraction_scale(str(name), values) if concept.percent else concept.scale
         legend = concept.label + (f" [{labels}]" if labels else "")
+        if key == "cpu_process":
+            legend = f"{concept.label} {_process_legend(str(labels))}"
         out.append(Series(legend, group["t_s"].to_numpy(dtype=np.float64), values * scale))
+    if key == "cpu_process":
+        out += _group_totals(picked, concept.label)
+    return out
+
+
+def _process_legend(labels: str) -> str:
+    """ "engine-core (engine, pid 12)": what the process is, its group and its pid."""
+    label = process_labels(labels)
+    process = label.get("process") or label["group"]
+    parts = [label["group"]] if label["group"] != process else []
+    parts += [f"pid {label['pid']}"] if label.get("pid") else []
+    return f"{process} ({', '.join(parts)})" if parts else process
+
+
+def _group_totals(picked: pd.DataFrame, label: str) -> list[Series]:
+    """A group's CPU summed over its processes at each tick, for groups of several processes
+    (the engine's front and core): what the engine used in all."""
+    groups = picked["labels"].map(lambda text: process_labels(str(text))["group"])
+    out = []
+    for group, part in picked.groupby(groups, sort=True):
+        if part["labels"].nunique() < 2:
+            continue
+        total = part.groupby("t_s", sort=True)["value"].sum()
+        out.append(
+            Series(
+                f"{label} {group} (all {part['labels'].nunique()} processes)",
+                total.index.to_numpy(dtype=np.float64),
+                total.to_numpy(dtype=np.float64),
+            )
+        )
     return out
 
 

@@ -28,6 +28,7 @@ from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
 from results.engine_facts import prefix_cache_line, simulated_line
+from results.machine_load import busy_lines
 from results.run_end import engine_death_line, run_end_lines
 from results.usability import describe_failures
 
@@ -199,7 +200,7 @@ def build_run_page(view: RunView) -> Page:
         facts=run_facts(view),
         notes=notes,
         sections=sections,
-        banner=run_end_lines(view.summary),
+        banner=[*run_end_lines(view.summary), *busy_lines(view.summary)],
     )
 
 

@@ -47,6 +47,7 @@ from engine.serving.core_messages import (
     ToCore,
     unexpected,
 )
+from engine.serving.process_title import CORE_TITLE, set_process_title
 from engine.tokenizer.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def default_core_threads() -> int:
 def core_main(config: EngineConfig, conn: Connection) -> None:
     """The child's entry point: build the engine, report Ready (or StartupFailed), then
     serve the pipe."""
+    set_process_title(CORE_TITLE)
     # This process exists to run the model (engine/native/cpu_allocator.py).
     why = retain_freed_memory()
     if why is not None:

@@ -41,6 +41,7 @@ from engine.serving.errors import BadRequest, error_response, install_error_hand
 from engine.serving.limits import ServerLimits
 from engine.serving.metrics import EngineMetrics
 from engine.serving.output_processor import RequestTextState, TextDelta
+from engine.serving.process_title import FRONT_TITLE, SINGLE_PROCESS_TITLE, set_process_title
 from engine.serving.prompt_input import PromptInput
 from engine.serving.protocol import ChatCompletionRequest, CompletionRequest, error_body
 from engine.serving.reasoning import ReasoningPrefix
@@ -377,6 +378,7 @@ def run_server(
     serving: the requests in flight get a 503, then the server stops (a process that outlives
     its engine would answer 503 for ever, and no supervisor would restart it)."""
     limits = within_file_limit(limits or ServerLimits())
+    set_process_title(FRONT_TITLE if core_process else SINGLE_PROCESS_TITLE)
     if not core_process:
         # The engine steps in this process: it gets the model's malloc settings.
         why = retain_freed_memory()

@@ -182,6 +182,7 @@ class SummaryJson(TypedDict):
     per_user_tps_by_phase: NotRequired[dict[str, Any]]
     attribution: NotRequired[dict[str, Any]]
     probes: NotRequired[dict[str, Any]]
+    machine_load: NotRequired[dict[str, Any]]  # results.machine_load; absent in older summaries
     engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
     client: NotRequired[dict[str, Any]]
     # results.engine_facts: the simulated device (None: a real one) and the prefix cache's share

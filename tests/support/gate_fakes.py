@@ -112,3 +112,19 @@ def write_fake_run(
         )
     )
     return folder.path
+
+
+def write_loaded_run(root: Path, other_share: float, seed: int = 0, **kwargs: Any) -> Path:
+    """A fake run (write_fake_run) whose CPU probe saw other processes use ``other_share`` of the
+    machine (tests.support.cpu_load); its summary.json is recomputed by summarize_run, so it
+    carries machine_load as a real run's does."""
+    # Imported here: only the busy-machine tests need the CPU readings and the full summary.
+    from results.run_folder import load_run
+    from results.run_summary import summarize_run
+    from tests.support.cpu_load import cpu_readings
+
+    path = write_fake_run(root, seed=seed, **kwargs)
+    folder = RunFolder(path)
+    folder.write_samples(cpu_readings(other_share, ticks=8))
+    folder.write_summary(summarize_run(load_run(path)))
+    return path

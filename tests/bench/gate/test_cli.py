@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.cli.gate import register
-from tests.support.gate_fakes import HARDWARE, write_fake_run
+from tests.support.gate_fakes import HARDWARE, write_fake_run, write_loaded_run
 
 RULES = """
 resamples = 1000
@@ -87,6 +87,25 @@ def test_too_few_samples_are_inconclusive(app: typer.Typer, setup: dict[str, Pat
     assert "too few samples: the candidate has" in result.output
     allowed = gate(app, setup, [run], "--force", "--allow-inconclusive")
     assert allowed.exit_code == 0 and "allowed by --allow-inconclusive" in allowed.output
+
+
+def test_a_busy_candidate_is_not_judged_unless_allowed(
+    app: typer.Typer, setup: dict[str, Path]
+) -> None:
+    quiet = [write_fake_run(setup["root"] / "quiet", seed=s) for s in (40, 41)]
+    busy = write_loaded_run(setup["root"] / "busy", other_share=0.35, seed=42)
+    result = gate(app, setup, [*quiet, busy])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())  # the console wraps long notes
+    assert "INCONCLUSIVE" in output.upper()
+    named = f"run {busy.name}: other processes used 35% of the CPU during this run"
+    assert f"not judged, busy machine: candidate runs, {named}" in output
+    assert "--allow-busy" in output
+    allowed = gate(app, setup, [*quiet, busy], "--allow-busy")
+    assert allowed.exit_code == 0, allowed.output
+    output = " ".join(allowed.output.split())
+    assert "PASS: 3 run(s)" in output
+    assert f"busy machine, judged by --allow-busy: candidate runs, {named}" in output
 
 
 def test_other_hardware_is_refused_unless_forced(app: typer.Typer, setup: dict[str, Path]) -> None:

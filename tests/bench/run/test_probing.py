@@ -16,6 +16,7 @@ from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from perfmodel import calibration as cal
+from results.machine_load import process_labels
 from results.run_folder import load_run
 from results.run_summary import summarize_run
 from tests.support.cache import isolated_cache
@@ -116,6 +117,18 @@ def test_a_launched_engine_is_probed_and_nsys_said_missing(
     data = load_run(folder)
     assert "nsys" not in data.run_json["recorded"]
     cpu = data.samples[data.samples["name"] == "process_cpu_pct"]
-    roles = {json.loads(labels)["process"] for labels in cpu["labels"]}
-    assert roles == {"client", "engine"}
+    labels = [json.loads(text) for text in cpu["labels"]]
+    assert {label["group"] for label in labels} == {"client", "engine"}
+    # Every process of the launched engine is followed, each under its own title: the HTTP
+    # front and the core process that steps the model, both in the engine's group.
+    engine = {label["process"]: label["pid"] for label in labels if label["group"] == "engine"}
+    assert {"engine-front", "engine-core"} <= set(engine)
+    assert engine["engine-front"] != engine["engine-core"]
+    is_core = data.samples["labels"].map(lambda text: process_labels(text).get("process"))
+    core_s = data.samples[
+        (data.samples["name"] == "process_cpu_s_total") & (is_core == "engine-core")
+    ]["value"]
+    assert core_s.max() > 0  # the core did the work, and its CPU seconds say so
     assert data.run_json["probes"]["samplers"]["cpu"]["processes"]["engine"] > 0
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["machine_load"]["available"] and summary["machine_load"]["run_cpu_s"] > 0
