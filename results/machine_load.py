@@ -108,11 +108,22 @@ def busy_lines(summary: Mapping[str, Any]) -> list[str]:
     return [] if line is None else [f"busy machine: {line}"]
 
 
+def _pairs(text: str) -> dict[str, str]:
+    """``"group=engine,pid=12,process=engine-core"`` -> its dict (values hold no comma)."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
 def process_labels(text: str) -> dict[str, str]:
-    """A CPU reading's labels: group ("client", "engine"), process and pid. A folder recorded
-    before the probe followed children labels the root only, its role as ``process``."""
+    """A CPU reading's labels: group ("client", "engine"), process and pid, from samples.parquet's
+    JSON or the dashboards' ``k=v,k=v`` text of it. A folder recorded before the probe followed
+    children labels the root only, its role as ``process``."""
     try:
-        labels = json.loads(text) if text else {}
+        labels = json.loads(text) if text.startswith("{") else _pairs(text)
     except ValueError:  # no labels (a missing value read back as text)
         labels = {}
     labels.setdefault("group", labels.get("process", "unknown"))

@@ -70,6 +70,9 @@ def test_a_real_run_folder_becomes_a_report(tmp_path: Path) -> None:
     assert "KV cache occupancy" in titles
     (kv,) = [t for t in timeline.data if t.name.startswith("KV blocks used (of ")]
     assert all(0 <= v <= 100 for v in kv.y if v == v)
+    # Each process's CPU series names what it is (read from the page's labels text).
+    cpu = [t.name for t in timeline.data if t.name.startswith("CPU ") and "system" not in t.name]
+    assert cpu and not any("unknown" in name for name in cpu), cpu
     path = write_run_report(folder)
     assert path.stat().st_size > 1_000_000
     html = path.read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from results.machine_load import BUSY_OTHER_CPU_SHARE, busy_lines
+from results.machine_load import BUSY_OTHER_CPU_SHARE, busy_lines, process_labels
 from tests.support.cpu_load import LOGICAL_CPUS
 from tests.support.gate_fakes import write_loaded_run
 
@@ -39,3 +39,13 @@ def test_a_quiet_machine_is_not_marked(tmp_path: Path) -> None:
     assert load["other_cpu_share"] == pytest.approx(0.10)
     assert load["message"] == "other processes used 10% of the CPU during this run"
     assert busy_lines(summary) == []
+
+
+def test_process_labels_read_the_parquet_json_and_the_dashboards_text_alike() -> None:
+    parquet = '{"group": "engine", "pid": "12", "process": "engine-core"}'
+    text = "group=engine,pid=12,process=engine-core"
+    assert process_labels(parquet) == process_labels(text)
+    assert process_labels(text) == {"group": "engine", "pid": "12", "process": "engine-core"}
+    # A folder from before the probe followed children: the role was the process label.
+    assert process_labels("pid=7,process=client")["group"] == "client"
+    assert process_labels("")["group"] == "unknown"
