@@ -88,7 +88,7 @@ def cut_mid_load(proc: BenchProcess, done: int = 6) -> str:
     return url
 
 
-def check_partial_run(tmp_path: Path, name: str, report: bool) -> None:
+def check_partial_run(tmp_path: Path, name: str, report: bool, min_cancelled: int = 1) -> None:
     folder = only_run_folder(tmp_path)
     run = load_run(folder)
     run_json = json.loads((folder / "run.json").read_text())
@@ -99,7 +99,7 @@ def check_partial_run(tmp_path: Path, name: str, report: bool) -> None:
     assert len(requests) == section["requests_recorded"] and requests["request_id"].is_unique
     ok, cancelled = requests[requests.status == "ok"], requests[requests.status == "cancelled"]
     assert len(ok) >= 6 and len(ok) + len(cancelled) == len(requests)
-    assert len(cancelled) == section["cancelled_in_flight"] >= 1
+    assert len(cancelled) == section["cancelled_in_flight"] >= min_cancelled
     # Cut in flight: stamped with the time of the cut and the reason.
     assert cancelled["done_s"].notna().all()
     assert (cancelled["error"] == f"cancelled: the run was interrupted ({name}) while the request "
@@ -254,7 +254,9 @@ def test_ctrl_c_reaches_worker_processes_only_through_bench(
     url = cut_mid_load(proc)
     proc.ctrl_c()
     assert proc.wait(60) == 130, proc.output
-    check_partial_run(tmp_path, "SIGINT", report=True)
+    # Locust's workers may finish what they had in flight before the master's stop reaches
+    # them (one clean-clone CI run in four saw none cancelled); every row is still checked.
+    check_partial_run(tmp_path, "SIGINT", report=True, min_cancelled=0 if "locust" in driver else 1)
     assert "Traceback" not in proc.output, proc.output
     assert not port_open(url)
     assert proc.survivors() == []
