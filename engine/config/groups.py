@@ -85,8 +85,8 @@ class CacheSettings(SettingsGroup):
     block_size: int = setting(16, "KV block size in tokens.", rule=POWER_OF_TWO)
     kv_cache_memory_bytes: int | None = setting(
         None,
-        "KV cache budget in bytes (default: 512 MiB on CPU, 90% of the GPU's free memory after "
-        "the weights on CUDA).",
+        "KV cache budget in bytes (default: 512 MiB on CPU; on CUDA 90% of the GPU's memory less "
+        "what is in use once the weights are loaded, perfmodel.capacity's one KV budget).",
         rule=at_least(1),
     )
     kv_layout: KVLayout = setting(

@@ -24,11 +24,11 @@ from engine.model.rejection_sampler import greedy_verify, rejection_sample
 from engine.model.sampler import Sampler, processed_probs
 from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramProposer
 from engine.model.weights import load_model, load_model_spec
+from perfmodel.capacity import kv_cache_budget_bytes, num_kv_blocks
 from perfmodel.model_config import ModelConfig
 
 # KV cache memory on a CPU when kv_cache_memory_bytes is unset (the simulated CPU uses it too).
 CPU_KV_DEFAULT_BYTES = 512 * 1024**2
-_GPU_KV_FRACTION = 0.9
 
 
 def kv_bytes_per_block(config: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -45,14 +45,15 @@ def num_kv_blocks_for(
     device: torch.device,
     kv_cache_memory_bytes: int | None,
 ) -> int:
-    """How many blocks fit in the KV budget: the given bytes, else the device's default."""
+    """How many blocks fit in the KV budget: the given bytes, else the device's default (on
+    CUDA perfmodel.capacity's one budget, from the memory free once the weights are loaded)."""
     if kv_cache_memory_bytes is None:
         if device.type == "cuda":
-            free_bytes, _ = torch.cuda.mem_get_info(device)
-            kv_cache_memory_bytes = int(free_bytes * _GPU_KV_FRACTION)
+            free_bytes, total_bytes = torch.cuda.mem_get_info(device)
+            kv_cache_memory_bytes = int(kv_cache_budget_bytes(total_bytes, free_bytes))
         else:
             kv_cache_memory_bytes = CPU_KV_DEFAULT_BYTES
-    n = kv_cache_memory_bytes // kv_bytes_per_block(config, block_size, dtype)
+    n = num_kv_blocks(kv_cache_memory_bytes, kv_bytes_per_block(config, block_size, dtype))
     if n < 1:
         raise ValueError(
             f"kv_cache_memory_bytes={kv_cache_memory_bytes} holds no block of {block_size} "

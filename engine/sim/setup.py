@@ -6,8 +6,9 @@
   ``gpu="cpu"`` this machine's `bench calibrate` peaks times the efficiencies, and the overheads,
   that `bench sim-calibrate` fitted for this model here.
 - KV capacity: ``kv_cache_memory_bytes`` per GPU when given; else for a GPU exactly what
-  `bench capacity` computes (GPU memory x gpu_memory_utilization - weights, per GPU, over the
-  KV bytes per token per GPU), and for the CPU the torch executor's default budget.
+  `bench capacity` computes (perfmodel.capacity's one KV budget: GPU memory x
+  gpu_memory_utilization - weights, per GPU), in blocks as the torch executor counts them
+  (perfmodel.capacity.num_kv_blocks), and for the CPU the torch executor's default budget.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from engine.sim.calibration import load as load_calibration
 from engine.sim.cost import CPU, DeviceRoofs, StepTimeModel, device_roofs
 from engine.sim.executor import SimExecutor
 from perfmodel import calibration as calibrate
-from perfmodel.capacity import capacity
+from perfmodel.capacity import capacity, num_kv_blocks
 from perfmodel.hardware import get_gpu
 from perfmodel.model_config import ModelConfig
 from perfmodel.models import dtype_bytes, resolve_model, short_dtype
@@ -62,14 +63,15 @@ def _num_blocks(
     per_block = block_size * time_model.cost.kv_bytes_per_token
     if budget is not None or gpu == CPU:
         # The torch executor's CPU budget, so that a simulated CPU preempts when the real one does.
-        return int((budget or CPU_KV_DEFAULT_BYTES) // per_block), None
+        return num_kv_blocks(budget or CPU_KV_DEFAULT_BYTES, per_block), None
     cap = capacity(
         model, get_gpu(str(gpu)), min(config.model.max_model_len or 10**9,
         model.max_position_embeddings), precision, tp, config.sim.gpu_memory_utilization,
     )  # fmt: skip
-    if cap.max_tokens < block_size:
+    blocks = num_kv_blocks(cap.kv_bytes_left_per_gpu, per_block)
+    if blocks < 1:
         raise ValueError(f"{model.name} on {tp}x {cap.gpu}: {cap.reason}")
-    return cap.max_tokens // block_size, cap.to_dict()
+    return blocks, cap.to_dict()
 
 
 def _draft_model(config: EngineConfig, model: ModelConfig) -> ModelConfig | None:

@@ -55,8 +55,10 @@ def test_gpu_roofs_by_nvml_name_and_why_there_are_none() -> None:
         None,
         "NVML lists no GPU 2; no roofs",
     )
-    roofs, reason = find_roofs("cuda", "bf16", ["NVIDIA H100 NVL"], "cpu")
+    roofs, reason = find_roofs("cuda", "bf16", ["NVIDIA H800"], "cpu")
     assert roofs is None and "not in perfmodel.hardware's table" in reason
+    roofs, reason = find_roofs("cuda", "bf16", ["NVIDIA H100 NVL"], "cpu")
+    assert reason is None and roofs == table_roofs(get_gpu("h100-nvl"), "bf16")
     roofs, reason = find_roofs("cuda", "fp8", ["NVIDIA A100-SXM4-80GB"], "cpu")
     assert roofs is None and "no fp8 peak" in reason
 

@@ -147,7 +147,7 @@ def test_gpu_roofs_come_from_the_table_by_nvml_name() -> None:
     roofs, reason = find_roofs("cuda:0", "bf16", ["NVIDIA H100 80GB HBM3"], "cpu")
     assert reason is None and roofs is not None
     assert roofs.flops_per_s == get_gpu("h100-sxm").peak_for("bf16")
-    assert find_roofs("cuda", "bf16", ["NVIDIA H100 NVL"], "cpu")[0] is None
+    assert find_roofs("cuda", "bf16", ["NVIDIA H800"], "cpu")[0] is None
     assert find_by_nvml_name("NVIDIA A100-SXM4-40GB").key == "a100-40gb-sxm"
 
 
