@@ -24,7 +24,10 @@ class ProbeSpec:
     """Which samplers a run wants (picklable, so a child process can build them).
 
     processes: role -> pid of each group's root for the CPU sampler ("client": bench itself,
-    "engine": the engine's first process); the sampler follows each root's children too.
+    "engine": the engine's first process); the sampler follows each root's children too. The
+    engine's root also scopes the NVML sampler to the engine's GPUs (probes.gpu_scope), with
+    ``cuda_visible_devices`` / ``cuda_device_order`` (the engine's, when bench launched it) and
+    ``gpus`` (the user's --gpus) when its processes are not seen on a GPU.
     engine_url / engine_metric_names / engine_metrics_path: the engine's base URL, its adapter's
     map and where it serves Prometheus text; no URL or an empty map means no engine scraping.
     """
@@ -32,6 +35,9 @@ class ProbeSpec:
     nvml: bool = True
     nvml_interval_s: float = 0.2
     gpm: bool = True
+    gpus: str | None = None
+    cuda_visible_devices: str | None = None
+    cuda_device_order: str | None = None
     cpu: bool = True
     cpu_interval_s: float = 0.5
     processes: Mapping[str, int] = field(default_factory=dict)
@@ -62,7 +68,12 @@ class ProbeSpec:
 
         samplers: list[Sampler] = []
         if self.nvml:
-            samplers.append(NvmlSampler(self.nvml_interval_s, gpm=self.gpm))
+            nvml = NvmlSampler(
+                self.nvml_interval_s, gpm=self.gpm, engine_pid=self.processes.get("engine"),
+                cuda_visible_devices=self.cuda_visible_devices,
+                cuda_device_order=self.cuda_device_order, gpus=self.gpus,
+            )  # fmt: skip
+            samplers.append(nvml)
         if self.cpu:
             samplers.append(CpuSampler(self.processes, self.cpu_interval_s))
         if self.engine_url:

@@ -15,6 +15,11 @@ reader shows where MFU, MBU or a roof is missing (:func:`roofs_reason` also for 
 `bench run` and `bench simulate` write it (:func:`analytic_section`, from the engine's
 /debug/engine description);
 readers of a folder written before run.json had it rebuild it the same way (:func:`run_analytic`).
+
+With the probes' GPU scope (probes.gpu_scope, run.json's probes.samplers.nvml.scope), the
+engine's ``cuda:N`` is the scope's entry N (its CUDA order), never NVML's GPU N; on a MIG
+instance the roofs are scaled to the slice: FLOP/s by its share of the SMs, bytes/s by its share
+of the memory (:func:`scale_to_slice`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "engine_precision",
     "roofs_reason",
     "run_analytic",
+    "scale_to_slice",
     "simulated_analytic",
 ]
 
@@ -61,6 +67,7 @@ def analytic_section(
     cpu_name: str,
     calibration_path: Path | None = None,
     notes: Sequence[str] = (),
+    gpu_scope: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The section (module docstring) for an engine that ``description`` describes (None for
     an engine that does not); ``model_spec`` names the model for engines that do not describe
@@ -68,12 +75,17 @@ def analytic_section(
     this host, whose GPUs (NVML names) and CPU are given, so its roofs can be looked up. An
     engine on the simulated device gets the simulated part's (:func:`simulated_analytic`).
     ``notes`` (e.g. that an automatic calibration gave the roofs, or failed) come first in its
-    notes, and in ``roofs_reason`` where there are no roofs."""
+    notes, and in ``roofs_reason`` where there are no roofs. ``gpu_scope`` (the probes' scope of
+    the engine's GPUs) replaces ``gpu_names`` by the engine's GPUs in its CUDA order, and scales
+    the roofs of a MIG instance to the slice."""
     simulated = simulated_analytic(description)
     if simulated is not None:
         return simulated
-    section = _measured_section(description, model_spec, local, gpu_names, cpu_name,
+    scoped = [g["name"] for g in (gpu_scope or {}).get("gpus") or []]
+    section = _measured_section(description, model_spec, local, scoped or gpu_names, cpu_name,
                                 calibration_path)  # fmt: skip
+    if gpu_scope and section["roofs"]:
+        section = scale_to_slice(section, gpu_scope, str((description or {}).get("device", "")))
     section["notes"] = [*notes, *section["notes"]]
     if section["roofs_reason"] and notes:
         # What the caller tried (a skipped or failed calibration) is part of why there are none.
@@ -119,6 +131,28 @@ def _measured_section(
         "roofs_reason": None if roofs else reason,
         "notes": notes,
     }
+
+
+def scale_to_slice(
+    section: dict[str, Any], gpu_scope: Mapping[str, Any], device: str
+) -> dict[str, Any]:
+    """``section`` with its roofs scaled to the MIG instance the engine's ``device`` ("cuda:N")
+    is in the scope (module docstring); unchanged for a whole GPU."""
+    gpus = gpu_scope.get("gpus") or []
+    index = int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0
+    mig = gpus[index].get("mig") if index < len(gpus) else None
+    if not mig:
+        return section
+    roofs = dict(section["roofs"])
+    roofs["flops_per_s"] *= mig["compute_fraction"]
+    roofs["bytes_per_s"] *= mig["memory_fraction"]
+    roofs["ridge_flop_per_byte"] = roofs["flops_per_s"] / roofs["bytes_per_s"]
+    how = (f"MIG instance {mig['gpu_instance_id']}: {mig['sm_count']} SMs "
+           f"({mig['compute_fraction']:.3f} of the GPU's), {mig['memory_fraction']:.3f} of its "
+           "memory")  # fmt: skip
+    roofs["source"] = f"{roofs['source']}, scaled to {how}"
+    notes = [*section["notes"], f"roofs scaled to the {how}"]
+    return {**section, "roofs": roofs, "notes": notes}
 
 
 def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] | None:

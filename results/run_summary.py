@@ -28,7 +28,7 @@ from results.engine_steps import same_host
 from results.machine_load import machine_load
 from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
-from results.samples_summary import engine_flops_increase, samples_summary
+from results.samples_summary import engine_flops_increase, gpu_scope, samples_summary
 from results.schema import SummaryJson
 from results.summary import compute_summary, json_safe
 from results.usability import run_max_error_rate, usability
@@ -71,6 +71,10 @@ def summarize_run(run: RunData) -> SummaryJson:
         reason = f"no steps.parquet: the engine at {remote} runs on another host"
         summary["attribution"] = {"available": False, "reason": reason}
     summary["probes"] = samples_summary(run.samples, run.tokens, window)
+    scope = gpu_scope(run.run_json)
+    if scope is not None and summary["probes"].get("available"):
+        # Which GPUs the GPU figures are over, and why those (run.json's probes).
+        summary["probes"]["gpu"]["scope"] = scope
     load = machine_load(run.samples, window)
     if load["available"]:  # a folder recorded before the CPU counters keeps its summary
         summary["machine_load"] = load

@@ -7,6 +7,10 @@ Readings inside the summary's measured window count (t_s in [start_s, end_s]).
 - CPU (the probe's processes, grouped "client" and "engine"): each group's CPU and RSS are the
   sum over its processes at each tick, then mean and max over ticks; each process beside them.
   Whether other processes loaded the machine is results.machine_load.
+- GPUs: samples.parquet holds the engine's GPUs only (probes.gpu_scope), each its own series, so
+  every GPU figure is over them (``gpu.gpus`` lists them). Another compute process on them
+  (``process_gpu_memory_bytes``, labels pid and process) is named in ``gpu.other_processes`` and
+  in a warning (:func:`gpu_warnings`): it shares the readings.
 - Gauges (utilization, power, clocks, KV usage, running/waiting): mean and max over readings
   (all GPUs or all series together). Counters (prefix cache, speculative decoding, preemptions):
   increase over the window. Histograms (vLLM's per-request prefill/decode/queue times): mean =
@@ -88,6 +92,44 @@ def energy(samples: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, Any]:
         "joules_per_output_token": joules / out_tokens if out_tokens else None,
         "mean_power_w": joules / (t_b - t_a) if t_b > t_a else None,
     }
+
+
+def other_gpu_processes(nvml: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each compute process NVML saw on the engine's GPUs that is not the engine's: gpu, pid,
+    process name and the most GPU memory it held (bytes)."""
+    rows = nvml[nvml["name"] == "process_gpu_memory_bytes"]
+    out = []
+    for text, part in rows.groupby("labels", sort=True):
+        label = _labels(str(text))
+        out.append({"gpu": label.get("gpu"), "pid": int(label.get("pid", 0)),
+                    "process": label.get("process"),
+                    "memory_bytes_max": float(part["value"].max())})  # fmt: skip
+    return sorted(out, key=lambda p: (str(p["gpu"]), p["pid"]))
+
+
+def gpu_scope(run_json: Mapping[str, Any]) -> dict[str, Any] | None:
+    """run.json's GPU scope (probes.gpu_scope: which GPUs, how found, why), or None."""
+    nvml = ((run_json.get("probes") or {}).get("samplers") or {}).get("nvml") or {}
+    scope = nvml.get("scope")
+    return dict(scope) if isinstance(scope, Mapping) else None
+
+
+def gpu_scope_line(summary: Mapping[str, Any]) -> str | None:
+    """One sentence: which GPUs the run measured and why (None without a scope)."""
+    scope = ((summary.get("probes") or {}).get("gpu") or {}).get("scope")
+    if not scope:
+        return None
+    return f"GPUs measured ({scope['how']}): {scope['reason']}"
+
+
+def gpu_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """One line per other process on the engine's GPUs (summary.json's probes.gpu)."""
+    gpu = (summary.get("probes") or {}).get("gpu") or {}
+    return [
+        f"another process shares the engine's GPU {p['gpu']}: pid {p['pid']} ({p['process']}, "
+        f"up to {p['memory_bytes_max'] / 2**30:.1f} GiB); its work is in the GPU readings"
+        for p in gpu.get("other_processes") or []
+    ]
 
 
 def histogram_quantile(bounds: np.ndarray, counts: np.ndarray, q: float) -> float | None:
@@ -185,7 +227,10 @@ def samples_summary(
         return {"available": False, "reason": "the run has no measured window"}
     win = samples[(samples["t_s"] >= start) & (samples["t_s"] <= stop)]
     nvml, gpm, cpu_frame, eng = (win[win["source"] == s] for s in ("nvml", "gpm", "cpu", "engine"))
-    gpu = {name: _gauge(nvml, name) for name in NVML_GAUGES}
+    gpu: dict[str, Any] = {name: _gauge(nvml, name) for name in NVML_GAUGES}
+    if not nvml.empty:  # a run without GPU readings keeps the summary it always had
+        gpu["gpus"] = sorted({str(_labels(str(t)).get("gpu")) for t in nvml["labels"].unique()})
+        gpu["other_processes"] = other_gpu_processes(nvml)
     gpu["memory_used_bytes_max"] = (_gauge(nvml, "memory_used_bytes") or {}).get("max")
     gpu.update({name: _gauge(gpm, name) for name in GPM_GAUGES})
     reasons = nvml.loc[nvml["name"] == "clocks_event_reasons", "value"]

@@ -65,6 +65,14 @@ def run(
     probes: Annotated[
         bool, typer.Option(help="Sample NVML/GPM, CPU and the engine's /metrics during the run.")
     ] = True,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="The engine's GPUs for the probes when neither its processes nor its "
+            "CUDA_VISIBLE_DEVICES show them (a --url engine): NVML indices or GPU-/MIG- UUIDs, "
+            "comma-separated. Without either, every GPU is sampled and the run says so."
+        ),
+    ] = None,
     calibrate: Annotated[
         bool,
         typer.Option(
@@ -153,7 +161,7 @@ def run(
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e
     opts = RunOptions(
-        spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes,
+        spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes, gpus=gpus,
         driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
         max_error_rate=max_error_rate, remote_workers=remote, calibrate=calibrate,
     )  # fmt: skip

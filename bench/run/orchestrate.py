@@ -31,6 +31,7 @@ from bench.run.load_runner import LoadError, drive_load, prepare_load, record_lo
 from bench.run.messages import print_info, print_note
 from bench.run.preflight import PreflightError, preflight
 from bench.run.probing import (
+    gpu_scope_of,
     samples_frame,
     start_probes,
 )
@@ -98,6 +99,9 @@ class RunOptions:
     nsys: bool = False
     # Start the probes (NVML/GPM, CPU, engine /metrics) around the load.
     probes: bool = True
+    # The engine's GPUs for the probes when its processes and CUDA_VISIBLE_DEVICES do not show
+    # them (probes.gpu_scope): NVML indices or UUIDs, comma-separated.
+    gpus: str | None = None
     # Load driver: "asyncio" (this process, or `workers` processes sharing the users) or
     # "locust" (a local Locust master and `workers` workers).
     driver: str = "asyncio"
@@ -264,7 +268,7 @@ def _run_against(
     local = same_host(base_url)
     calibration_notes = calibrate_before_load(opts.calibrate, engine_description, local, console)
     probes, probe_messages = (
-        start_probes(console, adapter, base_url, engine_pid, local, headers)
+        start_probes(console, adapter, base_url, engine_pid, local, headers, opts.gpus)
         if opts.probes
         else (None, ["probes disabled"])
     )
@@ -325,6 +329,7 @@ def _run_against(
                 machine["gpus"],
                 cpu_name(),
                 notes=calibration_notes,
+                gpu_scope=gpu_scope_of(probe_result),
             ),
             probes={
                 **(probe_result.to_json() if probe_result else {}),

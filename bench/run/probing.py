@@ -1,10 +1,14 @@
 """The probes of one `bench run`: which samplers, and samples.parquet.
 
-- :func:`probe_spec`: NVML and CPU samplers when the engine runs on this host (the GPUs and
-  processes here are then the engine's), engine /metrics through the adapter's name map always.
+- :func:`probe_spec`: NVML and CPU samplers when the engine runs on this host, engine /metrics
+  through the adapter's name map always. The NVML sampler measures the engine's GPUs only
+  (probes.gpu_scope, in the probe process: the engine's processes on a GPU, else its
+  CUDA_VISIBLE_DEVICES, which a launched engine inherits from bench, else ``--gpus``, else all,
+  said plainly).
   The CPU sampler follows two groups of processes: "client" (bench, its load generator workers
   and its probe process) and "engine" (the engine bench launched, or the process listening on
   a local ``--url``'s port: :func:`listening_pid`), each with every child it starts.
+- :func:`gpu_scope_of`: that scope, for run.json's analytic section (the engine's GPUs' roofs).
 - :func:`samples_frame`: the probes' readings on the run's clock (t_s = seconds since t0_ns).
 - :func:`start_probes`: the probe process, each unavailable probe said once.
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -30,9 +35,11 @@ from probes.session import ProbeResult, ProbeSpec
 
 
 def probe_spec(
-    adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool
-) -> ProbeSpec:
-    """Samplers for a run against ``base_url`` (``local``: the engine runs on this host)."""
+    adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
+    gpus: str | None = None,
+) -> ProbeSpec:  # fmt: skip
+    """Samplers for a run against ``base_url`` (``local``: the engine runs on this host);
+    ``gpus``: the user's --gpus."""
     processes = {"client": os.getpid()}
     if engine_pid is None and local:
         engine_pid = listening_pid(base_url)
@@ -40,6 +47,10 @@ def probe_spec(
         processes["engine"] = engine_pid
     return ProbeSpec(
         nvml=local,
+        gpus=gpus,
+        # A launched engine inherits bench's environment (engine_adapters.launcher).
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
         cpu=True,
         processes=processes,
         engine_url=base_url if adapter.metric_names else None,
@@ -64,6 +75,14 @@ def listening_pid(base_url: str) -> int | None:
     return None
 
 
+def gpu_scope_of(result: ProbeResult | None) -> dict[str, Any] | None:
+    """The NVML sampler's GPU scope (probes.gpu_scope) in ``result``, or None."""
+    for report in result.reports if result else []:
+        if report.get("source") == "nvml" and report.get("scope"):
+            return dict(report["scope"])
+    return None
+
+
 def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
     """The readings as samples.parquet's columns, ordered by time (stable)."""
     cols = result.columns
@@ -81,11 +100,11 @@ def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
 
 def start_probes(
     console: Console, adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
-    headers: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None, gpus: str | None = None,
 ) -> tuple[ProbeProcess | None, list[str]]:  # fmt: skip
     """Start the probe process; a probe that cannot run is said once, and the run goes on.
-    ``headers`` (``--api-key``/``--header``) go with each /metrics scrape."""
-    probes = ProbeProcess(probe_spec(adapter, base_url, engine_pid, local), headers)
+    ``headers`` (``--api-key``/``--header``) go with each /metrics scrape; ``gpus``: --gpus."""
+    probes = ProbeProcess(probe_spec(adapter, base_url, engine_pid, local, gpus), headers)
     try:
         reasons = probes.start()
     except RuntimeError as e:

@@ -20,6 +20,7 @@ from bench.run.verdict import print_verdict
 from results.engine_facts import prefix_cache_line, simulated_line
 from results.machine_load import busy_lines
 from results.run_end import run_end_lines
+from results.samples_summary import gpu_scope_line, gpu_warnings
 from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
 __all__ = ["format_number", "render_summary"]
@@ -158,6 +159,14 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     for line in run_end_lines(summary):
         print_error(console, line)
     for line in busy_lines(summary):
+        print_warning(console, line)
+    if scope_line := gpu_scope_line(summary):
+        # Said plainly when every GPU was sampled: the figures then include GPUs not the engine's.
+        scope = summary["probes"]["gpu"]["scope"]
+        (print_warning if scope["how"] == "all" else print_note)(console, scope_line)
+        for note in scope.get("notes") or []:
+            print_note(console, note)
+    for line in gpu_warnings(summary):
         print_warning(console, line)
     print_table(console, _overview(summary))
     reuse = summary.get("prefix_cache")

@@ -131,6 +131,19 @@ def fake_pynvml(ticks: list[dict[str, Any]], fail_at_tick: int | None = None) ->
     nvml.nvmlGpmSampleFree = lambda s: state.__setitem__("freed", state["freed"] + 1)
     nvml.nvmlGpmSampleGet = sample_get
     nvml.nvmlGpmMetricsGet = metrics_get
+    # What the GPU scope and the power source ask: no processes listed (so every GPU is
+    # sampled), no MIG, and no instant power field (the 1 s average is read).
+    nvml.nvmlDeviceGetUUID = lambda h: f"GPU-{h:08d}"
+    nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: []
+
+    def not_supported(*args: Any) -> Any:
+        raise FakeNotSupported()
+
+    nvml.nvmlDeviceGetMigMode = not_supported
+    nvml.nvmlDeviceGetArchitecture = lambda h: (
+        pynvml.NVML_DEVICE_ARCH_HOPPER if h == 0 else pynvml.NVML_DEVICE_ARCH_AMPERE
+    )
+    nvml.nvmlDeviceGetFieldValues = not_supported
     return nvml
 
 
