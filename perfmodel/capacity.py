@@ -86,6 +86,7 @@ class Capacity:
     weights_bytes: float  # whole model
     weights_bytes_per_gpu: float
     gpu_memory_bytes: float
+    gpu_memory_source: str  # "nvml" (the table's NVML figure, or this host's), or "datasheet"
     memory_budget_bytes_per_gpu: float
     kv_bytes_left_per_gpu: float
     max_tokens: int
@@ -164,6 +165,7 @@ def capacity(
         weights_bytes=config.num_params() * dtype_bytes(precision.weight_dtype),
         weights_bytes_per_gpu=weights_per_gpu,
         gpu_memory_bytes=total,
+        gpu_memory_source="nvml" if gpu_memory_bytes else gpu.memory_source,
         memory_budget_bytes_per_gpu=budget,
         kv_bytes_left_per_gpu=max(0.0, left),
         max_tokens=max_tokens,

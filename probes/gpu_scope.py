@@ -252,6 +252,31 @@ def _names(gpus: Sequence[ScopedGpu]) -> str:
     return ", ".join(parts) if parts else "no GPU"
 
 
+def local_memory_total(nvml_names: Collection[str], nvml: ModuleType | None = None) -> int | None:
+    """NVML's total memory (bytes) of this host's first GPU named one of ``nvml_names``, or
+    None without NVML, a driver or such a GPU (then the hardware table's size stands)."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return None
+    wanted = {n.lower() for n in nvml_names}
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        return None
+    try:
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            if _text(nvml.nvmlDeviceGetName(handle)).lower() in wanted:
+                return int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
+        return None
+    except nvml.NVMLError:
+        return None
+    finally:
+        nvml.nvmlShutdown()
+
+
 def process_tree(root: int | None) -> set[int]:
     """``root`` and every descendant of it that can be seen ({} without a root)."""
     if root is None:

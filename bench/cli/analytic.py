@@ -45,6 +45,13 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _memory_here(spec: HardwareSpec) -> int | None:
+    """NVML's total memory of this host's GPU of that part, when it has one (else the table's)."""
+    from probes.gpu_scope import local_memory_total
+
+    return local_memory_total(spec.nvml_names)
+
+
 def _setup(
     model: str, gpu: str, tp: int, dtype: str | None, weight_dtype: str | None, kv_dtype: str | None
 ) -> tuple[CostModel, HardwareSpec]:
@@ -104,8 +111,9 @@ def roofline(
     peak, bw = roof.flops_per_s, roof.bytes_per_s
     try:
         memory = kv_capacity.capacity(
-            cost.config, spec, context, cost.precision, tp, gpu_memory_utilization
-        )
+            cost.config, spec, context, cost.precision, tp, gpu_memory_utilization,
+            gpu_memory_bytes=_memory_here(spec),
+        )  # fmt: skip
     except ValueError as e:
         raise _fail(str(e)) from e
     prompt_tokens = prompt or context
@@ -176,8 +184,9 @@ def capacity(
     cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
     try:
         result = kv_capacity.capacity(
-            cost.config, spec, context, cost.precision, tp, gpu_memory_utilization
-        )
+            cost.config, spec, context, cost.precision, tp, gpu_memory_utilization,
+            gpu_memory_bytes=_memory_here(spec),
+        )  # fmt: skip
     except ValueError as e:
         raise _fail(str(e)) from e
     if as_json:
@@ -187,6 +196,7 @@ def capacity(
     r, gb = result, 1e9
     share = f"{gpu_memory_utilization:.0%} of {r.gpu_memory_bytes / gb:.0f} GB"
     rows = {
+        "GPU memory": f"{r.gpu_memory_bytes / 2**30:,.2f} GiB ({r.gpu_memory_source})",
         "weights / KV dtype": f"{r.weight_dtype} / {r.kv_dtype}",
         "KV bytes per token": f"{r.kv_bytes_per_token:,.0f} B "
         f"(per GPU {r.kv_bytes_per_token_per_gpu:,.0f} B)",

@@ -4,6 +4,7 @@ the block count for the same memory, and the hardware table's sizes are NVML's b
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from engine.model.model_runner import kv_bytes_per_block, num_kv_blocks_for
 from perfmodel.capacity import kv_cache_budget_bytes, num_kv_blocks
 from perfmodel.hardware import MIB, get_gpu
 from perfmodel.models import resolve_model
+from tests.support.fake_nvml import FakeGpu, FakeNvml
 
 BLOCK = 16
 
@@ -32,6 +34,12 @@ def test_the_budget_is_the_share_of_the_total_less_what_is_in_use() -> None:
         kv_cache_budget_bytes(100, 60, 0.0)
     with pytest.raises(ValueError, match="free memory"):
         kv_cache_budget_bytes(100, 160, 0.9)
+
+
+@pytest.fixture(autouse=True)
+def no_gpu_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench capacity` reads NVML's total of a GPU of the part on this host: here none is."""
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([]).module())
 
 
 def _capacity_json(model: str, gpu: str, share: float) -> dict:
@@ -73,6 +81,18 @@ def test_simulator_and_capacity_agree_at_another_share() -> None:
     capacity = _capacity_json("llama-3-8b", "a100-80gb", 0.6)
     assert _sim_blocks("llama-3-8b", "a100-80gb", 0.6) == capacity["max_tokens"] // BLOCK
     assert capacity["max_tokens"] < _capacity_json("llama-3-8b", "a100-80gb", 0.9)["max_tokens"]
+
+
+def test_bench_capacity_takes_nvmls_total_of_the_gpu_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _capacity_json("llama-3-8b", "h100-sxm", 0.9)
+    assert table["gpu_memory_bytes"] == get_gpu("h100-sxm").memory_bytes
+    # This host's H100 reports less (a driver reserving more, say): its figure is the one used.
+    here = FakeGpu(uuid="GPU-a", memory_total=80_000 * MIB)
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([here]).module())
+    measured = _capacity_json("llama-3-8b", "h100-sxm", 0.9)
+    assert measured["gpu_memory_bytes"] == 80_000 * MIB
+    assert measured["gpu_memory_source"] == "nvml"
+    assert measured["max_tokens"] < table["max_tokens"]
 
 
 def test_sizes_are_nvmls_bytes_not_datasheet_gigabytes() -> None:
