@@ -213,6 +213,14 @@ def resolve_scope(
     all_same = len({d.name for d in devices}) <= 1
     notes: list[str] = []
     found = _from_processes(devices, set(engine_pids))
+    pci = (cuda_device_order or "").upper() == "PCI_BUS_ID" or all_same
+    if found and cuda_visible_devices:
+        try:  # the engine's CUDA order, where its CUDA_VISIBLE_DEVICES names these same GPUs
+            ordered = [_by_entry(devices, e, pci) for e in parse_entries(cuda_visible_devices)]
+        except GpuScopeError:
+            ordered = []
+        if set(ordered) == set(found):
+            found = ordered
     if found:
         if gpus:
             notes.append(f"--gpus {gpus} not used: the engine's processes were found on GPUs")
@@ -220,7 +228,6 @@ def resolve_scope(
                         f"NVML lists the engine's processes on {_names(found)}", notes)  # fmt: skip
     if cuda_visible_devices is not None:
         entries = parse_entries(cuda_visible_devices)
-        pci = (cuda_device_order or "").upper() == "PCI_BUS_ID" or all_same
         try:
             found = [_by_entry(devices, e, pci) for e in entries]
         except GpuScopeError as e:

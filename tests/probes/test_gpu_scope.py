@@ -54,6 +54,10 @@ def test_the_engines_gpus_are_found_by_its_processes_and_only_they_are_sampled()
     assert scope["how"] == "engine processes"
     assert [g["uuid"] for g in scope["gpus"]] == [fake.gpus[2].uuid, fake.gpus[5].uuid]
     assert fake.gpus[2].uuid in scope["reason"]
+    # With the engine's CUDA_VISIBLE_DEVICES naming the same GPUs, its CUDA order is kept.
+    visible = f"{fake.gpus[5].uuid},{fake.gpus[2].uuid}"
+    ordered = resolve_scope(fake.module(), {ME}, visible)
+    assert ordered.how == "engine processes" and [g.index for g in ordered.gpus] == [5, 2]
     # No other process is on them: nothing to warn about.
     assert not rec.values("process_gpu_memory_bytes")
     sampler.close()
