@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -13,6 +14,7 @@ import pytest
 
 from probes.gpu_scope import GpuScopeError, resolve_scope
 from probes.nvml import AVERAGE_POWER, INSTANT_POWER, NvmlSampler
+from probes.probe_process import ProbeProcess
 from probes.session import ProbeSpec
 from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess, eight_gpus
 
@@ -221,3 +223,35 @@ def test_the_scope_settings_reach_the_probe_process() -> None:
                                 "visible": nvml._visible, "order": nvml._order}  # fmt: skip
     assert settings == {"engine_pid": ME, "gpus": "1,2", "visible": "GPU-x",
                         "order": "PCI_BUS_ID"}  # fmt: skip
+
+
+# Put first on the probe process's path, this module stands in for pynvml there: the fake's 8
+# GPUs, built once the real pynvml (whose constants the fake copies) is loaded.
+PYNVML_SHIM = """
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+del sys.modules["pynvml"]
+import pynvml
+from tests.support.fake_nvml import FakeNvml, eight_gpus
+sys.modules["pynvml"] = FakeNvml(eight_gpus(engine_on=())).module()
+"""
+
+
+def test_gpus_reach_the_probe_process_and_its_readings_are_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pynvml.py").write_text(PYNVML_SHIM)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    )
+    spec = ProbeSpec(cpu=False, gpus="3,6", nvml_interval_s=0.05)
+    probes = ProbeProcess(spec)
+    assert probes.start() == []
+    result = probes.stop()
+    (report,) = result.reports
+    assert report["status"] == "ok" and report["scope"]["how"] == "--gpus"
+    assert [g["index"] for g in report["scope"]["gpus"]] == [3, 6]
+    power = [lab for name, lab in zip(result.columns["name"], result.columns["labels"], strict=True)
+             if name == "power_w"]  # fmt: skip
+    assert power and set(power) == {'{"gpu":"3"}', '{"gpu":"6"}'}
