@@ -38,6 +38,7 @@ __all__ = [
     "run_analytic",
     "scale_to_slice",
     "simulated_analytic",
+    "tp_from_scope",
 ]
 
 # fp8 KV caches are named by their torch dtype in an engine's description.
@@ -86,6 +87,8 @@ def analytic_section(
                                 calibration_path)  # fmt: skip
     if gpu_scope and section["roofs"]:
         section = scale_to_slice(section, gpu_scope, str((description or {}).get("device", "")))
+    if gpu_scope and section["roofs"]:
+        section = tp_from_scope(section, gpu_scope)
     section["notes"] = [*notes, *section["notes"]]
     if section["roofs_reason"] and notes:
         # What the caller tried (a skipped or failed calibration) is part of why there are none.
@@ -153,6 +156,24 @@ def scale_to_slice(
     roofs["source"] = f"{roofs['source']}, scaled to {how}"
     notes = [*section["notes"], f"roofs scaled to the {how}"]
     return {**section, "roofs": roofs, "notes": notes}
+
+
+def tp_from_scope(section: dict[str, Any], gpu_scope: Mapping[str, Any]) -> dict[str, Any]:
+    """``section`` with its TP degree (how many GPUs the roofs count) set to the number of GPUs
+    the engine was found on, when that is more than one and the model's heads split evenly over
+    them; MFU and MBU are then per GPU of the engine's. Unchanged when every GPU was sampled
+    for want of knowing the engine's (scope "all")."""
+    n = len(gpu_scope.get("gpus") or [])
+    config = section.get("model_config") or {}
+    if gpu_scope.get("how") == "all" or n <= 1:
+        return section
+    heads = (config.get("num_attention_heads"), config.get("num_key_value_heads"))
+    if not all(isinstance(h, int) and h % n == 0 for h in heads):
+        note = f"the engine is on {n} GPUs, but the model's heads do not split over {n}: TP 1"
+        return {**section, "notes": [*section["notes"], note]}
+    note = f"TP degree {n}: the GPUs the engine runs on ({gpu_scope.get('how')})"
+    notes = [n_ for n_ in section["notes"] if "tensor parallelism assumed 1" not in n_]
+    return {**section, "tp": n, "notes": [*notes, note]}
 
 
 def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] | None:

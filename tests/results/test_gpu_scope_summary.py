@@ -107,3 +107,20 @@ def test_roofs_of_a_mig_slice_are_scaled_to_it() -> None:
     )
     assert "MIG instance 1: 66 SMs" in mig["roofs"]["source"]
     assert any("roofs scaled to the MIG instance" in n for n in mig["notes"])
+
+
+def test_the_roofs_count_the_gpus_the_engine_runs_on() -> None:
+    fake = FakeNvml(eight_gpus(engine_on=(2, 5), engine_pids=(ME,)))
+    sampler = NvmlSampler(nvml=fake.module(), engine_pid=ME)
+    sampled(fake, sampler, 1)
+    scope = sampler.describe()["scope"]
+    # An engine that does not describe itself (vLLM at TP 2): its shape from a preset.
+    section = analytic_section(None, "llama-3-8b", True, [], "cpu", gpu_scope=scope)
+    assert section["tp"] == 2 and any("TP degree 2" in n for n in section["notes"])
+    assert not any("assumed 1" in n for n in section["notes"])
+    idle = FakeNvml(eight_gpus(engine_on=()))
+    everything = NvmlSampler(nvml=idle.module())
+    sampled(idle, everything, 1)
+    unknown = analytic_section(None, "llama-3-8b", True, [], "cpu",
+                               gpu_scope=everything.describe()["scope"])  # fmt: skip
+    assert unknown["tp"] == 1
