@@ -117,20 +117,24 @@ def _migs(nvml: ModuleType, handle: Any, total: int) -> list[tuple[Any, MigSlice
         return []
     if current != nvml.NVML_DEVICE_MIG_ENABLE:
         return []
-    full = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, nvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE)
+    try:
+        full = nvml.nvmlDeviceGetGpuInstanceProfileInfo(
+            handle, nvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE
+        )
+        full_sms = int(full.multiprocessorCount)
+    except nvml.NVMLError:
+        return []  # the instances cannot be sized: the GPU is measured whole
     out = []
     for i in range(nvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
         try:
             mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+            attrs = nvml.nvmlDeviceGetAttributes(mig)
+            uuid = _text(nvml.nvmlDeviceGetUUID(mig))
+            instance = int(nvml.nvmlDeviceGetGpuInstanceId(mig))
         except nvml.NVMLError:  # an empty slot
             continue
-        attrs = nvml.nvmlDeviceGetAttributes(mig)
-        memory = int(attrs.memorySizeMB) * MIB
-        out.append((mig, MigSlice(
-            _text(nvml.nvmlDeviceGetUUID(mig)), int(nvml.nvmlDeviceGetGpuInstanceId(mig)),
-            int(attrs.multiprocessorCount), memory,
-            int(attrs.multiprocessorCount) / int(full.multiprocessorCount), memory / total,
-        )))  # fmt: skip
+        sms, memory = int(attrs.multiprocessorCount), int(attrs.memorySizeMB) * MIB
+        out.append((mig, MigSlice(uuid, instance, sms, memory, sms / full_sms, memory / total)))
     return out
 
 
@@ -306,12 +310,13 @@ def engine_environment(root: int | None, name: str) -> str | None:
 
 
 def process_name(nvml: ModuleType, pid: int) -> str:
-    """A process's name: psutil's, else NVML's, else "?" (another container's, say)."""
-    try:
-        return psutil.Process(pid).name()
-    except psutil.Error:
-        pass
+    """A process's name: NVML's first (its pids may be the host's, which in a container name
+    another process or none), else psutil's, else "?"."""
     try:
         return _text(nvml.nvmlSystemGetProcessName(pid))
     except nvml.NVMLError:
+        pass
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
         return "?"

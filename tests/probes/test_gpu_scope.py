@@ -148,6 +148,14 @@ def test_mig_instance_of_the_engine_is_measured_per_instance_and_scaled() -> Non
     assert scope.gpus[0].mig is not None and scope.gpus[0].mig.gpu_instance_id == 2
 
 
+def test_mig_instances_that_cannot_be_sized_leave_the_gpu_measured_whole() -> None:
+    gpu = FakeGpu(uuid="GPU-aaaa", migs=[FakeMig("MIG-1111", 1, 60, 40192)])
+    gpu.processes = [FakeProcess(ME, "python3", gpu_instance_id=1)]
+    gpu.fail["nvmlDeviceGetGpuInstanceProfileInfo"] = pynvml.NVML_ERROR_NOT_SUPPORTED
+    scope = resolve_scope(FakeNvml([gpu]).module(), {ME})
+    assert scope.how == "engine processes" and scope.gpus[0].mig is None
+
+
 def test_mig_without_gpm_says_the_readings_are_whole_gpu() -> None:
     gpu = FakeGpu(uuid="GPU-aaaa", migs=[FakeMig("MIG-1111", 1, 60, 40192)],
                   gpm="no_permission")  # fmt: skip
