@@ -242,7 +242,7 @@ def probe_kernel(
         how = "" if compute == dtype else f", activations cast {_name(dtype)} -> {_name(compute)}"
         return KernelChoice(kernel, compute, f"{kernel} runs in {_name(compute)}{how}")
     x1 = x[:1].to(dtype)
-    own_ms, cast_ms = (median_ms(usable[c], x1) for c in (dtype, torch.bfloat16))
+    own_ms, cast_ms = (_median_ms(usable[c], x1) for c in (dtype, torch.bfloat16))
     timing = f"batch-1 probe {own_ms:.3f} ms in {_name(dtype)}, {cast_ms:.3f} ms cast to bf16"
     if own_ms > _CAST_SPEEDUP * cast_ms:
         reason = f"{kernel} with activations cast {_name(dtype)} -> bfloat16 ({timing})"
@@ -250,7 +250,7 @@ def probe_kernel(
     return KernelChoice(kernel, dtype, f"{kernel} runs in {_name(dtype)} ({timing})")
 
 
-def median_ms(layer: nn.Module, x: torch.Tensor, reps: int = 5) -> float:
+def _median_ms(layer: nn.Module, x: torch.Tensor, reps: int = 5) -> float:
     """Median milliseconds of layer(x), synchronising a CUDA device around each call."""
 
     def sync() -> None:
