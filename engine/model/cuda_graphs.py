@@ -147,13 +147,16 @@ class DecodeGraphs:
         return len(self._graphs)
 
     def covers(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> bool:
-        """Whether this step is a pure decode batch that fits the largest bucket."""
+        """Whether this step is a pure decode batch that fits the largest bucket and the
+        static block table (a speculative lookahead may widen a table past max_model_len)."""
         n = meta.num_seqs
         return (
             n > 0
             and meta.num_decode_seqs == n
             and input_ids.shape[0] == n
             and bucket_for(n, self.sizes) is not None
+            and meta.block_tables.shape[1] <= self.max_blocks
+            and max(meta.seq_lens) <= self.max_blocks * self.block_size
         )
 
     def __call__(

@@ -62,6 +62,20 @@ def test_padding_rows_read_and_write_only_the_scratch_block() -> None:
     assert graph_meta.num_decode_seqs == 4 and graph_meta.query_start_loc == [0, 1, 2, 3, 4]
 
 
+def test_only_pure_decode_batches_within_the_static_table_are_covered() -> None:
+    graphs = DecodeGraphs.__new__(DecodeGraphs)
+    graphs.sizes, graphs.max_blocks, graphs.block_size = capture_sizes(4), 3, 4
+    ids = torch.zeros(2, dtype=torch.int64)
+    decode = AttentionMetadata.build([1, 1], [5, 12], [[1, 2], [3, 4, 5]], 4, 2)
+    assert graphs.covers(ids, decode)
+    mixed = AttentionMetadata.build([1, 3], [5, 7], [[1, 2], [3, 4]], 4, 1)
+    assert not graphs.covers(torch.zeros(4, dtype=torch.int64), mixed)
+    too_long = AttentionMetadata.build([1, 1], [5, 13], [[1, 2], [3, 4, 5, 6]], 4, 2)
+    assert not graphs.covers(ids, too_long)
+    five = AttentionMetadata.build([1] * 5, [2] * 5, [[i] for i in range(5)], 4, 5)
+    assert not graphs.covers(torch.zeros(5, dtype=torch.int64), five)  # past the largest bucket
+
+
 def _padded_runner_engine() -> tuple[LLMEngine, ModelRunner]:
     """An engine whose runner runs decode steps through DecodeGraphs' padded static buffers,
     eagerly (capture is CUDA-only): what a replay computes, checked on a CPU."""
