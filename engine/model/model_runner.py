@@ -19,7 +19,7 @@ from engine.model.attention import AttentionMetadata
 from engine.model.cuda_graphs import DecodeGraphs
 from engine.model.decode_stack import DecodeStack, why_not
 from engine.model.input_staging import InputStaging
-from engine.model.kv_dtype import allocate_kv_caches
+from engine.model.kv_dtype import allocate_kv_caches, is_fp8
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import weight_bytes
 from engine.model.rejection_sampler import greedy_verify, rejection_sample
@@ -133,6 +133,12 @@ class ModelRunner:
         # write into the last block, held back from the block pool.
         self.decode_graphs: DecodeGraphs | None = None
         if cuda_graphs:
+            if is_fp8(self.kv_cache_dtype):
+                # encode_kv builds its scale tensor from host floats, a copy a graph cannot hold.
+                raise ValueError(
+                    "cuda_graphs does not cover an fp8 KV cache; set kv_cache_dtype to auto "
+                    "or cuda_graphs to false"
+                )
             if num_blocks < 2:
                 raise ValueError(
                     f"cuda_graphs needs a KV cache of at least 2 blocks (one is the padding "

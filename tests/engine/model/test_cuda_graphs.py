@@ -126,6 +126,15 @@ def test_without_cuda_the_setting_is_refused_with_one_line() -> None:
         LLMEngine(EngineConfig.from_flat({"device": "sim", "gpu": "h100-sxm", "cuda_graphs": True}))
 
 
+def test_an_fp8_kv_cache_is_refused_with_one_line() -> None:
+    engine = make_engine()
+    with pytest.raises(ValueError, match="does not cover an fp8 KV cache"):
+        ModelRunner(
+            engine.executor.model, engine.model_config, 16, 8, torch.float32,
+            torch.device("cpu"), kv_cache_dtype=torch.float8_e4m3fn, cuda_graphs=True,
+        )  # fmt: skip
+
+
 def test_bench_serve_has_the_flag_from_the_setting() -> None:
     command = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
     with command.make_context("serve", ["--cuda-graphs"]) as ctx:
