@@ -12,13 +12,15 @@ the middle of a prompt: chunked prefill). Per layer this module does:
     context and already head-major, then one grouped-query matmul / masked softmax / matmul for
     them (K/V are never repeated per query head); the sequences are split into groups so that
     one group's gathered K/V never exceeds `DECODE_GATHER_BUDGET_BYTES` (a transient per layer);
-  * one gather (none for a first chunk) and one `scaled_dot_product_attention` per prefill chunk,
-    never with an explicit mask tensor: a first chunk is `is_causal`, a later chunk or a prefix
-    hit (queries at the end of a longer context) passes torch's lower-right `CausalBias`, which
-    CUDA runs in the flash or memory-efficient kernel. Those kernels take no GQA with a bias, so
-    such a chunk repeats its gathered K/V heads to the query heads, for that chunk only; an
-    explicit mask with `enable_gqa` would leave SDPA only its math backend, which materializes
-    [heads, query_len, context] scores.
+  * one gather (none for a first chunk) and one `scaled_dot_product_attention` per prefill chunk.
+    A first chunk is `is_causal`. A later chunk or a prefix hit (queries at the end of a longer
+    context) on CUDA passes torch's lower-right `CausalBias`, which CUDA runs in the flash or
+    memory-efficient kernel; those take no GQA with a bias, so such a chunk repeats its gathered
+    K/V heads to the query heads, for that chunk only. An explicit mask with `enable_gqa` would
+    leave CUDA's SDPA only its math backend, which materializes [heads, query_len, context]
+    scores. A CPU's SDPA runs a mask with GQA in its flash kernel, where repeating the heads
+    measured 1.5-1.8x slower, so on the devices of `MASK_WITH_GQA_DEVICES` the chunk keeps the
+    explicit mask and GQA.
 With the C kernel (meta.native_decode, engine/native/attention.py) every row of the step, decode
 or prefill, is one call instead: a prefill token at position p is a query over the first p + 1
 slots of its sequence's block table, already written, which is causal attention.
@@ -44,6 +46,9 @@ from engine.native import attention as native_attention
 # take per layer: bytes. A step's decode sequences are split into as many groups as this needs;
 # a single sequence whose context alone is larger forms a group of its own.
 DECODE_GATHER_BUDGET_BYTES = 256 * 1024**2
+# Device types whose SDPA runs an explicit mask together with GQA in a fused kernel (the CPU's
+# flash kernel does; CUDA's flash and memory-efficient kernels do not).
+MASK_WITH_GQA_DEVICES = frozenset({"cpu"})
 
 
 @dataclass
@@ -64,12 +69,15 @@ class DecodeBatch:
 class PrefillChunk:
     """One prefill chunk: its query rows [token_start, token_end) of the batch and its context
     length `ctx` (tokens). `kv_rows` [2 * Hkv * ctx] (as in DecodeBatch) is None when the chunk
-    starts at position 0: then the fresh K/V are the whole context."""
+    starts at position 0: then the fresh K/V are the whole context. `allowed` [query_len, ctx]
+    (True = attend) is the explicit mask of a later chunk on a device of
+    MASK_WITH_GQA_DEVICES, else None."""
 
     token_start: int
     token_end: int
     ctx: int
     kv_rows: torch.Tensor | None
+    allowed: torch.Tensor | None = None
 
 
 @dataclass
@@ -305,7 +313,11 @@ def _make_plan(
             continue
         slots = _slots_for_positions(meta, slice(i, i + 1), ctx)
         rows = _cache_rows(slots, num_cache_slots, num_kv_heads)
-        prefills.append(PrefillChunk(start_tok, end_tok, ctx, rows))
+        allowed = None
+        if device.type in MASK_WITH_GQA_DEVICES:
+            key_pos = torch.arange(ctx, device=device)
+            allowed = key_pos <= torch.arange(ctx - q_len, ctx, device=device)[:, None]
+        prefills.append(PrefillChunk(start_tok, end_tok, ctx, rows, allowed))
     return AttentionPlan(
         num_cache_slots,
         num_kv_heads,
@@ -365,15 +377,18 @@ def paged_attention(
         if chunk.kv_rows is None:  # a first chunk: its own K/V are the whole context
             keys, values = k[rows].transpose(0, 1)[None], v[rows].transpose(0, 1)[None]
             gqa, bias = num_heads != num_kv_heads, None
-        else:  # queries at the end of a longer context: lower-right causal, no GQA (docstring)
+        else:  # queries at the end of a longer context (module docstring)
             kv = decode_kv(cache_rows.index_select(0, chunk.kv_rows), q.dtype)
             keys, values = kv.view(2, 1, num_kv_heads, -1, head_dim).unbind(0)
-            if num_heads != num_kv_heads:
-                group = num_heads // num_kv_heads
-                keys = keys.repeat_interleave(group, dim=1)
-                values = values.repeat_interleave(group, dim=1)
             chunk_scale, out_scale = scale * k_scale, v_scale
-            gqa, bias = False, causal_lower_right(query.shape[2], chunk.ctx)
+            if chunk.allowed is not None:  # this device's SDPA fuses a mask with GQA
+                gqa, bias = num_heads != num_kv_heads, chunk.allowed
+            else:  # lower-right causal; CUDA's fused kernels take no GQA with it
+                if num_heads != num_kv_heads:
+                    group = num_heads // num_kv_heads
+                    keys = keys.repeat_interleave(group, dim=1)
+                    values = values.repeat_interleave(group, dim=1)
+                gqa, bias = False, causal_lower_right(query.shape[2], chunk.ctx)
         if widen:
             query, keys, values = query.float(), keys.float(), values.float()
         attended = F.scaled_dot_product_attention(
@@ -381,7 +396,7 @@ def paged_attention(
             keys,
             values,
             attn_mask=bias,
-            is_causal=bias is None,
+            is_causal=chunk.kv_rows is None,
             scale=chunk_scale,
             enable_gqa=gqa,
         ).to(q.dtype)

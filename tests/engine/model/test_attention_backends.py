@@ -3,7 +3,9 @@
 The reference is the implementation this replaced: every prefill chunk in one
 `scaled_dot_product_attention` call with an explicit boolean mask [query_len, context] and
 `enable_gqa`, and every decode sequence in one padded gather. Compared in fp32 at atol 1e-5
-(outputs are O(1); only summation order differs).
+(outputs are O(1); only summation order differs). The CUDA policy (no mask tensor, none at all
+with GQA) is run on a CPU by emptying MASK_WITH_GQA_DEVICES, the CPU's own (mask with GQA, in
+its flash kernel) as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+import engine.model.attention as attention
 from engine.model.attention import AttentionMetadata, decode_groups, paged_attention
 from tests.support.cuda import gpu
 
@@ -104,8 +107,19 @@ def sdpa_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[SdpaCalls]:
     yield calls
 
 
+POLICIES = ["cpu", "cuda_policy"]
+
+
+@pytest.fixture(params=POLICIES)
+def policy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """'cpu': this CPU's own policy; 'cuda_policy': CUDA's, run here."""
+    if request.param == "cuda_policy":
+        monkeypatch.setattr(attention, "MASK_WITH_GQA_DEVICES", frozenset())
+    return request.param
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_outputs_equal_the_previous_implementation(case: str) -> None:
+def test_outputs_equal_the_previous_implementation(case: str, policy: str) -> None:
     shapes = CASES[case]
     q, k, v, cache, meta, seqs = _batch(shapes)
     out = paged_attention(q, k, v, cache, meta, scale=SCALE)
@@ -113,9 +127,10 @@ def test_outputs_equal_the_previous_implementation(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["prefill", "chunked_continuation", "prefix_hit", "mixed"])
-def test_no_mask_tensor_reaches_sdpa_and_none_at_all_with_gqa(
-    case: str, sdpa_calls: SdpaCalls
+def test_under_the_cuda_policy_no_mask_tensor_reaches_sdpa_and_none_at_all_with_gqa(
+    case: str, sdpa_calls: SdpaCalls, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(attention, "MASK_WITH_GQA_DEVICES", frozenset())
     q, k, v, cache, meta, _ = _batch(CASES[case])
     paged_attention(q, k, v, cache, meta, scale=SCALE)
     assert sdpa_calls.calls
@@ -126,7 +141,7 @@ def test_no_mask_tensor_reaches_sdpa_and_none_at_all_with_gqa(
             assert mask is None and call.get("is_causal"), call
 
 
-def test_a_continuation_runs_under_sdpa_kernel_without_the_math_backend() -> None:
+def test_a_continuation_runs_under_sdpa_kernel_without_the_math_backend(policy: str) -> None:
     shapes = CASES["prefix_hit"]
     q, k, v, cache, meta, seqs = _batch(shapes)
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
@@ -144,6 +159,14 @@ def test_decode_groups_keep_each_padded_gather_within_the_budget() -> None:
     for start, end in groups:
         rows = 2 * (end - start) * 2 * max(lens[start:end])
         assert rows <= 2 * 2 * 2 * 40 or end - start == 1  # 100 alone is over the budget
+
+
+def test_the_cpu_keeps_its_mask_with_gqa_for_a_continuation(sdpa_calls: SdpaCalls) -> None:
+    q, k, v, cache, meta, _ = _batch(CASES["chunked_continuation"])
+    paged_attention(q, k, v, cache, meta, scale=SCALE)
+    (call,) = sdpa_calls.calls
+    assert type(call["attn_mask"]) is torch.Tensor and call["enable_gqa"]
+    assert call["kv_heads"] == NUM_KV_HEADS  # K/V not repeated on the CPU
 
 
 def test_a_bounded_decode_gather_gives_the_same_output() -> None:
