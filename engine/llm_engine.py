@@ -24,7 +24,12 @@ from engine.core.scheduler import Scheduler, SchedulerOutput
 from engine.core.speculation import Proposer, SpecStats
 from engine.core.telemetry import NvtxRanges, StepRecorder
 from engine.model.kv_dtype import resolve_kv_cache_dtype
-from engine.model.model_runner import ModelRunner, num_kv_blocks_for
+from engine.model.model_runner import (
+    ModelRunner,
+    kv_bytes_per_block,
+    load_draft_model,
+    num_kv_blocks_for,
+)
 from engine.model.quant import QuantReport, quantize_model
 from engine.model.weights import load_model, load_model_spec
 from engine.native import attention as native_attention
@@ -145,6 +150,12 @@ class LLMEngine:
             m.max_model_len or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
         )
+        if config.kernels.cuda_graphs and self.device.type != "cuda":
+            where = "the simulated device" if self.simulated else str(self.device)
+            raise ValueError(
+                f"cuda_graphs needs a CUDA device, but the engine runs on {where}; "
+                "set cuda_graphs to false (drop --cuda-graphs)"
+            )
         self.quant_report: QuantReport | None = None
         if executor is None and self.simulated:
             executor = build_sim_executor(config, self.model_config, self.dtype)
@@ -152,6 +163,12 @@ class LLMEngine:
             model = load_model(self.model_config, weights_dir, self.dtype, self.device, m.seed)
             self.quant_report = quantize_model(model, m.quantization, m.quant_group_size)
             model.use_custom_ops(self._native_custom_ops())
+            # The draft first: the KV cache is then sized for both models' blocks.
+            draft = load_draft_model(config.speculative, self.dtype, self.device, m.seed)
+            draft_block_bytes = 0
+            if draft is not None:
+                draft_dtype = next(draft.parameters()).dtype
+                draft_block_bytes = kv_bytes_per_block(draft.config, cache.block_size, draft_dtype)
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
             kv_dtype = resolve_kv_cache_dtype(cache.kv_cache_dtype, self.dtype)
@@ -161,6 +178,7 @@ class LLMEngine:
                 kv_dtype,
                 self.device,
                 cache.kv_cache_memory_bytes,
+                draft_block_bytes,
             )
             executor = ModelRunner(
                 model,
@@ -172,6 +190,10 @@ class LLMEngine:
                 m.seed,
                 kv_cache_dtype=kv_dtype,
                 native_decode=self._native_decode(kv_dtype),
+                draft_model=draft,
+                cuda_graphs=config.kernels.cuda_graphs,
+                max_num_seqs=sched.max_num_seqs,
+                max_model_len=self.max_model_len,
             )
         self.executor = executor
         # The simulated device may keep virtual time; the torch executor runs in real time.

@@ -226,6 +226,12 @@ class KernelSettings(SettingsGroup):
         "linear, fused add + RMSNorm, SiLU-and-mul; CPU float32 and bfloat16), torch, auto "
         "(native where it builds and covers the dtype).",
     )
+    # Off by default until a GPU run shows identical tokens and a faster step (issue 17).
+    cuda_graphs: bool = setting(
+        False,
+        "Run pure decode steps as CUDA graph replays, captured per batch-size bucket (1, 2, 4, "
+        "... up to max_num_seqs) and padded to it; needs a CUDA device.",
+    )
 
 
 @dataclass(frozen=True)

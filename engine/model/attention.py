@@ -8,10 +8,19 @@ A batch holds `num_decode_seqs` one-token decodes first, then prefill chunks (wh
 the middle of a prompt: chunked prefill). Per layer this module does:
   * one `index_copy_` that writes every new token's K and V into its slot (an fp8 cache,
     engine/model/kv_dtype.py, stores them scaled and saturated, through a uint8 view);
-  * one `index_select` that gathers the K/V of all decode sequences, padded to the longest
+  * one `index_select` that gathers the K/V of the decode sequences, padded to the longest
     context and already head-major, then one grouped-query matmul / masked softmax / matmul for
-    all of them (K/V are never repeated per query head);
+    them (K/V are never repeated per query head); the sequences are split into groups so that
+    one group's gathered K/V never exceeds `DECODE_GATHER_BUDGET_BYTES` (a transient per layer);
   * one gather (none for a first chunk) and one `scaled_dot_product_attention` per prefill chunk.
+    A first chunk is `is_causal`. A later chunk or a prefix hit (queries at the end of a longer
+    context) on CUDA passes torch's lower-right `CausalBias`, which CUDA runs in the flash or
+    memory-efficient kernel; those take no GQA with a bias, so such a chunk repeats its gathered
+    K/V heads to the query heads, for that chunk only. An explicit mask with `enable_gqa` would
+    leave CUDA's SDPA only its math backend, which materializes [heads, query_len, context]
+    scores. A CPU's SDPA runs a mask with GQA in its flash kernel, where repeating the heads
+    measured 1.5-1.8x slower, so on the devices of `MASK_WITH_GQA_DEVICES` the chunk keeps the
+    explicit mask and GQA.
 With the C kernel (meta.native_decode, engine/native/attention.py) every row of the step, decode
 or prefill, is one call instead: a prefill token at position p is a query over the first p + 1
 slots of its sequence's block table, already written, which is causal attention.
@@ -28,17 +37,28 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 from engine.model.kv_dtype import decode_kv, encode_kv, is_fp8
 from engine.native import attention as native_attention
 
+# The most one decode group's gathered K/V (keys and values, padded, in the query's dtype) may
+# take per layer: bytes. A step's decode sequences are split into as many groups as this needs;
+# a single sequence whose context alone is larger forms a group of its own.
+DECODE_GATHER_BUDGET_BYTES = 256 * 1024**2
+# Device types whose SDPA runs an explicit mask together with GQA in a fused kernel (the CPU's
+# flash kernel does; CUDA's flash and memory-efficient kernels do not).
+MASK_WITH_GQA_DEVICES = frozenset({"cpu"})
+
 
 @dataclass
 class DecodeBatch:
-    """Gather plan for the decode sequences. `kv_rows` [2 * num_seqs * Hkv * max_ctx] are rows
-    of the cache viewed as [-1, head_dim], ordered (K/V, sequence, kv head, position);
-    `pad_mask` [num_seqs, 1, 1, max_ctx] is True where a key position is padding."""
+    """Gather plan for decode sequences [seq_start, seq_start + num_seqs) of the batch (their
+    query rows are the same indices). `kv_rows` [2 * num_seqs * Hkv * max_ctx] are rows of the
+    cache viewed as [-1, head_dim], ordered (K/V, sequence, kv head, position); `pad_mask`
+    [num_seqs, 1, 1, max_ctx] is True where a key position is padding."""
 
+    seq_start: int
     num_seqs: int
     max_ctx: int
     kv_rows: torch.Tensor
@@ -47,14 +67,17 @@ class DecodeBatch:
 
 @dataclass
 class PrefillChunk:
-    """One prefill chunk: its query rows [token_start, token_end) of the batch. `kv_rows`
-    [2 * Hkv * ctx] (as in DecodeBatch) and `allowed` [query_len, ctx] (True = attend) are None
-    when the chunk starts at position 0: then the fresh K/V are the whole context."""
+    """One prefill chunk: its query rows [token_start, token_end) of the batch and its context
+    length `ctx` (tokens). `kv_rows` [2 * Hkv * ctx] (as in DecodeBatch) is None when the chunk
+    starts at position 0: then the fresh K/V are the whole context. `allowed` [query_len, ctx]
+    (True = attend) is the explicit mask of a later chunk on a device of
+    MASK_WITH_GQA_DEVICES, else None."""
 
     token_start: int
     token_end: int
+    ctx: int
     kv_rows: torch.Tensor | None
-    allowed: torch.Tensor | None
+    allowed: torch.Tensor | None = None
 
 
 @dataclass
@@ -64,12 +87,18 @@ class AttentionPlan:
     num_cache_slots: int
     num_kv_heads: int
     native: bool
-    decode: DecodeBatch | None
+    decodes: list[DecodeBatch]
     prefills: list[PrefillChunk]
     # With the C kernel: each token's block-table row int64 [T, width] and context length
     # (its position + 1) int64 [T]; decode and prefill then take no other plan.
     token_tables: torch.Tensor | None = None
     token_ctx_lens: torch.Tensor | None = None
+    gather_budget_rows: int | None = None
+
+    @property
+    def geometry(self) -> tuple[int, int, bool, int | None]:
+        """What the plan was built for (AttentionMetadata.plan rebuilds it on a change)."""
+        return (self.num_cache_slots, self.num_kv_heads, self.native, self.gather_budget_rows)
 
 
 @dataclass
@@ -154,14 +183,23 @@ class AttentionMetadata:
         )
         return first + torch.arange(qsl[-1], device=device) - starts
 
-    def plan(self, num_cache_slots: int, num_kv_heads: int, native: bool = False) -> AttentionPlan:
+    def plan(
+        self,
+        num_cache_slots: int,
+        num_kv_heads: int,
+        native: bool = False,
+        gather_budget_rows: int | None = None,
+    ) -> AttentionPlan:
         """Gather rows and masks for this step and a cache of `num_cache_slots` slots
         (num_blocks * block_size) of `num_kv_heads` heads: built by the first layer, reused.
-        With `native` the decode rows go to the C kernel, which needs no gather plan."""
+        With `native` the decode rows go to the C kernel, which needs no gather plan.
+        `gather_budget_rows` bounds one decode group's gathered rows (None: no bound)."""
         plan = self._plan
-        geometry = (num_cache_slots, num_kv_heads, native)
-        if plan is None or (plan.num_cache_slots, plan.num_kv_heads, plan.native) != geometry:
-            plan = self._plan = _make_plan(self, num_cache_slots, num_kv_heads, native)
+        geometry = (num_cache_slots, num_kv_heads, native, gather_budget_rows)
+        if plan is None or plan.geometry != geometry:
+            plan = self._plan = _make_plan(
+                self, num_cache_slots, num_kv_heads, native, gather_budget_rows
+            )
         return plan
 
 
@@ -187,8 +225,33 @@ def _cache_rows(slots: torch.Tensor, num_cache_slots: int, num_kv_heads: int) ->
     return torch.stack((k_rows, k_rows + num_cache_slots * num_kv_heads)).reshape(-1)
 
 
+def decode_groups(
+    seq_lens: Sequence[int], num_kv_heads: int, budget_rows: int | None
+) -> list[tuple[int, int]]:
+    """Split decode sequences (their context lengths, in batch order) into consecutive groups
+    [start, end) whose padded gather, 2 * n * num_kv_heads * longest context rows, stays within
+    `budget_rows`; a sequence over the budget alone is a group of one. None: one group."""
+    if not seq_lens:
+        return []
+    if budget_rows is None:
+        return [(0, len(seq_lens))]
+    groups, start, longest = [], 0, 0
+    for i, ctx in enumerate(seq_lens):
+        widest = max(longest, ctx)
+        if i > start and 2 * (i + 1 - start) * num_kv_heads * widest > budget_rows:
+            groups.append((start, i))
+            start, widest = i, ctx
+        longest = widest
+    groups.append((start, len(seq_lens)))
+    return groups
+
+
 def _make_plan(
-    meta: AttentionMetadata, num_cache_slots: int, num_kv_heads: int, native: bool
+    meta: AttentionMetadata,
+    num_cache_slots: int,
+    num_kv_heads: int,
+    native: bool,
+    gather_budget_rows: int | None = None,
 ) -> AttentionPlan:
     qsl, nd = meta.query_start_loc, meta.num_decode_seqs
     if len(qsl) != meta.num_seqs + 1 or not 0 <= nd <= meta.num_seqs:
@@ -199,7 +262,6 @@ def _make_plan(
     if qsl[nd] != nd:
         raise ValueError("each of the first num_decode_seqs sequences must have one query token")
     device = meta.block_tables.device
-    decode = None
     for i in range(nd, meta.num_seqs):
         q_len = qsl[i + 1] - qsl[i]
         if q_len < 1 or meta.seq_lens[i] < q_len:
@@ -229,29 +291,41 @@ def _make_plan(
             )
             tables = meta.block_tables.index_select(0, seq_of_token)
             lens = meta.token_positions() + 1
-        return AttentionPlan(num_cache_slots, num_kv_heads, native, None, [], tables, lens)
-    if nd:
-        max_ctx = max(meta.seq_lens[:nd])
-        slots = _slots_for_positions(meta, slice(0, nd), max_ctx)
-        pad = torch.arange(max_ctx, device=device) >= meta.seq_lens_t[:nd, None]
+        return AttentionPlan(
+            num_cache_slots, num_kv_heads, native, [], [], tables, lens, gather_budget_rows
+        )
+    decodes = []
+    for start, end in decode_groups(meta.seq_lens[:nd], num_kv_heads, gather_budget_rows):
+        max_ctx = max(meta.seq_lens[start:end])
+        slots = _slots_for_positions(meta, slice(start, end), max_ctx)
+        pad = torch.arange(max_ctx, device=device) >= meta.seq_lens_t[start:end, None]
         # Padding keys point at the sequence's own first slot: always written, so finite, which
         # keeps 0 * garbage (NaN in uninitialised memory) out of the softmax-weighted sum.
         slots = torch.where(pad, slots[:, :1], slots)
         rows = _cache_rows(slots, num_cache_slots, num_kv_heads)
-        decode = DecodeBatch(nd, max_ctx, rows, pad[:, None, None, :])
+        decodes.append(DecodeBatch(start, end - start, max_ctx, rows, pad[:, None, None, :]))
     prefills = []
     for i in range(nd, meta.num_seqs):
         start_tok, end_tok, ctx = qsl[i], qsl[i + 1], meta.seq_lens[i]
         q_len = end_tok - start_tok
         if ctx == q_len:
-            prefills.append(PrefillChunk(start_tok, end_tok, None, None))
+            prefills.append(PrefillChunk(start_tok, end_tok, ctx, None))
             continue
         slots = _slots_for_positions(meta, slice(i, i + 1), ctx)
-        key_pos = torch.arange(ctx, device=device)
-        query_pos = torch.arange(ctx - q_len, ctx, device=device)
         rows = _cache_rows(slots, num_cache_slots, num_kv_heads)
-        prefills.append(PrefillChunk(start_tok, end_tok, rows, key_pos <= query_pos[:, None]))
-    return AttentionPlan(num_cache_slots, num_kv_heads, native, decode, prefills)
+        allowed = None
+        if device.type in MASK_WITH_GQA_DEVICES:
+            key_pos = torch.arange(ctx, device=device)
+            allowed = key_pos <= torch.arange(ctx - q_len, ctx, device=device)[:, None]
+        prefills.append(PrefillChunk(start_tok, end_tok, ctx, rows, allowed))
+    return AttentionPlan(
+        num_cache_slots,
+        num_kv_heads,
+        native,
+        decodes,
+        prefills,
+        gather_budget_rows=gather_budget_rows,
+    )
 
 
 def paged_attention(
@@ -263,6 +337,7 @@ def paged_attention(
     scale: float,
     k_scale: float = 1.0,
     v_scale: float = 1.0,
+    gather_budget_bytes: int = DECODE_GATHER_BUDGET_BYTES,
 ) -> torch.Tensor:
     """Write this step's K/V into `kv_cache`, then attend every query to its sequence's context.
 
@@ -273,6 +348,7 @@ def paged_attention(
     scales are folded into the math rather than multiplied into the gathered K/V: k_scale
     into the softmax scale, v_scale into the attention output (both exact rewrites). A first
     prefill chunk attends to its own fresh K/V, so it never sees the cache's rounding.
+    `gather_budget_bytes` bounds one decode group's gathered K/V (module docstring).
     """
     num_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = k.shape[1]
@@ -280,15 +356,16 @@ def paged_attention(
 
     cache_rows = kv_cache.view(-1, head_dim)
     native = meta.native_decode and native_attention.supports(q, kv_cache)
-    plan = meta.plan(kv_cache.shape[1] * kv_cache.shape[2], num_kv_heads, native)
+    budget_rows = max(1, gather_budget_bytes // (head_dim * q.element_size()))
+    plan = meta.plan(kv_cache.shape[1] * kv_cache.shape[2], num_kv_heads, native, budget_rows)
     if plan.token_tables is not None and plan.token_ctx_lens is not None:
         return native_attention.paged_decode_attention(
             q, kv_cache, plan.token_tables, plan.token_ctx_lens, scale * k_scale, v_scale
         )
     out = torch.empty_like(q)
-    if plan.decode is not None:
-        out[: plan.decode.num_seqs] = _decode_attention(
-            q, cache_rows, plan.decode, scale * k_scale, v_scale
+    for group in plan.decodes:
+        out[group.seq_start : group.seq_start + group.num_seqs] = _decode_attention(
+            q, cache_rows, group, scale * k_scale, v_scale
         )
     # torch's CPU flash attention is ~40% slower in bf16 than in fp32 at these shapes (8 heads
     # of 32, 128 tokens): widen, attend, round once at the end (as accurate, or more).
@@ -296,23 +373,32 @@ def paged_attention(
     for chunk in plan.prefills:
         rows = slice(chunk.token_start, chunk.token_end)
         chunk_scale, out_scale = scale, 1.0
+        query = q[rows].transpose(0, 1)[None]
         if chunk.kv_rows is None:  # a first chunk: its own K/V are the whole context
             keys, values = k[rows].transpose(0, 1)[None], v[rows].transpose(0, 1)[None]
-        else:
+            gqa, bias = num_heads != num_kv_heads, None
+        else:  # queries at the end of a longer context (module docstring)
             kv = decode_kv(cache_rows.index_select(0, chunk.kv_rows), q.dtype)
             keys, values = kv.view(2, 1, num_kv_heads, -1, head_dim).unbind(0)
             chunk_scale, out_scale = scale * k_scale, v_scale
-        query = q[rows].transpose(0, 1)[None]
+            if chunk.allowed is not None:  # this device's SDPA fuses a mask with GQA
+                gqa, bias = num_heads != num_kv_heads, chunk.allowed
+            else:  # lower-right causal; CUDA's fused kernels take no GQA with it
+                if num_heads != num_kv_heads:
+                    group = num_heads // num_kv_heads
+                    keys = keys.repeat_interleave(group, dim=1)
+                    values = values.repeat_interleave(group, dim=1)
+                gqa, bias = False, causal_lower_right(query.shape[2], chunk.ctx)
         if widen:
             query, keys, values = query.float(), keys.float(), values.float()
         attended = F.scaled_dot_product_attention(
             query,
             keys,
             values,
-            attn_mask=chunk.allowed,
+            attn_mask=bias,
             is_causal=chunk.kv_rows is None,
             scale=chunk_scale,
-            enable_gqa=num_heads != num_kv_heads,
+            enable_gqa=gqa,
         ).to(q.dtype)
         if out_scale != 1.0:
             attended = attended * out_scale
@@ -359,7 +445,8 @@ def _decode_attention(
     num_heads, head_dim = q.shape[1], q.shape[2]
     kv = decode_kv(cache_rows.index_select(0, batch.kv_rows), q.dtype)
     keys, values = kv.view(2, nd, -1, max_ctx, head_dim).unbind(0)  # [nd, Hkv, ctx, D]
-    grouped_q = q[:nd].view(nd, keys.shape[1], -1, head_dim)  # [nd, Hkv, group, D]
+    first = batch.seq_start
+    grouped_q = q[first : first + nd].view(nd, keys.shape[1], -1, head_dim)  # [nd, Hkv, group, D]
     # Softmax in fp32 like HF's eager attention, so bf16 runs stay close to the reference.
     scores = torch.matmul(grouped_q, keys.transpose(-1, -2)).float().mul_(scale)
     scores.masked_fill_(batch.pad_mask, float("-inf"))

@@ -16,13 +16,16 @@ from engine.config import SpeculativeSettings
 from engine.core.scheduler import ScheduledRequest, SchedulerOutput
 from engine.core.speculation import SpecStats
 from engine.model.attention import AttentionMetadata
+from engine.model.cuda_graphs import DecodeGraphs
 from engine.model.decode_stack import DecodeStack, why_not
-from engine.model.kv_dtype import allocate_kv_caches
+from engine.model.input_staging import InputStaging
+from engine.model.kv_dtype import allocate_kv_caches, is_fp8
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import weight_bytes
 from engine.model.rejection_sampler import greedy_verify, rejection_sample
 from engine.model.sampler import Sampler, processed_probs
 from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramProposer
+from engine.model.step_timer import StepTimer
 from engine.model.weights import load_model, load_model_spec
 from perfmodel.capacity import kv_cache_budget_bytes, num_kv_blocks
 from perfmodel.model_config import ModelConfig
@@ -38,26 +41,44 @@ def kv_bytes_per_block(config: ModelConfig, block_size: int, dtype: torch.dtype)
     return per_token * block_size
 
 
+def load_draft_model(
+    settings: SpeculativeSettings, dtype: torch.dtype, device: torch.device, seed: int
+) -> LlamaForCausalLM | None:
+    """The separate draft model speculation needs (method draft with ``draft_model``), else
+    None. Loaded before the KV cache is sized, so that its weights are not counted as free
+    memory and its own cache is planned (``num_kv_blocks_for``'s draft_bytes_per_block)."""
+    if settings.method != "draft" or settings.draft_model is None:
+        return None
+    draft_config, draft_dir = load_model_spec(settings.draft_model)
+    return load_model(draft_config, draft_dir, dtype, device, seed + 1)
+
+
 def num_kv_blocks_for(
     config: ModelConfig,
     block_size: int,
     dtype: torch.dtype,
     device: torch.device,
     kv_cache_memory_bytes: int | None,
+    draft_bytes_per_block: int = 0,
 ) -> int:
     """How many blocks fit in the KV budget: the given bytes, else the device's default (on
-    CUDA perfmodel.capacity's one budget, from the memory free once the weights are loaded)."""
+    CUDA perfmodel.capacity's one budget, from the memory free once the weights are loaded).
+
+    ``draft_bytes_per_block``: what a separate draft model's cache takes per block of the same
+    tokens (``kv_bytes_per_block`` of the draft); it keeps a block table parallel to the
+    target's, so each block costs both (the draft is loaded before this is called)."""
     if kv_cache_memory_bytes is None:
         if device.type == "cuda":
             free_bytes, total_bytes = torch.cuda.mem_get_info(device)
             kv_cache_memory_bytes = int(kv_cache_budget_bytes(total_bytes, free_bytes))
         else:
             kv_cache_memory_bytes = CPU_KV_DEFAULT_BYTES
-    n = num_kv_blocks(kv_cache_memory_bytes, kv_bytes_per_block(config, block_size, dtype))
+    per_block = kv_bytes_per_block(config, block_size, dtype) + draft_bytes_per_block
+    n = num_kv_blocks(kv_cache_memory_bytes, per_block)
     if n < 1:
         raise ValueError(
             f"kv_cache_memory_bytes={kv_cache_memory_bytes} holds no block of {block_size} "
-            f"tokens ({kv_bytes_per_block(config, block_size, dtype)} bytes); raise it"
+            f"tokens ({per_block} bytes, the draft's included); raise it"
         )
     return int(n)
 
@@ -80,6 +101,10 @@ class ModelRunner:
         seed: int = 0,
         kv_cache_dtype: torch.dtype | None = None,
         native_decode: bool = False,
+        draft_model: LlamaForCausalLM | None = None,
+        cuda_graphs: bool = False,
+        max_num_seqs: int = 1,
+        max_model_len: int | None = None,
     ) -> None:
         self.model = model
         self.config = config
@@ -105,15 +130,41 @@ class ModelRunner:
         self.decode_stack: DecodeStack | None = None
         if native_decode and model.native_ops and why_not(model, self.kv_caches) is None:
             self.decode_stack = DecodeStack(model, self.kv_caches)
-        self.sampler = Sampler(seed)
+        # Pure decode steps as CUDA graph replays (engine/model/cuda_graphs.py): padding rows
+        # write into the last block, held back from the block pool.
+        self.decode_graphs: DecodeGraphs | None = None
+        if cuda_graphs:
+            if is_fp8(self.kv_cache_dtype):
+                # encode_kv builds its scale tensor from host floats, a copy a graph cannot hold.
+                raise ValueError(
+                    "cuda_graphs does not cover an fp8 KV cache; set kv_cache_dtype to auto "
+                    "or cuda_graphs to false"
+                )
+            if num_blocks < 2:
+                raise ValueError(
+                    f"cuda_graphs needs a KV cache of at least 2 blocks (one is the padding "
+                    f"rows' scratch block), got {num_blocks}; raise kv_cache_memory_bytes"
+                )
+            max_len = max_model_len or config.max_position_embeddings
+            self.decode_graphs = DecodeGraphs(
+                model, self.kv_caches, block_size, max_num_seqs,
+                max_blocks=-(-max_len // block_size), scratch_block=num_blocks - 1,
+                capture=device.type == "cuda",
+            )  # fmt: skip
+        self.sampler = Sampler(seed, device)
+        self.step_timer = StepTimer(device)
+        self.staging = InputStaging(device)
         self.weight_bytes = weight_bytes(model)
         # Set by make_proposer when speculative decoding is on.
         self.proposer: ModelProposer | None = None
         self.spec_stats = SpecStats()
+        # A separate draft loaded before the KV cache was sized (load_draft_model).
+        self.draft_model = draft_model
 
     @property
     def num_kv_blocks(self) -> int:
-        return self._num_blocks
+        """Blocks the block pool may hand out (all but the CUDA graphs' scratch block)."""
+        return self._num_blocks - (self.decode_graphs is not None)
 
     @property
     def native_custom_ops(self) -> bool:
@@ -132,10 +183,9 @@ class ModelRunner:
         if settings.method == "ngram":
             proposer = NgramProposer(n, settings.prompt_lookup_min, settings.prompt_lookup_max)
         elif settings.method == "draft":
-            draft = None
-            if settings.draft_model is not None:
-                draft_config, draft_dir = load_model_spec(settings.draft_model)
-                draft = load_model(draft_config, draft_dir, self.dtype, self.device, self.seed + 1)
+            draft = self.draft_model
+            if draft is None:  # a runner built without it (the engine loads it first)
+                draft = load_draft_model(settings, self.dtype, self.device, self.seed)
             proposer = DraftModelProposer(
                 self.model, n, self.block_size, self.kv_caches,
                 draft=draft, num_layers=settings.draft_num_layers,
@@ -155,11 +205,23 @@ class ModelRunner:
     ) -> dict[str, list[int]]:
         if scheduler_output.is_empty:
             return {}
+        # Every step, sampling or not, returns only once its device work is done (step_timer.py).
+        self.step_timer.start()
+        try:
+            return self._execute(scheduler_output, block_tables)
+        finally:
+            self.step_timer.stop()
+
+    def _execute(
+        self, scheduler_output: SchedulerOutput, block_tables: dict[str, list[int]]
+    ) -> dict[str, list[int]]:
         seqs = _decodes_first(scheduler_output.scheduled)
         input_ids, positions, meta = self._prepare(seqs, block_tables)
-        stack = self.decode_stack
+        stack, graphs = self.decode_stack, self.decode_graphs
         if stack is not None and stack.covers(input_ids, meta):
             hidden = stack(input_ids, positions, meta)
+        elif graphs is not None and graphs.covers(input_ids, meta):
+            hidden = graphs(input_ids, positions, meta)
         else:
             hidden = self.model(input_ids, positions, self.kv_caches, meta)
         if self.proposer is not None:
@@ -174,8 +236,8 @@ class ModelRunner:
         for i in sampling:
             first = qsl[i + 1] - 1 - len(seqs[i].spec_token_ids)
             rows.extend(range(first, qsl[i + 1]))
-        logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
-        logits = logits.float().cpu()
+        # The logits stay on the device: the sampler runs there and only token ids come back.
+        logits = self.model.compute_logits(hidden[_row_index(rows, self.device)]).float()
         plain = [i for i in sampling if not seqs[i].spec_token_ids]
         out: dict[str, list[int]] = {}
         offset, plain_rows = 0, []
@@ -188,8 +250,10 @@ class ModelRunner:
             offset += n
         if plain:
             reqs = [seqs[i].request for i in plain]
+            if len(plain_rows) != logits.shape[0]:
+                logits = logits[_row_index(plain_rows, self.device)]
             tokens = self.sampler.sample(
-                logits[plain_rows], [r.sampling_params for r in reqs], [r.generator for r in reqs]
+                logits, [r.sampling_params for r in reqs], [r.generator for r in reqs]
             )
             for r, t in zip(reqs, tokens, strict=True):
                 out[r.request_id] = [t]
@@ -204,7 +268,8 @@ class ModelRunner:
         else:
             q = req.spec_draft_probs
             q = None if q is None else q[: len(draft)]
-            p = processed_probs(logits, [params] * logits.shape[0])
+            # Rejection sampling draws with the request's host generator: its rows come back.
+            p = processed_probs(logits.cpu(), [params] * logits.shape[0])
             tokens = rejection_sample(p, draft, q, req.generator or self.sampler.generator)
         self.spec_stats.record(len(draft), len(tokens) - 1)
         return tokens
@@ -246,19 +311,22 @@ class ModelRunner:
         blocks = table_np[seq_index, positions_np // self.block_size]
         slots_np = blocks * self.block_size + positions_np % self.block_size
 
-        dev = self.device
+        # One staged copy on CUDA (engine/model/input_staging.py), tensors in place on a CPU.
+        ids_t, positions_t, slots_t, lens_t, table_t = self.staging.to_device(
+            [np.asarray(token_ids, dtype=np.int64), positions_np, slots_np,
+             np.asarray(seq_lens, dtype=np.int64), table_np]
+        )  # fmt: skip
         meta = AttentionMetadata(
-            slot_mapping=torch.from_numpy(slots_np).to(dev),
+            slot_mapping=slots_t,
             query_start_loc=query_start_loc,
             seq_lens=seq_lens,
-            seq_lens_t=torch.tensor(seq_lens, dtype=torch.int64, device=dev),
-            block_tables=torch.from_numpy(table_np).to(dev),
+            seq_lens_t=lens_t,
+            block_tables=table_t,
             num_decode_seqs=num_decode,
             block_size=self.block_size,
             native_decode=self.native_decode,
         )
-        input_ids = torch.tensor(token_ids, dtype=torch.int64, device=dev)
-        return input_ids, torch.from_numpy(positions_np).to(dev), meta
+        return ids_t, positions_t, meta
 
 
 def _decodes_first(scheduled: list[ScheduledRequest]) -> list[ScheduledRequest]:
@@ -266,3 +334,11 @@ def _decodes_first(scheduled: list[ScheduledRequest]) -> list[ScheduledRequest]:
     if len(decodes) == len(scheduled):
         return scheduled
     return decodes + [s for s in scheduled if s.num_new_tokens != 1]
+
+
+def _row_index(rows: list[int], device: torch.device) -> torch.Tensor | slice:
+    """Index of ``rows``: a slice when they are contiguous (no host-to-device copy), else a
+    tensor on ``device``."""
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        return slice(rows[0], rows[0] + len(rows))
+    return torch.tensor(rows, device=device)

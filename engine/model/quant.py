@@ -16,6 +16,7 @@ Call it after `engine.model.weights.load_model` (loading fills the float layers 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +32,9 @@ from engine.model.quant_linear import (
     KernelChoice,
     probe_kernel,
 )
+from engine.model.quant_timing import Timer, limit_to_faster_sizes, timed_kernel
+
+log = logging.getLogger(__name__)
 
 QUANT_METHODS = ("none", "int8", "int4")
 DEFAULT_INT4_GROUP_SIZE = 32  # the smallest group the packed int4 kernels accept: best accuracy
@@ -50,7 +54,8 @@ class QuantReport:
     weight_bytes_before/after: the whole model (`weight_bytes`). quantized_bytes_before/after:
     only the replaced layers (after = packed weights + scales (+ zeros)). quantized_weights:
     how many weight elements were quantized. kernels: kernel name -> number of linear layers
-    running on it. probe: why that kernel (or the fallback) was chosen.
+    running on it. probe: why that kernel (or the fallback) was chosen. refused: what timing
+    against the float matmul refused, in one line (engine/model/quant_timing.py), or None.
     """
 
     method: str
@@ -64,6 +69,7 @@ class QuantReport:
     quantized_bytes_before: int = 0
     quantized_bytes_after: int = 0
     kernels: dict[str, int] = field(default_factory=dict)
+    refused: str | None = None
     full_precision: tuple[str, ...] = FULL_PRECISION
 
     @property
@@ -100,6 +106,7 @@ def quantize_model(
     method: str,
     group_size: int = DEFAULT_INT4_GROUP_SIZE,
     force_dequant: bool = False,
+    timer: Timer | None = None,
 ) -> QuantReport:
     """Quantize `model`'s decoder linear layers in place with `method` and report.
 
@@ -107,7 +114,9 @@ def quantize_model(
     group_size applies to int4 only: it must divide every layer's input width (hidden_size
     and intermediate_size); the packed kernels take 32, 64, 128 or 256, other sizes run on
     the dequantize fallback. force_dequant skips the probe and runs every layer on the
-    fallback, in the model's dtype (to measure what the packed kernels buy). Raises
+    fallback, in the model's dtype (to measure what the packed kernels buy). A packed kernel
+    is timed against the float matmul and refused at the sizes where it is slower
+    (engine/model/quant_timing.py; ``timer`` replaces the real one, for tests). Raises
     ValueError for an unknown method, a group size that does not divide, or a model that is
     already quantized.
     """
@@ -129,7 +138,14 @@ def quantize_model(
     if force_dequant:
         choice = KernelChoice(DEQUANT, reference.dtype, "dequantize fallback forced")
     else:
-        choice = probe_kernel(method, reference.device, reference.dtype, group or 0)
+        device, dtype = reference.device, reference.dtype
+        if timer is None:
+            choice = timed_kernel(method, device, dtype, group or 0)
+        else:
+            probed = probe_kernel(method, device, dtype, group or 0)
+            choice = limit_to_faster_sizes(probed, method, device, dtype, group or 0, timer)
+        if choice.refused:
+            log.warning("quantization %s: %s", method, choice.refused)
     kernels: dict[str, int] = {}
     count = bytes_before = bytes_after = 0
     with torch.no_grad():
@@ -156,6 +172,7 @@ def quantize_model(
         quantized_bytes_before=bytes_before,
         quantized_bytes_after=bytes_after,
         kernels=kernels,
+        refused=choice.refused,
     )
 
 

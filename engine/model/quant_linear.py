@@ -44,6 +44,12 @@ class KernelChoice:
     kernel: str
     compute_dtype: torch.dtype
     reason: str
+    # The most rows (tokens) a call may have to run on the packed kernel; above it the layer
+    # dequantizes and multiplies in the activations' dtype (None: no limit). Set where the
+    # kernel timed slower than the float matmul at larger sizes (engine/model/quant_timing.py).
+    max_packed_rows: int | None = None
+    # What the timing refused, in one line (None: nothing).
+    refused: str | None = None
 
 
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,16 +98,20 @@ class Int8Linear(nn.Module):
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.kernel, self.compute_dtype = choice.kernel, choice.compute_dtype
+        self.max_packed_rows = choice.max_packed_rows
         q, scales = quantize_int8(weight)
         self.register_buffer("qweight", q)  # int8 [N, K]: 1 byte per weight
         self.register_buffer("scales", scales.to(choice.compute_dtype))  # [N]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features).to(self.compute_dtype)
-        if self.kernel == INT8_PACK_MM:
+        x2 = x.reshape(-1, self.in_features)
+        if self.kernel == INT8_PACK_MM and _packed_fits(x2, self.max_packed_rows):
+            x2 = x2.to(self.compute_dtype)
             y = torch._weight_int8pack_mm(x2, self.qweight, self.scales)
         else:  # the row scales commute with the matmul, so they apply to the small output
-            y = F.linear(x2, self.qweight.to(x2.dtype)) * self.scales
+            if self.kernel == DEQUANT:
+                x2 = x2.to(self.compute_dtype)
+            y = F.linear(x2, self.qweight.to(x2.dtype)) * self.scales.to(x2.dtype)
         return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
@@ -120,25 +130,35 @@ class Int4Linear(nn.Module):
         self.out_features, self.in_features = weight.shape
         self.group_size = group_size
         self.compute_dtype = choice.compute_dtype
+        self.max_packed_rows = choice.max_packed_rows
         q, scales, zeros = quantize_int4(weight, group_size)
         self.kernel, packed = _pack_int4(q, choice.kernel)
         self.register_buffer("qweight", packed)
+        # Above max_packed_rows the layer dequantizes, which needs the nibble pairs too: 0.5
+        # byte per weight more, counted in the weight bytes like any buffer.
+        both = self.kernel != DEQUANT and self.max_packed_rows is not None
+        self.register_buffer("nibbles", pack_nibbles(q) if both else None)
+        self.nibbles: torch.Tensor | None
         sz = torch.stack((scales, zeros), dim=-1).transpose(0, 1).contiguous()
         self.register_buffer("scales_and_zeros", sz.to(choice.compute_dtype))
 
     def dequantized_weight(self, dtype: torch.dtype) -> torch.Tensor:
-        """The float weight [N, K] this layer stands for (fallback path only)."""
+        """The float weight [N, K] this layer stands for (the dequantize path only)."""
         n, k, g = self.out_features, self.in_features, self.group_size
-        q = unpack_nibbles(self.qweight).view(n, k // g, g).to(dtype) - _INT4_OFFSET
+        pairs = self.qweight if self.nibbles is None else self.nibbles
+        q = unpack_nibbles(pairs).view(n, k // g, g).to(dtype) - _INT4_OFFSET
         sz = self.scales_and_zeros.transpose(0, 1).to(dtype)  # [N, K / g, 2]
         return (q * sz[..., :1] + sz[..., 1:]).view(n, k)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features).to(self.compute_dtype)
+        x2 = x.reshape(-1, self.in_features)
         g, sz = self.group_size, self.scales_and_zeros
-        if self.kernel == INT4_PACK_MM_CPU:
+        packed = self.kernel != DEQUANT and _packed_fits(x2, self.max_packed_rows)
+        if packed or self.kernel == DEQUANT:
+            x2 = x2.to(self.compute_dtype)
+        if packed and self.kernel == INT4_PACK_MM_CPU:
             y = torch._weight_int4pack_mm_for_cpu(x2, self.qweight, g, sz)
-        elif self.kernel == INT4_PACK_MM_CUDA:
+        elif packed and self.kernel == INT4_PACK_MM_CUDA:
             y = torch._weight_int4pack_mm(x2, self.qweight, g, sz)
         else:
             y = F.linear(x2, self.dequantized_weight(x2.dtype))
@@ -149,6 +169,10 @@ class Int4Linear(nn.Module):
             f"in={self.in_features}, out={self.out_features}, int4, "
             f"group_size={self.group_size}, kernel={self.kernel}"
         )
+
+
+def _packed_fits(x2: torch.Tensor, max_rows: int | None) -> bool:
+    return max_rows is None or x2.shape[0] <= max_rows
 
 
 def _pack_int4(q: torch.Tensor, kernel: str) -> tuple[str, torch.Tensor]:
