@@ -1,0 +1,136 @@
+"""benchmarks/gpu_check.py where there is no GPU: the script prints every line as SKIP with the
+reason and exits 0; the arithmetic its lines judge by (MBU of decode steps, step times against
+a timing truth, logit error, token agreement), its engine harness and its table are checked
+here on the CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from benchmarks.gpu_checks.engine_runs import build, free, median_forward_s, prompts, run_greedy
+from benchmarks.gpu_checks.figures import (
+    TIMING_TOLERANCE,
+    decode_mbu,
+    logit_error,
+    timing_agreement,
+    token_agreement,
+)
+from benchmarks.gpu_checks.rows import Row, passed, render_table, to_json
+from benchmarks.gpu_checks.runner import CHECKS
+from perfmodel.hardware import get_gpu
+from perfmodel.presets import get_preset
+from perfmodel.roofline import Batch, CostModel, Precision
+from perfmodel.roofs import table_roofs
+from tests.support.paths import REPO_ROOT
+
+needs_no_gpu = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="a CUDA device is here: the script runs its checks"
+)
+
+
+@needs_no_gpu
+def test_without_cuda_every_line_is_skipped_with_the_reason(tmp_path) -> None:
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "gpu_check.py"), "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert [row["check"] for row in doc["rows"]] == [name for name, _, _ in CHECKS]
+    assert doc["counts"] == {"PASS": 0, "MISS": 0, "SKIP": len(CHECKS)}
+    assert all("torch.cuda.is_available() is False" in row["detail"] for row in doc["rows"])
+    # The table has one line per check (each starting with the check's first words).
+    for name, _, _ in CHECKS:
+        assert name.split(":")[0][:30] in done.stdout
+    assert done.stdout.count("SKIP") == len(CHECKS)
+
+
+def _decode_steps(forward_s: float, num_seqs: int, context: int) -> pd.DataFrame:
+    zeros = {"num_prefill_tokens": 0, "num_prefill_seqs": 0}
+    return pd.DataFrame(
+        [{**zeros, "num_decode_seqs": num_seqs, "num_decode_tokens": num_seqs,
+          "num_seqs": num_seqs, "context_tokens": context, "decode_context_tokens": context,
+          "attn_pairs": context, "forward_s": forward_s}]
+    )  # fmt: skip
+
+
+def test_mbu_is_the_analytic_bytes_over_the_step_time_and_the_roof() -> None:
+    config = get_preset("llama-3-8b")
+    roofs = table_roofs(get_gpu("h200"), "bf16")
+    analytic = {
+        "model_config": config.to_dict(),
+        "precision": Precision.for_model(config).to_dict(),
+        "tp": 1,
+        "roofs": roofs.to_dict(),
+    }
+    # 32 sequences, 4,096 tokens of context among them, in 8 ms.
+    got = decode_mbu(_decode_steps(0.008, 32, 4096), analytic, 32)
+    want = CostModel(config).step(Batch(32, 32, 32, 4096 - 32, 4096)).bytes
+    assert got["bytes"] == pytest.approx(want)
+    assert got["mbu"] == pytest.approx(want / 0.008 / roofs.bytes_per_s)
+    # Batch 1 of Llama-3-8B reads its ~16 GB of bf16 weights per token: at the H200's
+    # 4.8 TB/s, a 4 ms step is most of the roof, a 10 ms one well under the target.
+    fast = decode_mbu(_decode_steps(0.004, 1, 512), analytic, 1)["mbu"]
+    slow = decode_mbu(_decode_steps(0.010, 1, 512), analytic, 1)["mbu"]
+    assert 0.75 < fast < 1.0 and slow < 0.4
+    # Steps of another batch size, and runs without roofs, give no MBU.
+    assert decode_mbu(_decode_steps(0.008, 32, 4096), analytic, 1)["steps"] == 0
+    assert decode_mbu(_decode_steps(0.008, 1, 64), {**analytic, "roofs": None}, 1)["mbu"] is None
+
+
+def test_host_step_times_are_judged_against_the_truth_step_for_step() -> None:
+    truth = [0.010, 0.012, 0.011]
+    # A host clock that stops at launch bills each step's GPU work to the next one.
+    late = timing_agreement([0.002, 0.010, 0.012], truth)
+    assert late["total_rel_error"] == pytest.approx(0.024 / 0.033 - 1)
+    assert not late["ok"] and late["worst_step_rel_error"] == pytest.approx(0.8)
+    synced = timing_agreement([t * (1 + TIMING_TOLERANCE / 2) for t in truth], truth)
+    assert synced["ok"] and synced["steps"] == 3
+    with pytest.raises(ValueError, match="as many host times"):
+        timing_agreement([0.01], truth)
+
+
+def test_logit_error_and_token_agreement() -> None:
+    ref = np.array([[1.0, -2.0, 3.0]])
+    assert logit_error(ref, ref) == 0.0
+    assert logit_error(ref * 1.01, ref) == pytest.approx(0.01)
+    assert token_agreement([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]]) == 1.0
+    # The second sequence differs at its second token: what follows is not counted.
+    assert token_agreement([[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]]) == pytest.approx(4 / 6)
+
+
+def test_the_engine_harness_runs_a_greedy_batch_and_keeps_its_logits() -> None:
+    engine = build({"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 0})
+    run = run_greedy(engine, prompts(3, 16, 4096), 5, capture_logits=2)
+    free(engine)
+    assert [len(t) for t in run.tokens] == [5, 5, 5]
+    assert run.event_s == []  # no GPU: no CUDA events
+    assert len(run.logits) == 2 and run.logits[0].shape == (3, 4096)
+    # Greedy: each sequence's first token is the argmax of the prefill's logits.
+    assert [t[0] for t in run.tokens] == run.logits[0].argmax(-1).tolist()
+    assert run.steps["num_decode_seqs"].iloc[-1] == 3 and len(run.steps) == 5
+    assert median_forward_s(run.steps, "decode") > 0
+    assert run.analytic["model_config"]["name"] == "tiny"
+
+
+def test_rows_print_as_one_table_and_as_json() -> None:
+    rows = [
+        passed("decode MBU", True, "MBU 0.81 (>= 0.75)", mbu=0.81),
+        passed("timing", False, "+3.0% (within 2%)"),
+        Row("nsys", "SKIP", detail="nsys is not on PATH"),
+    ]
+    text = render_table(rows, "GPU check: test")
+    assert "PASS" in text and "MISS" in text and "nsys is not on PATH" in text
+    doc = json.loads(to_json(rows, {"device": "test"}))
+    assert doc["counts"] == {"PASS": 1, "MISS": 1, "SKIP": 1}
+    assert doc["rows"][0]["values"] == {"mbu": 0.81}
+    with pytest.raises(ValueError, match="status must be one of"):
+        Row("x", "OK")  # type: ignore[arg-type]
