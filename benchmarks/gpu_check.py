@@ -7,9 +7,9 @@ the engine's logits on CUDA against the CPU (tiny, fp32); Llama-3-8B-shaped rand
 at batch 1 and 32 with MBU against the part's roof (target >= 0.75 at batch 1); forward_s
 against CUDA-event truth within 2%; fp8 KV, int8 and int4 against bf16 (logit error, step time);
 speculation with a draft model; cuda_graphs on against off; a short `bench run` with probes
-(GPU series, energy per token, MFU, MBU); `bench run --nsys` where nsys exists. About 6
-minutes on an H200 (each line's budget is in the runner). Without a CUDA device every line is
-SKIP with the reason, and the exit code is 0; with one, 1 when a line is MISS.
+(GPU series, energy per token, MFU, MBU); `bench run --nsys` where nsys exists. Budgeted to
+stay under 8 minutes on one H200 (each line's budget is in the runner). Without a CUDA device
+every line is SKIP with the reason, and the exit code is 0; with one, 1 when a line is MISS.
 """
 
 from __future__ import annotations
