@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from bench.run.environment import cpu_name
+from benchmarks.gpu_checks import engine_checks, run_checks
 from benchmarks.gpu_checks.engine_runs import build, free, median_forward_s, prompts, run_greedy
 from benchmarks.gpu_checks.figures import (
     TIMING_TOLERANCE,
@@ -24,10 +27,13 @@ from benchmarks.gpu_checks.figures import (
 )
 from benchmarks.gpu_checks.rows import Row, passed, render_table, to_json
 from benchmarks.gpu_checks.runner import CHECKS
+from perfmodel import cache
 from perfmodel.hardware import get_gpu
 from perfmodel.presets import get_preset
 from perfmodel.roofline import Batch, CostModel, Precision
 from perfmodel.roofs import table_roofs
+from tests.support.cache import isolated_cache
+from tests.support.calibration import save_calibration
 from tests.support.paths import REPO_ROOT
 
 needs_no_gpu = pytest.mark.skipif(
@@ -36,7 +42,7 @@ needs_no_gpu = pytest.mark.skipif(
 
 
 @needs_no_gpu
-def test_without_cuda_every_line_is_skipped_with_the_reason(tmp_path) -> None:
+def test_without_cuda_every_line_is_skipped_with_the_reason(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
     done = subprocess.run(
         [sys.executable, str(REPO_ROOT / "benchmarks" / "gpu_check.py"), "--json", str(out)],
@@ -134,3 +140,58 @@ def test_rows_print_as_one_table_and_as_json() -> None:
     assert doc["rows"][0]["values"] == {"mbu": 0.81}
     with pytest.raises(ValueError, match="status must be one of"):
         Row("x", "OK")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_engine_lines_run_end_to_end_with_the_tiny_preset_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The 8B target and draft replaced by the tiny preset on the CPU (roofs: a calibration of
+    # this CPU): the engine lines run their whole code path and give judged rows; only the
+    # CUDA-event timing needs a GPU, and CUDA graphs their setting.
+    isolated_cache(monkeypatch, tmp_path / "cache")
+    save_calibration(cache.calibration_path(), cpu_name())
+    tiny = {"model": "tiny", "device": "cpu", "dtype": "float32", "seed": 0,
+            "max_model_len": 256, "kv_cache_memory_bytes": 16 * 2**20}  # fmt: skip
+    monkeypatch.setattr(engine_checks, "TARGET", tiny)
+    monkeypatch.setattr(engine_checks, "DRAFT_MODEL", "tiny")
+    monkeypatch.setattr(engine_checks, "PROMPT_TOKENS", 16)
+    monkeypatch.setattr(engine_checks, "DECODE_TOKENS", 6)
+    ref = engine_checks.Reference()
+    rows = {
+        "batch 1": engine_checks.check_decode_batch_1(ref, "batch 1"),
+        "batch 32": engine_checks.check_decode_batch_32(ref, "batch 32"),
+        "int8": engine_checks.check_int8(ref, "int8"),
+        "spec": engine_checks.check_speculation(ref, "spec"),
+    }
+    assert all(row.status in ("PASS", "MISS") for row in rows.values()), rows
+    for name in ("batch 1", "batch 32"):
+        assert rows[name].values["steps"] == 5 and rows[name].values["mbu"] > 0, rows[name]
+    assert 0 <= rows["int8"].values["max_rel_logit_error"] < 1, rows["int8"]
+    assert rows["int8"].values["decode_time_ratio"] > 0
+    assert rows["spec"].values["tokens_identical"], rows["spec"]
+    assert rows["spec"].values["draft_tokens"] > 0
+    if engine_checks.cuda_graphs_available() is not None:
+        row = engine_checks.check_cuda_graphs(ref, "graphs")
+        assert row.status == "SKIP" and "setting not available" in row.detail
+    with pytest.raises(ValueError, match="as many host times"):
+        engine_checks.check_timing_truth(ref, "timing")
+
+
+@pytest.mark.slow
+def test_the_probed_run_line_reads_the_run_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Its `bench run` on the tiny preset on the CPU: the run folder has MFU and MBU (roofs: a
+    # calibration of this CPU) but no GPU series or energy, and the line says which are missing.
+    isolated_cache(monkeypatch, tmp_path / "cache")
+    save_calibration(cache.calibration_path(), cpu_name())
+    tiny = run_checks.SCENARIO.replace('preset = "llama-3-8b"', 'preset = "tiny"')
+    tiny = tiny.replace('device = "cuda"', 'device = "cpu"').replace("users = 8", "users = 2")
+    tiny = tiny.replace('dtype = "bfloat16"', 'dtype = "float32"')
+    monkeypatch.setattr(run_checks, "SCENARIO", tiny)
+    monkeypatch.setattr(run_checks, "PROBED_REQUESTS", 6)
+    row = run_checks.check_probed_run(None, "probed run")
+    assert row.status == "MISS", row
+    assert row.figure == "missing: GPU series, energy per token", row
+    assert 0 < row.values["mfu"] < 1 and 0 < row.values["mbu"] < 1

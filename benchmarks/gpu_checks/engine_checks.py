@@ -46,6 +46,10 @@ LOGIT_TOLERANCE = {"fp8 KV cache": 0.1, "int8 weights": 0.05, "int4 weights": 0.
 # A quantized engine is worth running only where it is not slower than bf16 (median step).
 MAX_SLOWDOWN = 1.05
 
+# The engine the 8B lines measure, and the separate draft model of the speculation line.
+TARGET: dict[str, Any] = LLAMA_8B
+DRAFT_MODEL = "llama-3-8b"
+
 PROMPT_TOKENS = 128
 DECODE_TOKENS = 48
 QUALITY_SEQS, QUALITY_TOKENS, QUALITY_LOGIT_CALLS = 8, 8, 4
@@ -54,7 +58,7 @@ QUALITY_SEQS, QUALITY_TOKENS, QUALITY_LOGIT_CALLS = 8, 8, 4
 def cuda_graphs_available() -> str | None:
     """None when EngineConfig has the kernels setting ``cuda_graphs``, else why not."""
     try:
-        EngineConfig.from_flat({**LLAMA_8B, "cuda_graphs": True})
+        EngineConfig.from_flat({**TARGET, "cuda_graphs": True})
     except SettingError as exc:
         return f"setting not available ({exc})"
     return None
@@ -62,7 +66,7 @@ def cuda_graphs_available() -> str | None:
 
 def _settings(**overrides: Any) -> dict[str, Any]:
     # With the setting present, the reference says off explicitly, whatever the default is.
-    base = {**LLAMA_8B, **({"cuda_graphs": False} if cuda_graphs_available() is None else {})}
+    base = {**TARGET, **({"cuda_graphs": False} if cuda_graphs_available() is None else {})}
     return {**base, **overrides}
 
 
@@ -221,8 +225,8 @@ def check_speculation(ref: Reference, name: str) -> Row:
     """A separate draft model (another 8B of other random weights) beside the target, with the
     KV budget left to the engine (90% of free memory): both must fit, and greedy speculation
     must give the target's own tokens."""
-    settings = _settings(speculative="draft", draft_model="llama-3-8b", num_speculative_tokens=3)
-    settings.pop("kv_cache_memory_bytes")
+    settings = _settings(speculative="draft", draft_model=DRAFT_MODEL, num_speculative_tokens=3)
+    settings.pop("kv_cache_memory_bytes", None)
     engine = build(settings)
     try:
         vocab = engine.model_config.vocab_size

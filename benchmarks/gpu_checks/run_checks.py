@@ -43,6 +43,8 @@ max_model_len = 1024
 kv_cache_memory_bytes = {kv_bytes}
 """
 RUN_TIMEOUT_S = 240.0
+# Requests of the probed run and of the --nsys run (8 users).
+PROBED_REQUESTS, NSYS_REQUESTS = 64, 16
 
 
 def _bench_run(work: Path, requests: int, *flags: str) -> tuple[Path | None, str]:
@@ -65,7 +67,7 @@ def _summary(folder: Path) -> dict[str, Any]:
 
 def check_probed_run(_: object, name: str) -> Row:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
-        folder, printed = _bench_run(Path(tmp), 64)
+        folder, printed = _bench_run(Path(tmp), PROBED_REQUESTS)
         if folder is None:
             return Row(name, "MISS", detail=f"no run folder; bench run printed: {printed}")
         data = load_run(folder)
@@ -117,7 +119,7 @@ def check_nsys(_: object, name: str) -> Row:
     if shutil.which("nsys") is None:
         return skipped(name, "nsys is not on PATH (Nsight Systems, from the CUDA toolkit)")
     with tempfile.TemporaryDirectory(prefix="gpu-check-nsys-") as tmp:
-        folder, printed = _bench_run(Path(tmp), 16, "--nsys", "--no-probes")
+        folder, printed = _bench_run(Path(tmp), NSYS_REQUESTS, "--nsys", "--no-probes")
         report = folder / "engine.nsys-rep" if folder else None
         if report is None or not report.is_file():
             return Row(name, "MISS", detail=f"no engine.nsys-rep; bench run printed: {printed}")
