@@ -195,3 +195,16 @@ def test_the_probed_run_line_reads_the_run_folder(
     assert row.status == "MISS", row
     assert row.figure == "missing: GPU series, energy per token", row
     assert 0 < row.values["mfu"] < 1 and 0 < row.values["mbu"] < 1
+
+
+def test_nvtx_range_names_are_read_from_nsys_stats_csv() -> None:
+    report = (
+        "Processing [engine.sqlite] with [nvtx_sum.py]...\n"
+        '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)",'
+        '"Max (ns)","StdDev (ns)","Style","Range"\n'
+        '61.2,1000,10,100.0,100.0,90,110,5.0,"PushPop","llm-perf-lab:decode"\n'
+        '30.1,500,2,250.0,250.0,240,260,10.0,"PushPop","llm-perf-lab:prefill"\n'
+        '8.7,100,1,100.0,100.0,100,100,0.0,"PushPop",":step"\n'
+    )
+    assert run_checks.nvtx_range_names(report) == {"decode", "prefill", "step"}
+    assert run_checks.nvtx_range_names("SKIPPED: engine.sqlite does not contain NV Tools") == set()

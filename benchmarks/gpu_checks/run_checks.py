@@ -5,6 +5,7 @@ decode NVTX ranges in it. Each runs `bench run` as a user would, in a child proc
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
@@ -98,21 +99,35 @@ def check_probed_run(_: object, name: str) -> Row:
     )  # fmt: skip
 
 
+def nvtx_range_names(report_csv: str) -> set[str]:
+    """The range names of an ``nsys stats --report nvtx_sum --format csv`` output, without
+    their domain (nsys prints "llm-perf-lab:prefill", or ":prefill"); notices before the
+    table's header are skipped."""
+    lines = report_csv.splitlines()
+    start = next((i for i, row in enumerate(csv.reader(lines)) if "Range" in row), None)
+    if start is None:
+        return set()
+    return {
+        row["Range"].rsplit(":", 1)[-1] for row in csv.DictReader(lines[start:]) if row.get("Range")
+    }
+
+
 def _nvtx_ranges(report: Path) -> tuple[set[str] | None, str]:
     """The NVTX range names in an nsys report (``nsys stats``), or None and why not."""
     nsys = shutil.which("nsys")
     assert nsys is not None
+    why = ""
     for report_name in ("nvtx_sum", "nvtxsum"):  # renamed in nsys 2023.x
         done = subprocess.run(
             [nsys, "stats", "--report", report_name, "--format", "csv", "--force-export=true",
              str(report)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        if done.returncode == 0 and "Range" in done.stdout:
-            names = {line.rsplit(",", 1)[-1].strip().strip('"').rsplit(":", 1)[-1]
-                     for line in done.stdout.splitlines() if line.count(",") > 3}  # fmt: skip
+        names = nvtx_range_names(done.stdout) if done.returncode == 0 else set()
+        if names:
             return names, ""
-    return None, (done.stderr or done.stdout)[-300:]
+        why = (done.stderr or done.stdout)[-300:]
+    return None, why
 
 
 def check_nsys(_: object, name: str) -> Row:
