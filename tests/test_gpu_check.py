@@ -17,7 +17,7 @@ import torch
 
 from bench.run.environment import cpu_name
 from benchmarks.gpu_checks import engine_checks, run_checks
-from benchmarks.gpu_checks.engine_runs import build, free, median_forward_s, prompts, run_greedy
+from benchmarks.gpu_checks.engine_runs import build, median_forward_s, prompts, run_greedy
 from benchmarks.gpu_checks.figures import (
     TIMING_TOLERANCE,
     decode_mbu,
@@ -116,7 +116,6 @@ def test_logit_error_and_token_agreement() -> None:
 def test_the_engine_harness_runs_a_greedy_batch_and_keeps_its_logits() -> None:
     engine = build({"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 0})
     run = run_greedy(engine, prompts(3, 16, 4096), 5, capture_logits=2)
-    free(engine)
     assert [len(t) for t in run.tokens] == [5, 5, 5]
     assert run.event_s == []  # no GPU: no CUDA events
     assert len(run.logits) == 2 and run.logits[0].shape == (3, 4096)

@@ -21,7 +21,6 @@ from benchmarks.gpu_checks.engine_runs import (
     LLAMA_8B,
     GreedyRun,
     build,
-    free,
     median_forward_s,
     prompts,
     run_greedy,
@@ -79,24 +78,19 @@ class Measured:
     quality: GreedyRun
 
 
-def measure(settings: dict[str, Any], speed: bool = True) -> Measured | GreedyRun:
-    """Build an engine of ``settings``, warm it up, run the quality batch (and with ``speed``,
-    batches of 1 and 32), free it."""
+def measure(settings: dict[str, Any]) -> Measured:
+    """Build an engine of ``settings``, warm it up, then run the quality batch and batches of 1
+    and 32."""
     engine = build(settings)
-    try:
-        vocab = engine.model_config.vocab_size
-        run_greedy(engine, prompts(2, 32, vocab, seed=99), 4)  # kernels chosen, caches warm
-        quality = run_greedy(
-            engine, prompts(QUALITY_SEQS, PROMPT_TOKENS, vocab), QUALITY_TOKENS,
-            capture_logits=QUALITY_LOGIT_CALLS,
-        )  # fmt: skip
-        if not speed:
-            return quality
-        batch_1 = run_greedy(engine, prompts(1, PROMPT_TOKENS, vocab, seed=1), DECODE_TOKENS)
-        batch_32 = run_greedy(engine, prompts(32, PROMPT_TOKENS, vocab, seed=2), DECODE_TOKENS)
-        return Measured(batch_1, batch_32, quality)
-    finally:
-        free(engine)
+    vocab = engine.model_config.vocab_size
+    run_greedy(engine, prompts(2, 32, vocab, seed=99), 4)  # kernels chosen, caches warm
+    quality = run_greedy(
+        engine, prompts(QUALITY_SEQS, PROMPT_TOKENS, vocab), QUALITY_TOKENS,
+        capture_logits=QUALITY_LOGIT_CALLS,
+    )  # fmt: skip
+    batch_1 = run_greedy(engine, prompts(1, PROMPT_TOKENS, vocab, seed=1), DECODE_TOKENS)
+    batch_32 = run_greedy(engine, prompts(32, PROMPT_TOKENS, vocab, seed=2), DECODE_TOKENS)
+    return Measured(batch_1, batch_32, quality)
 
 
 class Reference:
@@ -104,9 +98,7 @@ class Reference:
 
     @cached_property
     def runs(self) -> Measured:
-        measured = measure(_settings())
-        assert isinstance(measured, Measured)
-        return measured
+        return measure(_settings())
 
 
 def check_logits(_: Reference, name: str) -> Row:
@@ -120,11 +112,9 @@ def check_logits(_: Reference, name: str) -> Row:
         # Random weights are drawn per device; the CUDA engine gets the CPU engine's.
         cuda.executor.model.load_state_dict(cpu.executor.model.state_dict())  # type: ignore[attr-defined]
         ref = run_greedy(cpu, batch, 8, capture_logits=8)
-        free(cpu)
         got = run_greedy(cuda, batch, 8, capture_logits=8)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    free(cuda)
     errors = [logit_error(a, b) for a, b in zip(got.logits, ref.logits, strict=False)]
     worst = max(errors) if errors else float("inf")
     same = got.tokens == ref.tokens
@@ -180,7 +170,6 @@ def check_timing_truth(ref: Reference, name: str) -> Row:
 
 def _against_bf16(name: str, storage: str, ref: Reference, overrides: dict[str, Any]) -> Row:
     measured = measure(_settings(**overrides))
-    assert isinstance(measured, Measured)
     base = ref.runs
     # Compare logits while every sequence's inputs were still the same: up to and including
     # the first call whose greedy choices differ.
@@ -228,12 +217,9 @@ def check_speculation(ref: Reference, name: str) -> Row:
     settings = _settings(speculative="draft", draft_model=DRAFT_MODEL, num_speculative_tokens=3)
     settings.pop("kv_cache_memory_bytes", None)
     engine = build(settings)
-    try:
-        vocab = engine.model_config.vocab_size
-        run = run_greedy(engine, prompts(QUALITY_SEQS, PROMPT_TOKENS, vocab), QUALITY_TOKENS)
-        stats = engine.spec_stats
-    finally:
-        free(engine)
+    vocab = engine.model_config.vocab_size
+    run = run_greedy(engine, prompts(QUALITY_SEQS, PROMPT_TOKENS, vocab), QUALITY_TOKENS)
+    stats = engine.spec_stats
     same = run.tokens == ref.runs.quality.tokens
     rate = stats.acceptance_rate
     return passed(
@@ -249,7 +235,6 @@ def check_cuda_graphs(ref: Reference, name: str) -> Row:
     if why is not None:
         return skipped(name, why)
     measured = measure(_settings(cuda_graphs=True))
-    assert isinstance(measured, Measured)
     same = all(
         a.tokens == b.tokens
         for a, b in ((measured.batch_1, ref.runs.batch_1), (measured.batch_32, ref.runs.batch_32))

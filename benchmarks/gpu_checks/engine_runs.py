@@ -61,16 +61,14 @@ class GreedyRun:
 
 
 def build(settings: dict[str, Any]) -> LLMEngine:
-    """An LLMEngine of ``settings`` (EngineConfig.from_flat's flat names)."""
-    return LLMEngine(EngineConfig.from_flat(settings))
-
-
-def free(engine: LLMEngine | None) -> None:
-    """Drop an engine and hand its GPU memory back, so the next check starts from an empty GPU."""
-    del engine
+    """An LLMEngine of ``settings`` (EngineConfig.from_flat's flat names), after handing back
+    the GPU memory of engines no longer referenced (an engine holds reference cycles, so only
+    a collection frees it), so that each starts from an empty GPU and a default KV budget sees
+    all of the memory."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+    return LLMEngine(EngineConfig.from_flat(settings))
 
 
 def _timed_executor(engine: LLMEngine, events: list[tuple[Any, Any]]) -> Callable[[], None]:

@@ -15,7 +15,7 @@ from benchmarks.gpu_checks.engine_checks import (
     check_logits,
     cuda_graphs_available,
 )
-from benchmarks.gpu_checks.engine_runs import GreedyRun, build, free, prompts, run_greedy
+from benchmarks.gpu_checks.engine_runs import GreedyRun, build, prompts, run_greedy
 from benchmarks.gpu_checks.figures import logit_error, timing_agreement
 
 pytestmark = pytest.mark.gpu
@@ -26,11 +26,8 @@ TINY_CUDA = {"model": "tiny", "device": "cuda", "dtype": "bfloat16", "seed": 0,
 
 def _run(max_tokens: int = 8, capture: int = 0, **overrides: Any) -> GreedyRun:
     engine = build({**TINY_CUDA, **overrides})
-    try:
-        run_greedy(engine, prompts(2, 16, 4096, seed=9), 2)  # warm-up
-        return run_greedy(engine, prompts(4, 32, 4096), max_tokens, capture_logits=capture)
-    finally:
-        free(engine)
+    run_greedy(engine, prompts(2, 16, 4096, seed=9), 2)  # warm-up
+    return run_greedy(engine, prompts(4, 32, 4096), max_tokens, capture_logits=capture)
 
 
 def test_logits_on_cuda_match_the_cpu() -> None:
