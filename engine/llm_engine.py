@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from engine.core.kv_cache_manager import KVCacheManager
 from engine.core.request import Request, SamplingParams
 from engine.core.scheduler import Scheduler, SchedulerOutput
 from engine.core.speculation import Proposer, SpecStats
-from engine.core.telemetry import NvtxRanges, StepRecorder
+from engine.core.telemetry import NvtxRanges, StepRecorder, step_phase
 from engine.model.kv_dtype import resolve_kv_cache_dtype
 from engine.model.model_runner import (
     ModelRunner,
@@ -331,7 +332,15 @@ class LLMEngine:
                 sched = self.scheduler.schedule()
             self._set_threads(sched)
             forward_start_ns = clock_ns()
-            with nvtx_ranges.range("execute", sched.total_num_tokens):
+            # An empty step computes nothing: no phase range.
+            phase = (
+                nullcontext()
+                if sched.is_empty
+                else nvtx_ranges.range(
+                    *step_phase(sched.num_prefill_tokens, sched.num_decode_tokens)
+                )
+            )
+            with nvtx_ranges.range("execute", sched.total_num_tokens), phase:
                 sampled = self.executor.execute_model(sched, self.kv_cache_manager.block_tables)
             forward_ns = clock_ns() - forward_start_ns
             delay_ms = self.config.scheduler.step_delay_ms

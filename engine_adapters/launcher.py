@@ -13,8 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from results.redact import command_secrets, redact_command, redact_text
+
+# How long a wrapped engine's process group has to exit after SIGTERM before SIGKILL (seconds),
+# once the wrapper outlived the stop of its program.
+GROUP_STOP_S = 10.0
 
 
 class EngineStartError(RuntimeError):
@@ -40,6 +45,9 @@ class LaunchedEngine:
     process: subprocess.Popen[bytes]
     log_path: Path
     started_s: float = field(default_factory=time.monotonic)
+    # The engine's own command line when ``command`` runs it under a wrapper that must outlive
+    # it (nsys profile writes its report after the program exits); None: not wrapped.
+    wrapped_command: list[str] | None = None
 
     def log_tail(self, max_chars: int = 4000) -> str:
         try:
@@ -48,21 +56,50 @@ class LaunchedEngine:
             return ""
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
-        """SIGTERM to its process group, then SIGKILL after ``timeout_s``; returns the exit
-        code. An engine that already died (killed) may have left children in its group (an
-        engine-core process, workers): they get SIGTERM too."""
+        """Stop the engine; returns the exit code.
+
+        Plain: SIGTERM to its process group, then SIGKILL after ``timeout_s``. Under a wrapper
+        (``wrapped_command``, e.g. nsys): SIGTERM to the wrapped program alone, so that it stops
+        its own children (bench serve's front closes its engine-core process, which does the
+        CUDA work) and the wrapper, seeing it exit, writes its report; only when the wrapper is
+        still running after ``timeout_s`` does the whole group get SIGTERM, then SIGKILL after
+        :data:`GROUP_STOP_S`. An engine that already died (killed) may have left children in
+        its group (an engine-core process, workers): they get SIGTERM too."""
         if self.process.poll() is None:
+            group_wait_s = timeout_s
+            if self.wrapped_command is not None and self._signal_wrapped_program():
+                try:
+                    return self.process.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    group_wait_s = GROUP_STOP_S
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=timeout_s)
+                self.process.wait(timeout=group_wait_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=timeout_s)
+                self.process.wait(timeout=group_wait_s)
         else:
             # The group outlives its leader while a member lives; ESRCH: none is left.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGTERM)
         return self.process.returncode
+
+    def _signal_wrapped_program(self) -> bool:
+        """SIGTERM to the wrapper's descendants that run ``wrapped_command``; whether any did.
+
+        Matched by command line, not by being the wrapper's first child: a profiler may start
+        helpers of its own, which must go on running until the report is written."""
+        try:
+            descendants = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.Error:
+            return False
+        signalled = False
+        for proc in descendants:
+            with contextlib.suppress(psutil.Error):
+                if proc.cmdline() == self.wrapped_command:
+                    proc.send_signal(signal.SIGTERM)
+                    signalled = True
+        return signalled
 
     def __enter__(self) -> LaunchedEngine:
         return self
@@ -77,8 +114,12 @@ def launch(
     health_path: str = "/health",
     timeout_s: float = 300.0,
     env: dict[str, str] | None = None,
+    wrapped_command: list[str] | None = None,
 ) -> LaunchedEngine:
     """Run ``command`` in its own process group and wait until ``base_url + health_path`` is 200.
+
+    ``wrapped_command``: the engine's own command line inside ``command`` when a wrapper (nsys)
+    runs it; stopping then signals it alone first (LaunchedEngine.stop).
 
     Raises EngineStartError with the engine's log tail when it exits early or is not healthy
     within ``timeout_s`` seconds (the process is stopped first).
@@ -101,7 +142,9 @@ def launch(
             raise EngineStartError(
                 f"cannot run {command[0]!r} ({exc.strerror or exc}): {shown}"
             ) from None
-    engine = LaunchedEngine(command, base_url, process, Path(log_name))
+    engine = LaunchedEngine(
+        command, base_url, process, Path(log_name), wrapped_command=wrapped_command
+    )
     try:
         _wait_healthy(engine, health_path, timeout_s)
     except BaseException:

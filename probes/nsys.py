@@ -1,10 +1,12 @@
 """`bench run --nsys`: the engine's launch command wrapped in Nsight Systems.
 
 ``nsys profile -t cuda,nvtx`` records CUDA API calls and kernels plus the engine's NVTX ranges
-(engine.core.telemetry: step, schedule, execute, update, prefill, decode). The report
-(``<output>.nsys-rep``) is written when the engine exits; nsys ends the collection on SIGTERM,
-which is how a launched engine is stopped, but finalizing a long trace takes time: give the
-stop a generous timeout (:data:`STOP_TIMEOUT_S`).
+(engine.core.telemetry: step, schedule, execute, update, and prefill, decode or mixed around
+each step's forward). The report (``<output>.nsys-rep``) is written when the profiled program
+exits. A launched engine under nsys is stopped by signalling `bench serve` alone: its front
+closes the engine-core process (which does the CUDA work, and whose trace is lost if it is
+killed), then exits, and nsys finalizes the report, which takes time for a long trace; the
+process group is signalled only after :data:`STOP_TIMEOUT_S` (engine_adapters.launcher).
 """
 
 from __future__ import annotations

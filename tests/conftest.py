@@ -40,3 +40,23 @@ def base_url(request: pytest.FixtureRequest) -> Iterator[str]:
 def fake_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The path of a fixed CPU calibration that `bench calibrate`'s readers find for this test."""
     return use_fake_calibration(tmp_path, monkeypatch)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` (`pytest -m gpu` on a GPU runner) skip, saying why, where torch
+    sees no CUDA device."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    # Imported here, not above: torch, which most test folders must not need, only when a
+    # collected test asks for a GPU.
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(
+        reason=f"needs an NVIDIA GPU: torch.cuda.is_available() is False (torch "
+        f"{torch.__version__})"
+    )
+    for item in gpu_items:
+        item.add_marker(skip)

@@ -25,7 +25,7 @@ import torch
 
 from perfmodel.calibration import FULL_BUDGET_S
 
-__all__ = ["calibrate", "measure_matmul", "measure_triad"]
+__all__ = ["calibrate", "device_sync", "measure_matmul", "measure_triad"]
 
 CPU_MATMUL_DTYPES = ("fp32", "bf16")
 GPU_MATMUL_DTYPES = ("fp32", "bf16", "fp16")
@@ -51,6 +51,18 @@ def _best_rate(
     return work / best_s, calls
 
 
+def device_sync(device: str) -> Callable[[], None]:
+    """A wait for the work queued on ``device`` (a no-op on the CPU, which runs ops eagerly).
+
+    ``torch.cuda.synchronize()`` without a device waits on the *current* device only (cuda:0
+    unless set), so timing cuda:1..N with it would stop the clock before their kernels ran.
+    """
+    target = torch.device(device)
+    if target.type == "cpu":
+        return lambda: None
+    return lambda: torch.cuda.synchronize(target)
+
+
 def measure_matmul(dtype: str, n: int, budget_s: float, device: str = "cpu") -> dict[str, Any]:
     """Achieved FLOP/s of an n x n x n matmul in ``dtype`` on ``device``."""
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
@@ -58,7 +70,7 @@ def measure_matmul(dtype: str, n: int, budget_s: float, device: str = "cpu") -> 
     a = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
     b = torch.randn(n, n, generator=gen, device=device).to(torch_dtype)
     out = torch.empty(n, n, dtype=torch_dtype, device=device)
-    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    sync = device_sync(device)
     rate, calls = _best_rate(lambda: torch.mm(a, b, out=out), 2.0 * n**3, budget_s, sync)
     return {"flops_per_s": rate, "n": n, "calls": calls}
 
@@ -68,7 +80,7 @@ def measure_triad(num_elements: int, budget_s: float, device: str = "cpu") -> di
     b = torch.ones(num_elements, device=device)
     c = torch.full((num_elements,), 2.0, device=device)
     a = torch.empty(num_elements, device=device)
-    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    sync = device_sync(device)
     work = 3.0 * 4 * num_elements
     rate, calls = _best_rate(lambda: torch.add(b, c, alpha=3.0, out=a), work, budget_s, sync)
     return {"bytes_per_s": rate, "array_bytes": 4 * num_elements, "calls": calls}

@@ -29,18 +29,21 @@ def launch_reference(
     """Start the reference engine on a free local port, under nsys when asked and available."""
     host = "127.0.0.1"
     port = free_port(host)
-    command = serve_command(host, port, settings)
-    output: Path | None = None
+    serve = serve_command(host, port, settings)
+    command, output = serve, None
     if nsys_wanted:
         runs_dir.mkdir(parents=True, exist_ok=True)
         output = runs_dir / f".nsys-{os.getpid()}-{port}"
         try:
-            command = nsys.nsys_command(command, output)
+            command = nsys.nsys_command(serve, output)
             print_info(console, f"profiling the engine with: {' '.join(command[:5])} ...")
         except nsys.NsysUnavailable as e:
             print_warning(console, e)
             output = None
-    return launch(command, f"http://{host}:{port}"), output
+    # Under nsys, stopping signals `bench serve` alone, which closes its engine core; nsys then
+    # writes the report (engine_adapters.launcher.LaunchedEngine.stop).
+    wrapped = serve if output is not None else None
+    return launch(command, f"http://{host}:{port}", wrapped_command=wrapped), output
 
 
 def collect_nsys_report(folder: Path, output: Path, console: Console) -> None:

@@ -41,15 +41,33 @@ STEP_COLUMNS: dict[str, str] = {
 }
 
 
+# The ranges a step pushes: step > schedule, execute > (prefill | decode | mixed), update,
+# propose. The phase range names what the forward computes, so an nsys timeline shows prefill
+# and decode kernels apart.
+RANGE_NAMES = ("step", "schedule", "execute", "update", "propose", "prefill", "decode", "mixed")
+
+
+def step_phase(num_prefill_tokens: int, num_decode_tokens: int) -> tuple[str, int]:
+    """The phase range of a step's forward and its payload, in tokens.
+
+    "prefill" (payload: prompt tokens) when the step computes prompt tokens only, "decode"
+    (payload: decode tokens, one per sequence plus drafts) when it computes decode tokens only,
+    "mixed" (payload: prompt tokens) for a chunked-prefill step that carries decodes beside
+    its prompt chunk: one forward computes both, so no range can split them.
+    """
+    if num_prefill_tokens and num_decode_tokens:
+        return "mixed", num_prefill_tokens
+    if num_prefill_tokens:
+        return "prefill", num_prefill_tokens
+    return "decode", num_decode_tokens
+
+
 class NvtxRanges:
     """Pre-built NVTX event attributes, so a range costs a push and a pop (~200 ns)."""
 
     def __init__(self) -> None:
         self.domain = nvtx.get_domain(NVTX_DOMAIN)
-        self._attrs = {
-            name: self.domain.get_event_attributes(message=name)
-            for name in ("step", "schedule", "execute", "update", "propose", "prefill", "decode")
-        }
+        self._attrs = {name: self.domain.get_event_attributes(message=name) for name in RANGE_NAMES}
 
     @contextmanager
     def range(self, name: str, payload: int | None = None) -> Iterator[None]:

@@ -1,0 +1,97 @@
+"""The figures the GPU checks judge by, computed from plain arrays and step tables (no GPU).
+
+MBU is the project's own (results.attribution): analytic bytes of each step (the same
+step_costs a run folder's attribution uses) / its forward time / the part's peak bytes/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.roofs import Roofs
+from results.attribution import step_costs
+
+# The largest |host - truth| / truth allowed for the sum of forward_s over a run's steps.
+TIMING_TOLERANCE = 0.02
+
+
+def decode_mbu(steps: pd.DataFrame, analytic: Mapping[str, Any], num_seqs: int) -> dict[str, Any]:
+    """MBU of the pure decode steps of ``num_seqs`` sequences in ``steps`` (results.engine_steps'
+    table), against ``analytic``'s roofs (run.json's analytic section, results.analytic).
+
+    Returns ``steps`` (how many such steps), ``forward_s`` (their median forward time,
+    seconds), ``bytes`` (their median analytic bytes) and ``mbu`` (the median of each step's
+    bytes / forward_s / peak bytes/s); ``mbu`` is None without roofs or such steps.
+    """
+    roofs = Roofs.from_dict(analytic.get("roofs"))
+    decode = steps[(steps["num_prefill_tokens"] == 0) & (steps["num_decode_seqs"] == num_seqs)]
+    if decode.empty:
+        return {"steps": 0, "forward_s": None, "bytes": None, "mbu": None}
+    moved = step_costs(decode, analytic)["bytes"].to_numpy()
+    forward = decode["forward_s"].to_numpy(dtype=np.float64)
+    mbu = None
+    if roofs is not None and np.all(forward > 0):
+        mbu = float(np.median(moved / forward / roofs.bytes_per_s))
+    return {
+        "steps": len(decode),
+        "forward_s": float(np.median(forward)),
+        "bytes": float(np.median(moved)),
+        "mbu": mbu,
+    }
+
+
+def timing_agreement(host_s: Sequence[float], truth_s: Sequence[float]) -> dict[str, Any]:
+    """How the engine's step times (``host_s``, forward_s) agree with the truth (``truth_s``,
+    CUDA events around the same calls), step for step, both in seconds.
+
+    ``total_rel_error``: sum(host) / sum(truth) - 1 (negative: the host clock stopped before
+    the GPU's work ended, so that work was billed to a later step); ``worst_step_rel_error``:
+    the largest |host - truth| / truth of one step; ``ok``: |total_rel_error| <=
+    TIMING_TOLERANCE. Raises ValueError for tables of different lengths or no steps.
+    """
+    host, truth = np.asarray(host_s, dtype=np.float64), np.asarray(truth_s, dtype=np.float64)
+    if host.shape != truth.shape or host.size == 0:
+        raise ValueError(
+            f"timing_agreement needs as many host times as truths, at least one: got "
+            f"{host.size} and {truth.size}"
+        )
+    total = float(host.sum() / truth.sum() - 1.0)
+    worst = float(np.max(np.abs(host - truth) / truth))
+    return {
+        "steps": int(host.size),
+        "total_rel_error": total,
+        "worst_step_rel_error": worst,
+        "ok": abs(total) <= TIMING_TOLERANCE,
+    }
+
+
+def logit_error(candidate: np.ndarray, reference: np.ndarray) -> float:
+    """Relative error of a logits array: ||candidate - reference||_2 / ||reference||_2."""
+    if candidate.shape != reference.shape:
+        raise ValueError(f"logits of shape {candidate.shape} against {reference.shape}")
+    ref = reference.astype(np.float64)
+    return float(np.linalg.norm(candidate.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+def token_agreement(
+    candidate: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
+) -> float:
+    """The share of each sequence's tokens, up to its first difference from the reference,
+    over all reference tokens (1.0: identical outputs). A greedy run's tokens after a first
+    difference are conditioned on another prefix, so they are not counted as agreeing."""
+    if len(candidate) != len(reference):
+        raise ValueError(f"{len(candidate)} sequences against {len(reference)}")
+    total = sum(len(r) for r in reference)
+    if total == 0:
+        raise ValueError("token_agreement needs reference tokens")
+    same = 0
+    for cand, ref in zip(candidate, reference, strict=True):
+        for a, b in zip(cand, ref, strict=False):
+            if a != b:
+                break
+            same += 1
+    return same / total

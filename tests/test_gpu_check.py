@@ -1,0 +1,209 @@
+"""benchmarks/gpu_check.py where there is no GPU: the script prints every line as SKIP with the
+reason and exits 0; the arithmetic its lines judge by (MBU of decode steps, step times against
+a timing truth, logit error, token agreement), its engine harness and its table are checked
+here on the CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench.run.environment import cpu_name
+from benchmarks.gpu_checks import engine_checks, run_checks
+from benchmarks.gpu_checks.engine_runs import build, median_forward_s, prompts, run_greedy
+from benchmarks.gpu_checks.figures import (
+    TIMING_TOLERANCE,
+    decode_mbu,
+    logit_error,
+    timing_agreement,
+    token_agreement,
+)
+from benchmarks.gpu_checks.rows import Row, passed, render_table, to_json
+from benchmarks.gpu_checks.runner import CHECKS
+from perfmodel import cache
+from perfmodel.hardware import get_gpu
+from perfmodel.presets import get_preset
+from perfmodel.roofline import Batch, CostModel, Precision
+from perfmodel.roofs import table_roofs
+from tests.support.cache import isolated_cache
+from tests.support.calibration import save_calibration
+from tests.support.paths import REPO_ROOT
+
+needs_no_gpu = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="a CUDA device is here: the script runs its checks"
+)
+
+
+@needs_no_gpu
+def test_without_cuda_every_line_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "gpu_check.py"), "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert [row["check"] for row in doc["rows"]] == [name for name, _, _ in CHECKS]
+    assert doc["counts"] == {"PASS": 0, "MISS": 0, "SKIP": len(CHECKS)}
+    assert all("torch.cuda.is_available() is False" in row["detail"] for row in doc["rows"])
+    # The table has one line per check (each starting with the check's first words).
+    for name, _, _ in CHECKS:
+        assert name.split(":")[0][:30] in done.stdout
+    assert done.stdout.count("SKIP") == len(CHECKS)
+
+
+def _decode_steps(forward_s: float, num_seqs: int, context: int) -> pd.DataFrame:
+    zeros = {"num_prefill_tokens": 0, "num_prefill_seqs": 0}
+    return pd.DataFrame(
+        [{**zeros, "num_decode_seqs": num_seqs, "num_decode_tokens": num_seqs,
+          "num_seqs": num_seqs, "context_tokens": context, "decode_context_tokens": context,
+          "attn_pairs": context, "forward_s": forward_s}]
+    )  # fmt: skip
+
+
+def test_mbu_is_the_analytic_bytes_over_the_step_time_and_the_roof() -> None:
+    config = get_preset("llama-3-8b")
+    roofs = table_roofs(get_gpu("h200"), "bf16")
+    analytic = {
+        "model_config": config.to_dict(),
+        "precision": Precision.for_model(config).to_dict(),
+        "tp": 1,
+        "roofs": roofs.to_dict(),
+    }
+    # 32 sequences, 4,096 tokens of context among them, in 8 ms.
+    got = decode_mbu(_decode_steps(0.008, 32, 4096), analytic, 32)
+    want = CostModel(config).step(Batch(32, 32, 32, 4096 - 32, 4096)).bytes
+    assert got["bytes"] == pytest.approx(want)
+    assert got["mbu"] == pytest.approx(want / 0.008 / roofs.bytes_per_s)
+    # Batch 1 of Llama-3-8B reads its ~16 GB of bf16 weights per token: at the H200's
+    # 4.8 TB/s, a 4 ms step is most of the roof, a 10 ms one well under the target.
+    fast = decode_mbu(_decode_steps(0.004, 1, 512), analytic, 1)["mbu"]
+    slow = decode_mbu(_decode_steps(0.010, 1, 512), analytic, 1)["mbu"]
+    assert 0.75 < fast < 1.0 and slow < 0.4
+    # Steps of another batch size, and runs without roofs, give no MBU.
+    assert decode_mbu(_decode_steps(0.008, 32, 4096), analytic, 1)["steps"] == 0
+    assert decode_mbu(_decode_steps(0.008, 1, 64), {**analytic, "roofs": None}, 1)["mbu"] is None
+
+
+def test_host_step_times_are_judged_against_the_truth_step_for_step() -> None:
+    truth = [0.010, 0.012, 0.011]
+    # A host clock that stops at launch bills each step's GPU work to the next one.
+    late = timing_agreement([0.002, 0.010, 0.012], truth)
+    assert late["total_rel_error"] == pytest.approx(0.024 / 0.033 - 1)
+    assert not late["ok"] and late["worst_step_rel_error"] == pytest.approx(0.8)
+    synced = timing_agreement([t * (1 + TIMING_TOLERANCE / 2) for t in truth], truth)
+    assert synced["ok"] and synced["steps"] == 3
+    with pytest.raises(ValueError, match="as many host times"):
+        timing_agreement([0.01], truth)
+
+
+def test_logit_error_and_token_agreement() -> None:
+    ref = np.array([[1.0, -2.0, 3.0]])
+    assert logit_error(ref, ref) == 0.0
+    assert logit_error(ref * 1.01, ref) == pytest.approx(0.01)
+    assert token_agreement([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]]) == 1.0
+    # The second sequence differs at its second token: what follows is not counted.
+    assert token_agreement([[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]]) == pytest.approx(4 / 6)
+
+
+def test_the_engine_harness_runs_a_greedy_batch_and_keeps_its_logits() -> None:
+    engine = build({"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 0})
+    run = run_greedy(engine, prompts(3, 16, 4096), 5, capture_logits=2)
+    assert [len(t) for t in run.tokens] == [5, 5, 5]
+    assert run.event_s == []  # no GPU: no CUDA events
+    assert len(run.logits) == 2 and run.logits[0].shape == (3, 4096)
+    # Greedy: each sequence's first token is the argmax of the prefill's logits.
+    assert [t[0] for t in run.tokens] == run.logits[0].argmax(-1).tolist()
+    assert run.steps["num_decode_seqs"].iloc[-1] == 3 and len(run.steps) == 5
+    assert median_forward_s(run.steps, "decode") > 0
+    assert run.analytic["model_config"]["name"] == "tiny"
+
+
+def test_rows_print_as_one_table_and_as_json() -> None:
+    rows = [
+        passed("decode MBU", True, "MBU 0.81 (>= 0.75)", mbu=0.81),
+        passed("timing", False, "+3.0% (within 2%)"),
+        Row("nsys", "SKIP", detail="nsys is not on PATH"),
+    ]
+    text = render_table(rows, "GPU check: test")
+    assert "PASS" in text and "MISS" in text and "nsys is not on PATH" in text
+    doc = json.loads(to_json(rows, {"device": "test"}))
+    assert doc["counts"] == {"PASS": 1, "MISS": 1, "SKIP": 1}
+    assert doc["rows"][0]["values"] == {"mbu": 0.81}
+    with pytest.raises(ValueError, match="status must be one of"):
+        Row("x", "OK")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_engine_lines_run_end_to_end_with_the_tiny_preset_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The 8B target and draft replaced by the tiny preset on the CPU (roofs: a calibration of
+    # this CPU): the engine lines run their whole code path and give judged rows; only the
+    # CUDA-event timing needs a GPU, and CUDA graphs their setting.
+    isolated_cache(monkeypatch, tmp_path / "cache")
+    save_calibration(cache.calibration_path(), cpu_name())
+    tiny = {"model": "tiny", "device": "cpu", "dtype": "float32", "seed": 0,
+            "max_model_len": 256, "kv_cache_memory_bytes": 16 * 2**20}  # fmt: skip
+    monkeypatch.setattr(engine_checks, "TARGET", tiny)
+    monkeypatch.setattr(engine_checks, "DRAFT_MODEL", "tiny")
+    monkeypatch.setattr(engine_checks, "PROMPT_TOKENS", 16)
+    monkeypatch.setattr(engine_checks, "DECODE_TOKENS", 6)
+    ref = engine_checks.Reference()
+    rows = {
+        "batch 1": engine_checks.check_decode_batch_1(ref, "batch 1"),
+        "batch 32": engine_checks.check_decode_batch_32(ref, "batch 32"),
+        "int8": engine_checks.check_int8(ref, "int8"),
+        "spec": engine_checks.check_speculation(ref, "spec"),
+    }
+    assert all(row.status in ("PASS", "MISS") for row in rows.values()), rows
+    for name in ("batch 1", "batch 32"):
+        assert rows[name].values["steps"] == 5 and rows[name].values["mbu"] > 0, rows[name]
+    assert 0 <= rows["int8"].values["max_rel_logit_error"] < 1, rows["int8"]
+    assert rows["int8"].values["decode_time_ratio"] > 0
+    assert rows["spec"].values["tokens_identical"], rows["spec"]
+    assert rows["spec"].values["draft_tokens"] > 0
+    if engine_checks.cuda_graphs_available() is not None:
+        row = engine_checks.check_cuda_graphs(ref, "graphs")
+        assert row.status == "SKIP" and "setting not available" in row.detail
+    with pytest.raises(ValueError, match="as many host times"):
+        engine_checks.check_timing_truth(ref, "timing")
+
+
+@pytest.mark.slow
+def test_the_probed_run_line_reads_the_run_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Its `bench run` on the tiny preset on the CPU: the run folder has MFU and MBU (roofs: a
+    # calibration of this CPU) but no GPU series or energy, and the line says which are missing.
+    isolated_cache(monkeypatch, tmp_path / "cache")
+    save_calibration(cache.calibration_path(), cpu_name())
+    tiny = run_checks.SCENARIO.replace('preset = "llama-3-8b"', 'preset = "tiny"')
+    tiny = tiny.replace('device = "cuda"', 'device = "cpu"').replace("users = 8", "users = 2")
+    tiny = tiny.replace('dtype = "bfloat16"', 'dtype = "float32"')
+    monkeypatch.setattr(run_checks, "SCENARIO", tiny)
+    monkeypatch.setattr(run_checks, "PROBED_REQUESTS", 6)
+    row = run_checks.check_probed_run(None, "probed run")
+    assert row.status == "MISS", row
+    assert row.figure == "missing: GPU series, energy per token", row
+    assert 0 < row.values["mfu"] < 1 and 0 < row.values["mbu"] < 1
+
+
+def test_nvtx_range_names_are_read_from_nsys_stats_csv() -> None:
+    report = (
+        "Processing [engine.sqlite] with [nvtx_sum.py]...\n"
+        '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)",'
+        '"Max (ns)","StdDev (ns)","Style","Range"\n'
+        '61.2,1000,10,100.0,100.0,90,110,5.0,"PushPop","llm-perf-lab:decode"\n'
+        '30.1,500,2,250.0,250.0,240,260,10.0,"PushPop","llm-perf-lab:prefill"\n'
+        '8.7,100,1,100.0,100.0,100,100,0.0,"PushPop",":step"\n'
+    )
+    assert run_checks.nvtx_range_names(report) == {"decode", "prefill", "step"}
+    assert run_checks.nvtx_range_names("SKIPPED: engine.sqlite does not contain NV Tools") == set()
