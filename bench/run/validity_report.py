@@ -52,8 +52,9 @@ def reconciliation_table(section: Mapping[str, Any]) -> Table:
     share = section.get("max_mismatch")
     if share is not None:
         table.caption = (
-            f"! = totals more than {100 * share:.0f}% apart (the run is marked); off = requests "
-            f"whose counts differ by more than {100 * section.get('request_tolerance', 0):.0f}%"
+            f"! = the run is marked: more than {100 * share:.0f}% of the requests off, or a "
+            f"counter's total more than {100 * share:.0f}% apart; off = requests whose counts "
+            f"differ by more than {100 * section.get('request_tolerance', 0):.0f}% (and 2 tokens)"
         )
     return table
 
