@@ -49,3 +49,6 @@ class EngineAdapter:
     # A JSON document beside /v1/models that states the context a request may fill, for engines
     # whose /v1/models does not (llama.cpp's /props, TGI's /info); read by bench's pre-flight.
     context_path: str | None = None
+    # A JSON document naming the engine's version (vLLM's /version, TGI's /info, llama.cpp's
+    # /props build_info, SGLang's /get_server_info): recorded in run.json's fingerprint.
+    version_path: str | None = "/version"

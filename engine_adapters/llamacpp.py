@@ -36,6 +36,7 @@ LLAMACPP = EngineAdapter(
     name="llamacpp",
     metric_names=LLAMACPP_METRICS,
     description="llama.cpp llama-server (--metrics)",
+    version_path="/props",
     executable="llama-server",
     launch_template=(
         "{exe}",

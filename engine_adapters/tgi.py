@@ -33,6 +33,7 @@ TGI = EngineAdapter(
     # Its OpenAI-compatible routes know no ignore_eos.
     accepts_ignore_eos=False,
     description="Text Generation Inference (text-generation-launcher)",
+    version_path="/info",
     executable="text-generation-launcher",
     launch_template=(
         "{exe}",

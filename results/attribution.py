@@ -29,6 +29,7 @@ the whole-step FLOPs and bytes the dashboards' per-step dots are drawn from.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -142,6 +143,46 @@ def _phase(
     return out
 
 
+@dataclass(frozen=True)
+class StepSplit:
+    """Steps' analytic costs and the share of each step's time that goes to prefill.
+
+    batches: whole-step, prefill and decode batches and how the decode context was found
+    (:func:`_parts`); whole, prefill, decode: their costs; prefill_share: per step, 0..1 (the
+    rest is decode); apportioned_by: the rule that made the shares (module docstring)."""
+
+    batches: tuple[Batch, Batch, Batch, str]
+    whole: StepCost
+    prefill: StepCost
+    decode: StepCost
+    prefill_share: np.ndarray
+    apportioned_by: str
+
+
+def split_steps(steps: pd.DataFrame, analytic: Mapping[str, Any]) -> StepSplit:
+    """Each step of ``steps`` split into its prefill and decode parts (module docstring): the
+    one rule that both the time attribution and results.energy_phase use. Raises ValueError as
+    :func:`cost_model` does."""
+    model = cost_model(analytic)
+    roofs = Roofs.from_dict(analytic.get("roofs"))
+    batches = _parts(steps)
+    whole_b, prefill_b, decode_b, _ = batches
+    whole, prefill, decode = model.step(whole_b), model.step(prefill_b), model.step(decode_b)
+    if roofs:
+        peak_f, peak_b = roofs.flops_per_s, roofs.bytes_per_s
+        cost_p = np.where(prefill_b.num_tokens > 0, prefill.roofline_time_s(peak_f, peak_b), 0.0)
+        cost_d = np.where(decode_b.num_tokens > 0, decode.roofline_time_s(peak_f, peak_b), 0.0)
+        how = "roofline time of each part"
+    else:
+        cost_p, cost_d = np.asarray(prefill.flops), np.asarray(decode.flops)
+        how = "FLOPs of each part (no roofs for this run)"
+    total = cost_p + cost_d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share_p = np.where(total > 0, cost_p / total, 0.0)
+    share_p = np.broadcast_to(np.asarray(share_p, dtype=np.float64), (len(steps),))
+    return StepSplit(batches, whole, prefill, decode, share_p, how)
+
+
 def step_attribution(
     steps: pd.DataFrame | None, analytic: Mapping[str, Any] | None, window: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -156,25 +197,18 @@ def step_attribution(
     if start is None or stop is None:
         return {"available": False, "reason": "the run has no measured window"}
     sel = steps[(steps["start_s"] >= start) & (steps["start_s"] < stop)]
-    model = cost_model(analytic)
     roofs = Roofs.from_dict(analytic.get("roofs"))
-    whole_b, prefill_b, decode_b, context_how = _parts(sel)
-    whole, prefill, decode = model.step(whole_b), model.step(prefill_b), model.step(decode_b)
+    split = split_steps(sel, analytic)
+    _, prefill_b, decode_b, context_how = split.batches
+    whole, prefill, decode = split.whole, split.prefill, split.decode
+    share_p, how = split.prefill_share, split.apportioned_by
     time_s = (sel["end_s"] - sel["start_s"]).to_numpy(dtype=np.float64)
     forward_s = sel["forward_s"].to_numpy(dtype=np.float64)
-    if roofs:
-        peak_f, peak_b = roofs.flops_per_s, roofs.bytes_per_s
-        cost_p = np.where(prefill_b.num_tokens > 0, prefill.roofline_time_s(peak_f, peak_b), 0.0)
-        cost_d = np.where(decode_b.num_tokens > 0, decode.roofline_time_s(peak_f, peak_b), 0.0)
-        compute_bound = np.asarray(whole.compute_bound(peak_f, peak_b), dtype=bool)
-        how = "roofline time of each part"
-    else:
-        cost_p, cost_d = np.asarray(prefill.flops), np.asarray(decode.flops)
-        compute_bound = None
-        how = "FLOPs of each part (no roofs for this run)"
-    total = cost_p + cost_d
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share_p = np.where(total > 0, cost_p / total, 0.0)
+    compute_bound = (
+        np.asarray(whole.compute_bound(roofs.flops_per_s, roofs.bytes_per_s), dtype=bool)
+        if roofs
+        else None
+    )
     flops, num_bytes, fwd = float(np.sum(whole.flops)), float(np.sum(whole.bytes)), forward_s.sum()
     out: dict[str, Any] = {
         "available": True,

@@ -49,6 +49,10 @@ def _added(backfill: Backfill) -> dict[str, Any]:
     return {"backfill": backfill}
 
 
+# A count a folder written before token reconciliation lacks: read as unknown.
+_COUNT = _added(Backfill())
+
+
 @dataclass(slots=True)
 class ChunkRecord:
     """One content chunk of a streamed response (one row of tokens.parquet).
@@ -99,6 +103,13 @@ class RequestRecord:
         reasoning_tokens_source: "usage" when the server reported them
             (``usage.completion_tokens_details.reasoning_tokens``), else how the stream's
             reasoning chunks were counted ("tokenizer" or "chunks"); None without reasoning.
+        client_prompt_tokens: the prompt's tokens under the workload's tokenizer (what was
+            planned: RequestSpec.prompt_tokens); None in folders written before it was kept.
+        usage_prompt_tokens, usage_output_tokens: the server's own counts
+            (``usage.prompt_tokens``, ``usage.completion_tokens``), None when it sent no usage.
+        client_output_tokens: the received text re-encoded with the run's tokenizer (reasoning
+            and answer encoded apart, then added), None without a tokenizer. These three beside
+            ``client_prompt_tokens`` are what results.token_reconciliation compares.
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -122,6 +133,11 @@ class RequestRecord:
     reasoning_tokens_source: TokenSource | None = field(
         default=None, kw_only=True, metadata=_added(Backfill(None))
     )
+    # Added with token reconciliation: each count by who made it.
+    client_prompt_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
+    usage_prompt_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
+    usage_output_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
+    client_output_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 
@@ -146,6 +162,7 @@ class RequestRecord:
             request_id=request_id, user_id=user_id, scheduled_s=scheduled_s, sent_s=sent_s,
             first_token_s=None, done_s=done_s, prompt_tokens=prompt_tokens, output_tokens=0,
             output_tokens_source="chunks", status=status, error=error, http_status=None,
+            client_prompt_tokens=prompt_tokens,
         )  # fmt: skip
 
     def to_row(self) -> dict[str, Any]:

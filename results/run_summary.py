@@ -11,6 +11,12 @@ two can never disagree:
 - "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported,
 - "usability": whether the run can be used (results.usability, with run.json's threshold; a
   run whose engine died is not),
+- "token_reconciliation": the client's, the server's and the engine's token counts side by side
+  (results.token_reconciliation),
+- "energy_by_phase": joules split into prefill and decode by the steps, goodput per watt
+  (results.energy_phase),
+- "validity": what makes the run not comparable (results.run_validity: throttling, powersave,
+  XID, ECC, a busy machine, token counts apart), from run.json's fingerprint and the above,
 - "simulated" and "prefix_cache" (results.engine_facts: the simulated device, and the prompt
   tokens the prefix cache spared from prefill), from run.json's engine section,
 - "partial", "interrupted", "engine_died" for a run that ended early (results.run_end).
@@ -23,14 +29,17 @@ from typing import Any, cast
 
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
+from results.energy_phase import energy_by_phase
 from results.engine_facts import prefix_cache_reuse, simulated_device
 from results.engine_steps import same_host
 from results.machine_load import machine_load
 from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
+from results.run_validity import run_validity
 from results.samples_summary import engine_flops_increase, gpu_scope, samples_summary
 from results.schema import SummaryJson
 from results.summary import compute_summary, json_safe
+from results.token_reconciliation import token_reconciliation
 from results.usability import run_max_error_rate, usability
 
 
@@ -85,6 +94,14 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["client"] = client_health(
         read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
     )
+    scenario = run.run_json.get("scenario") or {}
+    summary["token_reconciliation"] = token_reconciliation(
+        run.requests, run.samples, scenario.get("api")
+    )
+    summary["energy_by_phase"] = energy_by_phase(
+        run.samples, run.steps, analytic, window, summary["goodput"]["requests_per_s"]
+    )
+    summary["validity"] = run_validity(run.run_json, summary)
     engine = run.run_json.get("engine")
     summary["simulated"] = simulated_device(
         engine.get("description") if isinstance(engine, Mapping) else None

@@ -85,6 +85,14 @@ def gate(
             "of the CPU); without it a busy run makes the verdict inconclusive."
         ),
     ] = False,
+    allow_invalid: Annotated[
+        bool,
+        typer.Option(
+            help="Judge runs whose summary.json marks them not valid (GPU throttling, powersave "
+            "governor, XID or ECC errors, token counts apart; a busy machine too); without it "
+            "such a run makes the verdict inconclusive."
+        ),
+    ] = False,
     skip_other_hardware: Annotated[
         bool,
         typer.Option(
@@ -108,7 +116,10 @@ def gate(
         gate_rules = load_rules(rules)
         base = load_baseline(baseline)
         candidate, _ = load_run_group(runs, "candidate runs")
-        report = evaluate(gate_rules, base, candidate, force=force, allow_busy=allow_busy)
+        report = evaluate(
+            gate_rules, base, candidate, force=force, allow_busy=allow_busy,
+            allow_invalid=allow_invalid,
+        )  # fmt: skip
     except OtherHardwareError as exc:
         if not skip_other_hardware:
             _report_unusable(str(exc), junit, markdown)

@@ -34,6 +34,7 @@ from bench.scenario.scenario import ScenarioError, scenario_from_dict
 from results.machine_load import busy_line
 from results.run_folder import RunFolderError, load_run
 from results.run_group import expand_run_paths
+from results.run_validity import violation_lines
 from results.summary import json_safe
 
 __all__ = [
@@ -77,6 +78,9 @@ class RunGroup:
     # "run ID: other processes used N% ..." for each run whose machine was busy (its summary's
     # machine_load, results.machine_load); the gate will not judge them unless allowed.
     busy: tuple[str, ...] = ()
+    # "run ID: kind: why" for each other violation of a run (its summary's validity,
+    # results.run_validity: throttling, powersave, XID, ECC, token counts apart).
+    invalid: tuple[str, ...] = ()
 
 
 def busy_runs(run_ids: Sequence[str], summaries: Sequence[Any]) -> tuple[str, ...]:
@@ -86,6 +90,16 @@ def busy_runs(run_ids: Sequence[str], summaries: Sequence[Any]) -> tuple[str, ..
         line = busy_line(summary) if isinstance(summary, dict) else None
         if line is not None:
             out.append(f"run {run_id}: {line}")
+    return tuple(out)
+
+
+def invalid_runs(run_ids: Sequence[str], summaries: Sequence[Any]) -> tuple[str, ...]:
+    """ "run ID: kind: why" for each violation of each run but a busy machine (told apart by
+    :func:`busy_runs`, which ``--allow-busy`` alone lets through)."""
+    out = []
+    for run_id, summary in zip(run_ids, summaries, strict=True):
+        lines = violation_lines(summary, skip=("busy",)) if isinstance(summary, dict) else []
+        out += [f"run {run_id}: {line}" for line in lines]
     return tuple(out)
 
 
@@ -169,6 +183,7 @@ def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[di
         versions=runs[0].run_json.get("versions") or {},
         git_commits=tuple(r.run_json.get("git_commit") for r in runs),
         busy=busy_runs(ids, summaries),
+        invalid=invalid_runs(ids, summaries),
     )
     return group, [{"run_id": i, "started_utc": r.run_json.get("started_utc"), "summary": s}
                    for i, r, s in zip(ids, runs, summaries, strict=True)]  # fmt: skip
@@ -265,6 +280,7 @@ def group_from_baseline(document: Any, where: str) -> RunGroup:
         except ValueError as exc:
             raise BaselineError(str(exc)) from None
     commits = _field(document, "git_commits", list, where)
+    ids, summaries = [str(r.get("run_id")) for r in runs], [r.get("summary") for r in runs]
     return RunGroup(
         label=f"baseline {name}",
         runs=tuple(samples),
@@ -273,7 +289,8 @@ def group_from_baseline(document: Any, where: str) -> RunGroup:
         engine=_field(document, "engine", dict, where),
         versions=_field(document, "versions", dict, where),
         git_commits=tuple(commits),
-        busy=busy_runs([str(r.get("run_id")) for r in runs], [r.get("summary") for r in runs]),
+        busy=busy_runs(ids, summaries),
+        invalid=invalid_runs(ids, summaries),
     )
 
 

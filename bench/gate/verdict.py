@@ -22,6 +22,8 @@ noise. The remedy is more or longer runs, or a quieter machine, which narrow the
 
 A busy machine: when any run of either side was marked busy (summary.json's machine_load),
 the verdict is inconclusive whatever the intervals say (`bench gate --allow-busy` judges it).
+So for a run with any other violation of summary.json's validity (results.run_validity: GPU
+throttling, a powersave governor, XID or ECC errors, token counts apart): `--allow-invalid`.
 
 Minimum samples: per side, ``min_samples`` measured requests for per-request metrics,
 ``min_tail_samples`` values beyond a percentile (a p99 from 120 requests rests on one or two
@@ -284,6 +286,7 @@ def evaluate(
     cand: RunGroup,
     force: bool = False,
     allow_busy: bool = False,
+    allow_invalid: bool = False,
 ) -> GateReport:
     """Judge every rule (see the module doc). Raises GateInputError for unusable input.
 
@@ -291,9 +294,13 @@ def evaluate(
     BUSY_OTHER_CPU_SHARE of its CPU or more), in the candidate or the baseline, makes the
     verdict inconclusive, whatever the rules say: its figures measure the other work as much
     as the build. With
-    ``allow_busy`` the rules decide and the busy runs are noted."""
+    ``allow_busy`` the rules decide and the busy runs are noted. Any other violation of a run
+    (summary.json's validity: throttling, powersave, XID, ECC, token counts apart) does the
+    same unless ``allow_invalid``, which also covers a busy machine."""
     notes = check_compatible(base, cand, force)
+    allow_busy = allow_busy or allow_invalid
     busy = [f"{group.label}, {line}" for group in (base, cand) for line in group.busy]
+    invalid = [f"{group.label}, {line}" for group in (base, cand) for line in group.invalid]
     if len(base.runs) == 1 or len(cand.runs) == 1:
         notes.append(
             "a side has a single run: intervals cover within-run noise only;"
@@ -311,6 +318,15 @@ def evaluate(
         )
     elif busy:
         notes = [f"busy machine, judged by --allow-busy: {line}" for line in busy] + notes
+    if invalid and not allow_invalid:
+        verdict = "inconclusive"
+        notes = [f"not judged, not a valid measurement: {line}" for line in invalid] + notes
+        notes.append(
+            "a run with a violation makes the verdict inconclusive: fix the cause and run again,"
+            " or pass --allow-invalid to judge it anyway"
+        )
+    elif invalid:
+        notes = [f"judged by --allow-invalid: {line}" for line in invalid] + notes
     return GateReport(
         verdict=verdict,
         results=results,

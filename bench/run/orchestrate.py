@@ -36,6 +36,7 @@ from bench.run.probing import (
     start_probes,
 )
 from bench.run.remote_workers import RemoteWorkers
+from bench.run.run_fingerprint import RunFingerprint, engine_identity
 from bench.run.server_tokenizer import ServerTokenizer
 from bench.run.tokenizer_source import (
     ResolvedTokenizer,
@@ -272,6 +273,9 @@ def _run_against(
         if opts.probes
         else (None, ["probes disabled"])
     )
+    served = fetch_json(base_url, "/v1/models", headers=headers)
+    identity = engine_identity(base_url, adapter, headers, served)
+    fingerprint = RunFingerprint(local).begin()
     probe_result: ProbeResult | None = None
     # Set by a signal (bench.run.interrupt) or the engine's death (bench.run.engine_watch).
     stop = LoadStop()
@@ -283,6 +287,8 @@ def _run_against(
     finally:
         if probes is not None:
             probe_result = probes.stop()
+        fingerprint.stop_watch()
+    fingerprint_section = fingerprint.end(clock_info["t0_ns"], identity)
     if not result.records and (got := active_interrupts().first) is not None:
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
     steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
@@ -341,6 +347,7 @@ def _run_against(
             ended_utc=datetime.now(UTC).isoformat(),
             client=clock_info,
             max_error_rate=opts.max_error_rate,
+            fingerprint=fingerprint_section,
             **ended,
         )
     )

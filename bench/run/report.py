@@ -16,6 +16,11 @@ from rich.table import Table
 from bench.run.messages import print_error, print_note, print_warning
 from bench.run.reasoning_report import reasoning_table
 from bench.run.terminal import print_table
+from bench.run.validity_report import (
+    render_energy_by_phase,
+    render_reconciliation,
+    render_violations,
+)
 from bench.run.verdict import print_verdict
 from results.engine_facts import prefix_cache_line, simulated_line
 from results.machine_load import busy_lines
@@ -168,6 +173,7 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
             print_note(console, note)
     for line in gpu_warnings(summary):
         print_warning(console, line)
+    render_violations(summary, console)
     print_table(console, _overview(summary))
     reuse = summary.get("prefix_cache")
     if (line := prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)) is not None:
@@ -182,6 +188,8 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     if errors is not None:
         print_table(console, errors)
     render_attribution(summary, console)
+    render_reconciliation(summary, console)
+    render_energy_by_phase(summary, console)
     print_verdict(summary, console)
 
 

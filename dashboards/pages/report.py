@@ -27,9 +27,12 @@ from dashboards.figures.user_tps import per_user_tps_figure
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
+from results.energy_phase import energy_phase_line
 from results.engine_facts import prefix_cache_line, simulated_line
 from results.machine_load import busy_lines
 from results.run_end import engine_death_line, run_end_lines
+from results.run_validity import violation_lines
+from results.token_reconciliation import reconciliation_lines
 from results.usability import describe_failures
 
 __all__ = ["REPORT_HTML", "build_run_page", "run_facts", "write_run_report"]
@@ -181,6 +184,24 @@ def build_run_page(view: RunView) -> Page:
             unusable[1:] if errors is not None else ["No request failed or was cancelled."],
         ),
     ]
+    invalid = [
+        f"not a valid measurement: {line}" for line in violation_lines(view.summary, skip=("busy",))
+    ]
+    energy_line = energy_phase_line(view.summary.get("energy_by_phase"))
+    validity_notes = reconciliation_lines(view.summary.get("token_reconciliation")) + (
+        [energy_line] if energy_line else []
+    )
+    if validity_notes:
+        sections.append(
+            Section(
+                "validity",
+                "Token counts and energy",
+                "Each request's tokens as the client, the server and the engine counted them, "
+                "and the GPUs' energy split into prefill and decode by the engine's steps.",
+                None,
+                validity_notes,
+            )
+        )
     if samples is not None:
         sections.append(
             Section(
@@ -200,7 +221,7 @@ def build_run_page(view: RunView) -> Page:
         facts=run_facts(view),
         notes=notes,
         sections=sections,
-        banner=[*run_end_lines(view.summary), *busy_lines(view.summary)],
+        banner=[*run_end_lines(view.summary), *busy_lines(view.summary), *invalid],
     )
 
 

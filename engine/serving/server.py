@@ -19,6 +19,8 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as distribution_version
 from typing import Any
 
 import uvicorn
@@ -55,6 +57,14 @@ _EXIT_AFTER_DEATH_S = 0.5
 
 class EngineDiedError(EngineCoreError):
     """The engine died while serving; the server has stopped."""
+
+
+def package_version() -> str:
+    """This project's installed version ("unknown" when run from an uninstalled tree)."""
+    try:
+        return distribution_version("llm-perf-lab")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _dumps(obj: dict[str, Any]) -> str:
@@ -338,6 +348,11 @@ def build_app(
         if llm.dead is not None:
             return JSONResponse(error_body("engine step loop failed", 503), status_code=503)
         return Response(status_code=200)
+
+    @app.get("/version")
+    async def version() -> dict[str, Any]:
+        """vLLM's /version shape: what bench records as the engine's version."""
+        return {"version": package_version()}
 
     @app.get("/debug/engine")
     async def engine_info() -> dict[str, Any]:

@@ -25,7 +25,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadgen.client.token_counts import StreamTokens, count_stream_tokens
+from loadgen.client.token_counts import (
+    StreamTokens,
+    count_stream_tokens,
+    recount_output_tokens,
+    usage_int,
+)
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Api, RequestSpec
@@ -158,9 +163,14 @@ class StreamAccumulator:
             )
         ]
         first_answer = next((c.t_s for c in chunks if not c.reasoning), None)
-        prompt_tokens = self.usage.get("prompt_tokens") if self.usage else None
-        if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool):
-            prompt_tokens = spec.prompt_tokens
+        usage_prompt = usage_int(self.usage, "prompt_tokens")
+        usage_output = usage_int(self.usage, "completion_tokens")
+        # The tokenizer already counted the text when the server sent no usage.
+        recount = (
+            counts.output_tokens
+            if counts.source == "tokenizer"
+            else recount_output_tokens(self.texts, self.reasoning, tokenizer)
+        )
         return RequestRecord(
             request_id=rid,
             user_id=user_id,
@@ -168,7 +178,7 @@ class StreamAccumulator:
             sent_s=clock.to_s(sent_ns),
             first_token_s=chunks[0].t_s if chunks else None,
             done_s=clock.to_s(self.done_ns if self.done_ns is not None else end_ns),
-            prompt_tokens=prompt_tokens,
+            prompt_tokens=spec.prompt_tokens if usage_prompt is None else usage_prompt,
             output_tokens=counts.output_tokens,
             output_tokens_source=counts.source,
             status=status,
@@ -177,5 +187,9 @@ class StreamAccumulator:
             first_answer_token_s=first_answer,
             reasoning_tokens=counts.reasoning_tokens,
             reasoning_tokens_source=counts.reasoning_source,
+            client_prompt_tokens=spec.prompt_tokens,
+            usage_prompt_tokens=usage_prompt,
+            usage_output_tokens=usage_output,
+            client_output_tokens=recount,
             chunks=chunks,
         )

@@ -27,7 +27,7 @@ from loadgen.client.apportion import apportion_tokens, chunk_token_weights
 from loadgen.protocols import TokenizerLike
 from results.records import TokenSource
 
-__all__ = ["StreamTokens", "count_stream_tokens", "usage_int"]
+__all__ = ["StreamTokens", "count_stream_tokens", "recount_output_tokens", "usage_int"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,19 @@ def _share(total: int, picked: Sequence[int], weights: Sequence[int], per_chunk:
     """Write into ``per_chunk`` the chunks ``picked``'s shares of ``total``, by ``weights``."""
     for i, n in zip(picked, apportion_tokens(total, [weights[i] for i in picked]), strict=True):
         per_chunk[i] = n
+
+
+def recount_output_tokens(
+    texts: Sequence[str], reasoning: Sequence[bool], tokenizer: TokenizerLike | None
+) -> int | None:
+    """The stream's text re-encoded with ``tokenizer``, reasoning and answer apart (each part's
+    text joined, so a token split across chunks counts once), or None without a tokenizer: the
+    client's side of results.token_reconciliation."""
+    if tokenizer is None:
+        return None
+    thinking = [t for t, r in zip(texts, reasoning, strict=True) if r]
+    answer = [t for t, r in zip(texts, reasoning, strict=True) if not r]
+    return _encode_len(tokenizer, thinking) + _encode_len(tokenizer, answer)
 
 
 def count_stream_tokens(

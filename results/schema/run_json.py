@@ -232,6 +232,9 @@ class RunJson(TypedDict):
     # Since the exit codes: the share of failed requests (0..1) above which the run is not usable
     # (`bench run --max-error-rate`; results.usability, whose default applies where absent).
     max_error_rate: NotRequired[float]
+    # Since run validity: bench.run.run_fingerprint's snapshots, XID watch and engine identity,
+    # judged by results.run_validity.
+    fingerprint: NotRequired[dict[str, Any]]
     # A run ended early: by a signal, or by its engine's death.
     interrupted: NotRequired[Interruption]
     engine_died: NotRequired[EngineDeath]

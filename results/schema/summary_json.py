@@ -189,6 +189,11 @@ class SummaryJson(TypedDict):
     # of the prompt tokens (None: the engine reports no prefix cache counters).
     simulated: NotRequired[dict[str, Any] | None]
     prefix_cache: NotRequired[dict[str, Any] | None]
+    # Since run validity (results.token_reconciliation, results.energy_phase,
+    # results.run_validity); absent in older summaries.
+    token_reconciliation: NotRequired[dict[str, Any]]
+    energy_by_phase: NotRequired[dict[str, Any]]
+    validity: NotRequired[dict[str, Any]]
     # Since the exit codes (results.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.run_end): run.json's sections, and the one line that says so.

@@ -77,6 +77,11 @@ def test_its_summary_recomputes_to_what_the_old_code_wrote() -> None:
         reuse["prompt_tokens"] == reuse["prefilled_tokens"] == run.requests["prompt_tokens"].sum()
     )
     assert attribution.pop("mfu_reason").startswith("no roofs: no calibration of this CPU")
+    # And run validity: the folder kept no per-source token counts and no fingerprint, and its
+    # CPU recorded no energy; nothing marks it.
+    assert recomputed.pop("token_reconciliation")["available"] is False
+    assert recomputed.pop("energy_by_phase")["available"] is False
+    assert recomputed.pop("validity")["violations"] == []
     assert {**recomputed, "attribution": attribution} == run.summary
 
 

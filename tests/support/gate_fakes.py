@@ -85,8 +85,11 @@ def write_fake_run(
     scenario_name: str = "synthetic",
     engine: dict[str, Any] | None = None,
     warmup_s: float = 0.0,
+    fingerprint: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a complete run folder under ``root``; returns its path."""
+    """Write a complete run folder under ``root``; returns its path. With ``fingerprint``
+    (run.json's, bench.run.run_fingerprint's shape) its summary is summarize_run's, so it
+    carries the validity a real run's does."""
     records = fake_records(seed, requests, users, slowdown, errors)
     folder = RunFolder.create(root, scenario_name, "fake")
     requests_df = folder.write_requests(records)
@@ -109,8 +112,14 @@ def write_fake_run(
             hardware=hardware or HARDWARE,
             versions={"python": "3.11", "torch": "2.13.0"},
             git_commit="abc123",
+            **({"fingerprint": fingerprint} if fingerprint is not None else {}),
         )
     )
+    if fingerprint is not None:
+        from results.run_folder import load_run
+        from results.run_summary import summarize_run
+
+        folder.write_summary(summarize_run(load_run(folder.path)))
     return folder.path
 
 

@@ -154,6 +154,11 @@ def check_run(
     timed = ((req["done_s"] > req["first_token_s"]) & (req["output_tokens"] > 1)).sum()
     tps = summary["per_user_tps"]
     assert tps["count"] == timed > requests // 2 and tps["p50"] > 0
+    # The engine's own counter of generated tokens agrees with the usage it sent, and its
+    # version is in run.json's fingerprint.
+    reconciled = {c["what"]: c for c in summary["token_reconciliation"]["comparisons"]}
+    assert reconciled["output tokens (engine)"]["ratio"] == 1.0, reconciled
+    assert data.run_json["fingerprint"]["engine"]["version"], data.run_json["fingerprint"]
     samples = data.samples
     assert samples is not None, "no samples.parquet: the engine /metrics were not scraped"
     engine = samples[samples["source"] == "engine"]

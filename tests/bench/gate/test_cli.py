@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.cli.gate import register
+from tests.support.fingerprints import throttled
 from tests.support.gate_fakes import HARDWARE, write_fake_run, write_loaded_run
 
 RULES = """
@@ -178,3 +179,23 @@ def test_bench_module_exposes_the_commands() -> None:
         timeout=60,
     )
     assert out.returncode == 0 and "--name" in out.stdout
+
+
+def test_an_invalid_candidate_is_not_judged_unless_allowed(
+    app: typer.Typer, setup: dict[str, Path]
+) -> None:
+    quiet = [write_fake_run(setup["root"] / "cool", seed=s) for s in (50, 51)]
+    hot = write_fake_run(setup["root"] / "hot", seed=52, fingerprint=throttled(12.0))
+    result = gate(app, setup, [*quiet, hot])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    named = f"run {hot.name}: gpu_throttle: GPU 0 (NVIDIA H100 80GB HBM3) was held below its"
+    assert f"not judged, not a valid measurement: candidate runs, {named}" in output
+    assert "--allow-invalid" in output
+    allowed = gate(app, setup, [*quiet, hot], "--allow-invalid")
+    assert allowed.exit_code == 0, allowed.output
+    output = " ".join(allowed.output.split())
+    assert (
+        "PASS: 3 run(s)" in output
+        and f"judged by --allow-invalid: candidate runs, {named}" in output
+    )
