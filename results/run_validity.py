@@ -8,7 +8,8 @@ first, and `bench gate` will not judge it (inconclusive) unless told to (``--all
 
 Read from run.json's "fingerprint" (bench.run.run_fingerprint: probes.fingerprint snapshots
 before and after the load, the XID watch, the engine's identity) and the summary's own
-sections:
+sections. The GPU checks judge the engine's GPUs (run.json's GPU scope, probes.gpu_scope) where
+the run found them, every GPU otherwise:
 
 - ``busy``: results.machine_load marked the machine busy;
 - ``cpu_governor``: a CPU ran the ``powersave`` governor with a driver for which that pins the
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from results.samples_summary import gpu_scope
 
 # The share of a run's time a GPU may spend thermally throttled before the run is marked.
 THROTTLE_SHARE = 0.01
@@ -67,7 +70,18 @@ def _cpu(fingerprint: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _gpus(fingerprint: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+def _engine_gpus(run_json: Mapping[str, Any]) -> set[int] | None:
+    """The NVML indices of the engine's GPUs (run.json's GPU scope), or None when the run
+    measured every GPU or recorded no scope: then every GPU is judged."""
+    scope = gpu_scope(run_json)
+    if not scope or scope.get("how") == "all":
+        return None
+    return {int(g["index"]) for g in scope.get("gpus") or []}
+
+
+def _gpus(
+    fingerprint: Mapping[str, Any], engine_gpus: set[int] | None
+) -> tuple[list[dict[str, str]], list[str]]:
     start = (fingerprint.get("start") or {}).get("gpu") or {}
     end = (fingerprint.get("end") or {}).get("gpu") or {}
     span = fingerprint.get("span_s")
@@ -76,7 +90,7 @@ def _gpus(fingerprint: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[st
     before = {g.get("index"): g for g in start.get("gpus") or []}
     for gpu in end.get("gpus") or []:
         first = before.get(gpu.get("index"))
-        if first is None:
+        if first is None or (engine_gpus is not None and gpu.get("index") not in engine_gpus):
             continue
         label = f"GPU {gpu.get('index')} ({gpu.get('name')})"
         for policy in ("thermal", "reliability"):
@@ -114,8 +128,12 @@ def _reasons(summary: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str
     return violations, notes
 
 
-def _xid(fingerprint: Mapping[str, Any]) -> list[dict[str, str]]:
-    events = ((fingerprint.get("xid") or {}).get("events")) or []
+def _xid(fingerprint: Mapping[str, Any], engine_gpus: set[int] | None) -> list[dict[str, str]]:
+    events = [
+        e
+        for e in ((fingerprint.get("xid") or {}).get("events")) or []
+        if engine_gpus is None or e.get("gpu") in engine_gpus
+    ]
     if not events:
         return []
     listed = ", ".join(f"XID {e.get('xid')} on GPU {e.get('gpu')}" for e in events[:5])
@@ -134,9 +152,10 @@ def run_validity(run_json: Mapping[str, Any], summary: Mapping[str, Any]) -> dic
     if load.get("busy"):
         violations.append(_violation("busy", str(load.get("message"))))
     violations += _cpu(fingerprint)
-    gpu_violations, notes = _gpus(fingerprint)
+    engine_gpus = _engine_gpus(run_json)
+    gpu_violations, notes = _gpus(fingerprint, engine_gpus)
     reason_violations, reason_notes = _reasons(summary)
-    violations += gpu_violations + reason_violations + _xid(fingerprint)
+    violations += gpu_violations + reason_violations + _xid(fingerprint, engine_gpus)
     notes += reason_notes
     tokens = summary.get("token_reconciliation") or {}
     violations += [_violation("tokens", line) for line in tokens.get("messages") or []]

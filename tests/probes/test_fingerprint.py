@@ -10,7 +10,7 @@ import pynvml
 
 from probes.fingerprint import cpu_fingerprint, cuda_version_text, gpu_fingerprint
 from probes.xid_watch import XidWatch
-from tests.support.fake_gpu_health import FakeGpu, FakeNvml
+from tests.support.fake_nvml import FakeGpu, FakeNvml
 
 
 def cpufreq_tree(root: Path, governors: list[str], driver: str, preference: str | None) -> Path:
@@ -44,8 +44,8 @@ def test_gpu_readings_and_versions() -> None:
     hot = FakeGpu(
         uuid="GPU-1", ecc_uncorrected=None, violation_ns={pynvml.NVML_PERF_POLICY_THERMAL: 5}
     )
-    nvml = FakeNvml([FakeGpu(), hot])
-    snap = gpu_fingerprint(nvml)
+    fake = FakeNvml([FakeGpu(uuid="GPU-0"), hot])
+    snap = gpu_fingerprint(fake.module())
     assert snap["available"] and snap["driver_version"] == "570.86.15"
     assert snap["cuda_driver_version"] == "12.8"
     first, second = snap["gpus"]
@@ -55,11 +55,12 @@ def test_gpu_readings_and_versions() -> None:
     # A part without ECC: the reading is None, and the refusal is said.
     assert second["ecc_uncorrected_volatile"] is None
     assert any("GPU 1 ECC" in m and "Not Supported" in m for m in snap["unavailable_readings"])
-    assert nvml.inits == nvml.shutdowns == 1
+    assert fake.initialised == 0  # shut down as often as started
 
 
 def test_gpu_readings_of_chosen_gpus_only() -> None:
-    snap = gpu_fingerprint(FakeNvml([FakeGpu(uuid=f"GPU-{i}") for i in range(8)]), indices=[2, 3])
+    fake = FakeNvml([FakeGpu(uuid=f"GPU-{i}") for i in range(8)])
+    snap = gpu_fingerprint(fake.module(), indices=[2, 3])
     assert [g["uuid"] for g in snap["gpus"]] == ["GPU-2", "GPU-3"]
 
 
@@ -68,28 +69,28 @@ def test_without_nvml_the_gpu_snapshot_says_why() -> None:
         def nvmlInit(self) -> None:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
 
-    snap = gpu_fingerprint(NoDriver([]))
+    snap = gpu_fingerprint(NoDriver([]).module())
     assert not snap["available"] and "NVML did not start" in snap["reason"]
     assert cuda_version_text(None) is None and cuda_version_text(11020) == "11.2"
 
 
 def test_the_xid_watch_catches_an_xid_fired_during_the_run() -> None:
-    nvml = FakeNvml([FakeGpu(), FakeGpu(xid_supported=False)])
+    fake = FakeNvml([FakeGpu(uuid="GPU-0"), FakeGpu(uuid="GPU-1", xid_supported=False)])
     ticks = iter(range(10**9, 10**10, 10**6))
-    watch = XidWatch(nvml, clock_ns=lambda: next(ticks)).start()
-    assert nvml.registered == [0]
-    nvml.fire_xid(0, 79)  # fallen off the bus
+    watch = XidWatch(fake.module(), clock_ns=lambda: next(ticks)).start()
+    assert fake.registered == [0]
+    fake.fire_xid(0, 79)  # fallen off the bus
     deadline = time.monotonic() + 10
-    while nvml.events.qsize() and time.monotonic() < deadline:
+    while fake.xids_pending() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)
     result = watch.stop()
     assert result["watched"] == [0]
     assert result["events"] == [{"t_ns": 10**9, "gpu": 0, "xid": 79}]
     assert "GPU 1" in result["reason"] and "Not Supported" in result["reason"]
-    assert nvml.shutdowns == 1 and watch.stop()["events"] == result["events"]
+    assert fake.initialised == 0 and watch.stop()["events"] == result["events"]
 
 
 def test_the_xid_watch_without_gpus_records_why() -> None:
-    result = XidWatch(FakeNvml([])).start().stop()
+    result = XidWatch(FakeNvml([]).module()).start().stop()
     assert result == {"watched": [], "events": [], "reason": None}

@@ -71,3 +71,14 @@ def test_busy_machine_and_token_counts_join_the_violations() -> None:
         "tokens: prompt tokens: far apart"
     ]
     assert violation_lines({}) == []
+
+
+def test_only_the_engines_gpus_are_judged() -> None:
+    two = fingerprint(start=snapshot(gpus=[gpu(0), gpu(1)]),
+                      end=snapshot(gpus=[gpu(0), gpu(1, thermal_ns=int(30e9))]),
+                      xids=[{"t_s": 1.0, "gpu": 1, "xid": 48}])  # fmt: skip
+    scope = {"how": "engine processes", "reason": "r", "notes": [], "gpus": [{"index": 0}]}
+    run_json = {"fingerprint": two, "probes": {"samplers": {"nvml": {"scope": scope}}}}
+    assert kinds(run_json) == []  # GPU 1 is not the engine's
+    scope["how"] = "all"
+    assert kinds(run_json) == ["gpu_throttle", "xid"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import queue
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +67,15 @@ class FakeGpu:
     instant_power: bool = True  # NVML_FI_DEV_POWER_INSTANT answers
     readings: Callable[[int], Mapping[str, float]] | None = None
     fail: dict[str, int] = field(default_factory=dict)
+    # Health (probes.fingerprint, probes.xid_watch): clocks' maxima, the enforced power limit,
+    # uncorrected ECC errors (None: a part without ECC, NOT_SUPPORTED), NVML's cumulative
+    # throttle time per NVML_PERF_POLICY_* in ns, and whether XID events can be registered.
+    sm_clock_max_mhz: int = 1980
+    mem_clock_max_mhz: int = 2619
+    power_limit_mw: int = 700_000
+    ecc_uncorrected: int | None = 0
+    violation_ns: dict[int, int] = field(default_factory=dict)
+    xid_supported: bool = True
 
     def reading(self, tick: int) -> Mapping[str, float]:
         base = {"gpu_util": 0.0, "mem_util": 0.0, "used": 1 << 30, "power_mw": 70_000.0,
@@ -95,11 +105,15 @@ def _error(code: int) -> pynvml.NVMLError:
 class FakeNvml:
     """The fake library over ``gpus`` (NVML index order). ``tick`` selects the readings."""
 
-    def __init__(self, gpus: list[FakeGpu]) -> None:
+    def __init__(self, gpus: list[FakeGpu], driver: str = "570.86.15", cuda: int = 12080) -> None:
         self.gpus = gpus
+        self.driver = driver
+        self.cuda = cuda
         self.tick = 0
         self.initialised = 0
         self.calls: list[str] = []
+        self.registered: list[int] = []  # GPUs registered for XID events
+        self._xids: queue.Queue[tuple[int, int]] = queue.Queue()
         self._samples: dict[int, tuple[int, int | None, int]] = {}  # address -> gpu, gi, tick
 
     def module(self) -> types.ModuleType:
@@ -107,7 +121,10 @@ class FakeNvml:
         functions."""
         nvml = types.ModuleType("fake_pynvml")
         for name in dir(pynvml):
-            if name.startswith(("NVML_", "c_nvml", "struct_c_nvml", "NVMLError")):
+            if name.startswith(
+                ("NVML_", "c_nvml", "struct_c_nvml", "NVMLError", "nvmlEventType",
+                 "nvmlClocksEventReason")
+            ):  # fmt: skip
                 setattr(nvml, name, getattr(pynvml, name))
         for name in dir(self):
             if name.startswith("nvml"):
@@ -188,13 +205,73 @@ class FakeNvml:
         return int(self._gpu(handle).reading(self.tick)["energy_mj"])
 
     def nvmlDeviceGetClockInfo(self, handle: _Handle, clock: int) -> int:
-        return 1980 if clock == pynvml.NVML_CLOCK_SM else 2619
+        gpu = self._gpu(handle)
+        return gpu.sm_clock_max_mhz if clock == pynvml.NVML_CLOCK_SM else gpu.mem_clock_max_mhz
 
     def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:
         return 40
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
         return 0
+
+    # -- health
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.cuda
+
+    def nvmlDeviceGetIndex(self, handle: _Handle) -> int:
+        return handle.index
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: _Handle, clock: int) -> int:
+        gpu = self._gpu(handle)
+        return gpu.sm_clock_max_mhz if clock == pynvml.NVML_CLOCK_SM else gpu.mem_clock_max_mhz
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: _Handle) -> int:
+        return self._gpu(handle).power_limit_mw
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: _Handle, error_type: int, counter: int) -> int:
+        count = self._gpu(handle).ecc_uncorrected
+        if count is None:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return count
+
+    def nvmlDeviceGetViolationStatus(self, handle: _Handle, policy: int) -> Any:
+        status = pynvml.c_nvmlViolationTime_t()
+        status.referenceTime = 0
+        status.violationTime = self._gpu(handle).violation_ns.get(policy, 0)
+        return status
+
+    # -- XID events: a wait with nothing to deliver raises NVML_ERROR_TIMEOUT after its
+    # timeout, as the library does.
+    def nvmlEventSetCreate(self) -> object:
+        return object()
+
+    def nvmlEventSetFree(self, event_set: object) -> None:
+        return None
+
+    def nvmlDeviceRegisterEvents(self, handle: _Handle, kinds: int, event_set: object) -> None:
+        if not self._gpu(handle).xid_supported:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self.registered.append(handle.index)
+
+    def nvmlEventSetWait_v2(self, event_set: object, timeout_ms: int) -> Any:
+        try:
+            index, xid = self._xids.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            raise _error(pynvml.NVML_ERROR_TIMEOUT) from None
+        data = pynvml.c_nvmlEventData_t()
+        data.eventType, data.eventData = pynvml.nvmlEventTypeXidCriticalError, xid
+        return types.SimpleNamespace(device=_Handle(index), eventType=data.eventType,
+                                     eventData=data.eventData)  # fmt: skip
+
+    def fire_xid(self, index: int, xid: int) -> None:
+        """The driver reports XID ``xid`` on GPU ``index``."""
+        self._xids.put((index, xid))
+
+    def xids_pending(self) -> int:
+        return self._xids.qsize()
 
     # -- processes
     def nvmlDeviceGetComputeRunningProcesses(self, handle: _Handle) -> list[Any]:
