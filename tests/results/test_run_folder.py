@@ -41,6 +41,10 @@ REQUEST_COLUMNS = [
     "first_answer_token_s",
     "reasoning_tokens",
     "reasoning_tokens_source",
+    "client_prompt_tokens",
+    "usage_prompt_tokens",
+    "usage_output_tokens",
+    "client_output_tokens",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
