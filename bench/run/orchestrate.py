@@ -288,7 +288,7 @@ def _run_against(
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
     load_info = record_load(
-        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers
+        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers, scenario
     )
     if steps is not None:
         folder.write_steps(steps)

@@ -19,7 +19,13 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
-from bench.scenario.load import check_combination, construct, read_arrival, read_workload
+from bench.scenario.load import (
+    check_combination,
+    construct,
+    read_arrival,
+    read_trace,
+    read_workload,
+)
 from bench.scenario.toml_table import ScenarioError, Table, suggest
 from engine.config import SETTINGS, SettingError
 from loadgen.workloads.arrivals import ArrivalProcess
@@ -31,6 +37,7 @@ from loadgen.workloads.spec import (
     SharedPrefix,
     WorkloadSpec,
 )
+from loadgen.workloads.trace import TraceReplay
 
 __all__ = [
     "OPEN_LOOP_USERS",
@@ -105,8 +112,9 @@ class Scenario:
     ``duration_s`` seconds, whichever comes first (at least one is set, except for a trace,
     which ends with its last line). ``warmup_s`` and ``cooldown_s`` are cut from the start and
     the end of the run for the summary's figures. ``input_len``/``output_len`` are None for
-    workloads that take lengths from a file. ``source`` says where the scenario was read from
-    and is not part of :meth:`to_dict`.
+    workloads that take lengths from a file. ``trace`` (a ``[trace]`` table) says how a trace
+    workload is replayed: its format, pace and window. ``source`` says where the scenario was
+    read from and is not part of :meth:`to_dict`.
     """
 
     name: str
@@ -129,6 +137,7 @@ class Scenario:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     arrival: ArrivalProcess | None = None
     ramp_up_s: float = 0.0
+    trace: TraceReplay | None = None
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -147,8 +156,13 @@ class Scenario:
         data["shared_prefix"] = self.shared_prefix.to_dict() if self.shared_prefix else None
         data["workload"] = self.workload.to_dict()
         data["arrival"] = self.arrival.to_dict() if self.arrival else None
+        data["trace"] = self.trace.to_dict() if self.trace else None
         data["engine"] = self.engine.to_dict()
-        return {key: data[key] for key in _DICT_ORDER}
+        return {
+            key: data[key]
+            for key in _DICT_ORDER
+            if not (key in _OMITTED_WHEN_UNSET and data[key] is None)
+        }
 
 
 # The order of run.json's scenario: identity, load shape, requests, measurement, engine.
@@ -166,6 +180,7 @@ _DICT_ORDER = (
     "ignore_eos",
     "temperature",
     "workload",
+    "trace",
     "input_len",
     "output_len",
     "shared_prefix",
@@ -174,6 +189,9 @@ _DICT_ORDER = (
     "slo",
     "engine",
 )
+# Tables added after run folders were written: left out when unset, so an older run.json's
+# scenario reads back to the very same dict.
+_OMITTED_WHEN_UNSET = frozenset({"trace"})
 
 
 def _read_length(table: Table, name: str) -> LengthDist | None:
@@ -291,10 +309,11 @@ def scenario_from_dict(
     shared_prefix = _read_shared_prefix(top)
     workload = read_workload(top, source)
     arrival = read_arrival(top)
+    trace = read_trace(top)
     top.finish()
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
-        shared_prefix is not None,
+        shared_prefix is not None, trace,
     )  # fmt: skip
     open_loop = arrival is not None or workload.open_loop
     if users is None:
@@ -328,6 +347,7 @@ def scenario_from_dict(
         shared_prefix=shared_prefix,
         workload=workload,
         arrival=arrival,
+        trace=trace,
         source=source,
         **scalars,
     )
