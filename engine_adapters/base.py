@@ -49,3 +49,7 @@ class EngineAdapter:
     # A JSON document beside /v1/models that states the context a request may fill, for engines
     # whose /v1/models does not (llama.cpp's /props, TGI's /info); read by bench's pre-flight.
     context_path: str | None = None
+    # The POST endpoint that empties the engine's prefix cache (vLLM's /reset_prefix_cache,
+    # SGLang's /flush_cache), which a scenario's [prefix_cache] state calls before the load;
+    # None: the engine has none.
+    reset_prefix_cache_path: str | None = None

@@ -33,6 +33,7 @@ SGLANG = EngineAdapter(
     name="sglang",
     metric_names=SGLANG_METRICS,
     description="SGLang (python -m sglang.launch_server --enable-metrics)",
+    reset_prefix_cache_path="/flush_cache",
     executable="python3",
     launch_template=(
         "{exe}",
