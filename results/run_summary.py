@@ -13,6 +13,7 @@ two can never disagree:
   run whose engine died is not),
 - "simulated" and "prefix_cache" (results.engine_facts: the simulated device, and the prompt
   tokens the prefix cache spared from prefill), from run.json's engine section,
+- "abandoned": the requests the workload abandoned mid-stream, when any (results.abandoned),
 - "partial", "interrupted", "engine_died" for a run that ended early (results.run_end).
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from results.abandoned import abandoned_summary
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
 from results.engine_facts import prefix_cache_reuse, simulated_device
@@ -86,6 +88,8 @@ def summarize_run(run: RunData) -> SummaryJson:
         engine.get("description") if isinstance(engine, Mapping) else None
     )
     summary["prefix_cache"] = prefix_cache_reuse(run)
+    if (abandoned := abandoned_summary(run.requests)) is not None:
+        summary["abandoned"] = abandoned
     summary.update(run_end_summary(run.run_json))
     died = run.run_json.get("engine_died")
     summary["usability"] = usability(

@@ -129,6 +129,8 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
         sessions = [[spec] for spec in specs]
         if scenario.arrival is not None:
             schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
+    if scenario.abandon is not None:
+        sessions = scenario.abandon.apply(sessions, scenario.seed)
     return LoadPlan(
         mode="open" if schedule is not None else "closed",
         sessions=sessions,

@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.run.auto_calibrate import calibrate_before_load
+from bench.run.cache_state import prepare_prefix_cache
 from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
@@ -258,6 +259,11 @@ def _run_against(
         raise RunRefused(str(e)) from e
     for note in checked.notes:
         print_note(console, note)
+    cache = prepare_prefix_cache(
+        scenario.prefix_cache, adapter, base_url, opts.headers, plan, checked.model
+    )
+    if (line := cache.describe()) is not None:
+        print_info(console, line)
     engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
@@ -281,6 +287,7 @@ def _run_against(
             probe_result = probes.stop()
     if not result.records and (got := active_interrupts().first) is not None:
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
+    prefix_cache = cache.finish()
     steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
     engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
     engine_name = engine_folder_name(adapter.name, engine_description)
@@ -336,6 +343,7 @@ def _run_against(
             ended_utc=datetime.now(UTC).isoformat(),
             client=clock_info,
             max_error_rate=opts.max_error_rate,
+            prefix_cache=prefix_cache,
             **ended,
         )
     )

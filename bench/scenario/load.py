@@ -18,6 +18,9 @@
 ``start_s`` / ``end_s`` (a time slice of the trace's own clock), ``block_tokens`` (tokens per
 hash id, 512).
 
+``[abandon]`` (``loadgen.workloads.abandon.AbandonShare``): ``share`` (0..1) of the requests
+are abandoned by the client after ``after_tokens`` tokens or ``after_s`` seconds.
+
 ``[arrival]`` makes the load open loop: ``kind`` = poisson | gamma | constant, ``rate_rps``
 (requests/s), ``burstiness`` (gamma's shape; 1 = Poisson). A relative ``path`` is taken from
 the scenario file's folder.
@@ -34,11 +37,19 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from bench.scenario.toml_table import Table
+from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ARRIVAL_KINDS, ArrivalProcess
 from loadgen.workloads.spec import WORKLOAD_KINDS, WORKLOAD_PARAMS, ParameterError, WorkloadSpec
 from loadgen.workloads.trace import TRACE_FORMATS, TraceReplay
 
-__all__ = ["check_combination", "construct", "read_arrival", "read_trace", "read_workload"]
+__all__ = [
+    "check_combination",
+    "construct",
+    "read_abandon",
+    "read_arrival",
+    "read_trace",
+    "read_workload",
+]
 
 T = TypeVar("T")
 
@@ -101,6 +112,18 @@ def read_trace(table: Table) -> TraceReplay | None:
     }
     sub.finish()
     return construct(sub, TraceReplay, **values)
+
+
+def read_abandon(table: Table) -> AbandonShare | None:
+    """The ``[abandon]`` table, or None (every stream read to its end) when absent."""
+    sub = table.table("abandon")
+    if sub is None:
+        return None
+    share = sub.get("share", float)
+    after_tokens = sub.get("after_tokens", int, None)
+    after_s = sub.get("after_s", float, None)
+    sub.finish()
+    return construct(sub, AbandonShare, share=share, after_tokens=after_tokens, after_s=after_s)
 
 
 def check_combination(

@@ -232,6 +232,10 @@ class RunJson(TypedDict):
     # Since the exit codes: the share of failed requests (0..1) above which the run is not usable
     # (`bench run --max-error-rate`; results.usability, whose default applies where absent).
     max_error_rate: NotRequired[float]
+    # Since [prefix_cache]: the state asked (flush, prime, leave), the reset endpoint's answer
+    # or "not supported by <engine>", the priming pass, and the load's prefix-cache hit rate
+    # (bench.run.cache_state).
+    prefix_cache: NotRequired[dict[str, Any]]
     # A run ended early: by a signal, or by its engine's death.
     interrupted: NotRequired[Interruption]
     engine_died: NotRequired[EngineDeath]

@@ -189,6 +189,8 @@ class SummaryJson(TypedDict):
     # of the prompt tokens (None: the engine reports no prefix cache counters).
     simulated: NotRequired[dict[str, Any] | None]
     prefix_cache: NotRequired[dict[str, Any] | None]
+    # Only when the workload abandoned requests ([abandon]; results.abandoned).
+    abandoned: NotRequired[dict[str, Any]]
     # Since the exit codes (results.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.run_end): run.json's sections, and the one line that says so.

@@ -3,6 +3,7 @@ shared hash ids come back as prefix-cache hits."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def replay(tmp_path: Path, url: str, trace: Path, table: str) -> tuple[Path, dic
     opts = RunOptions(
         load_scenario(toml), url, "reference", None, "tiny", tmp_path / "runs", live=False
     )
-    return run_benchmark(opts, Console(file=open("/dev/null", "w")))
+    return run_benchmark(opts, Console(file=io.StringIO()))
 
 
 def check_sends_follow_plan(folder: Path) -> None:
