@@ -320,6 +320,12 @@ class LLMEngine:
     def abort_request(self, request_id: str) -> bool:
         return self.scheduler.abort(request_id) is not None
 
+    def reset_prefix_cache(self) -> bool:
+        """Empty the prefix cache (BlockPool.reset_prefix_cache); False while requests run."""
+        if self.has_unfinished_requests():
+            return False
+        return self.block_pool.reset_prefix_cache()
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.num_unfinished > 0
 

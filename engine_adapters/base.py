@@ -52,3 +52,7 @@ class EngineAdapter:
     # A JSON document naming the engine's version (vLLM's /version, TGI's /info, llama.cpp's
     # /props build_info, SGLang's /get_server_info): recorded in run.json's fingerprint.
     version_path: str | None = "/version"
+    # The POST endpoint that empties the engine's prefix cache (vLLM's /reset_prefix_cache,
+    # SGLang's /flush_cache), which a scenario's [prefix_cache] state calls before the load;
+    # None: the engine has none.
+    reset_prefix_cache_path: str | None = None

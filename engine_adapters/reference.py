@@ -12,7 +12,9 @@ from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.vllm import VLLM_METRICS
 
 # It exports vLLM's names, so it shares vLLM's map.
-REFERENCE = EngineAdapter(name="reference", metric_names=VLLM_METRICS)
+REFERENCE = EngineAdapter(
+    name="reference", metric_names=VLLM_METRICS, reset_prefix_cache_path="/reset_prefix_cache"
+)
 
 
 def serve_command(host: str, port: int, settings: Mapping[str, Any]) -> list[str]:

@@ -34,6 +34,7 @@ SGLANG = EngineAdapter(
     metric_names=SGLANG_METRICS,
     description="SGLang (python -m sglang.launch_server --enable-metrics)",
     version_path="/get_server_info",
+    reset_prefix_cache_path="/flush_cache",
     executable="python3",
     launch_template=(
         "{exe}",

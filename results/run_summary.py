@@ -19,6 +19,7 @@ two can never disagree:
   XID, ECC, a busy machine, token counts apart), from run.json's fingerprint and the above,
 - "simulated" and "prefix_cache" (results.engine_facts: the simulated device, and the prompt
   tokens the prefix cache spared from prefill), from run.json's engine section,
+- "abandoned": the requests the workload abandoned mid-stream, when any (results.abandoned),
 - "partial", "interrupted", "engine_died" for a run that ended early (results.run_end).
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from results.abandoned import abandoned_summary
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
 from results.energy_phase import energy_by_phase
@@ -107,6 +109,8 @@ def summarize_run(run: RunData) -> SummaryJson:
         engine.get("description") if isinstance(engine, Mapping) else None
     )
     summary["prefix_cache"] = prefix_cache_reuse(run)
+    if (abandoned := abandoned_summary(run.requests)) is not None:
+        summary["abandoned"] = abandoned
     summary.update(run_end_summary(run.run_json))
     died = run.run_json.get("engine_died")
     summary["usability"] = usability(

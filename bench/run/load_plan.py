@@ -17,9 +17,18 @@ from loadgen.protocols import TokenizerLike
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.sharegpt import sharegpt_requests
-from loadgen.workloads.trace import load_trace, trace_requests
+from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_entries
+from loadgen.workloads.trace_prompts import trace_requests
+from results.arrival_plan import ArrivalRow
 
-__all__ = ["DURATION_REQUESTS_CAP", "build_plan", "load_section", "planned_requests"]
+__all__ = [
+    "DURATION_REQUESTS_CAP",
+    "arrival_rows",
+    "build_plan",
+    "load_section",
+    "planned_requests",
+    "trace_entries",
+]
 
 # A duration-bound run without num_requests prepares this many requests at most; set
 # num_requests to go beyond.
@@ -50,17 +59,42 @@ def _common(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def trace_entries(scenario: Scenario) -> list[TraceEntry]:
+    """The trace entries a trace scenario sends, in order: read, windowed and rescaled by its
+    ``[trace]`` table (loadgen.workloads.trace.replay_entries), times in s from 0."""
+    workload = scenario.workload
+    assert workload.kind == "trace" and workload.path is not None
+    replay = scenario.trace or TraceReplay()
+    entries = load_trace(workload.path, workload.time_scale or 1.0, replay.format)
+    return replay_entries(entries, replay, scenario.num_requests)
+
+
+def arrival_rows(scenario: Scenario, plan: LoadPlan) -> list[ArrivalRow] | None:
+    """The arrival plan of a trace run (results.arrival_plan), one row per planned request;
+    None for other workloads."""
+    if scenario.workload.kind != "trace" or plan.schedule_s is None:
+        return None
+    entries = trace_entries(scenario)
+    return [
+        ArrivalRow(
+            request_id=spec.request_id, planned_offset_s=float(t), input_length=e.input_length,
+            prompt_tokens=spec.prompt_tokens, output_length=e.output_length,
+            num_hash_ids=len(e.hash_ids),
+        )
+        for spec, t, e in zip(plan.requests, plan.schedule_s, entries, strict=True)
+    ]  # fmt: skip
+
+
 def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
     """The load plan of ``scenario``, its prompts built with ``tokenizer`` (module docstring)."""
     workload = scenario.workload
     common = _common(scenario)
     schedule = None
     if workload.kind == "trace":
-        assert workload.path is not None
-        entries = load_trace(workload.path, workload.time_scale or 1.0)
         specs, schedule = trace_requests(
-            entries, tokenizer, scenario.seed, max_requests=scenario.num_requests, **common
-        )
+            trace_entries(scenario), tokenizer, scenario.seed, **common,
+            block_tokens=(scenario.trace or TraceReplay()).block_tokens,
+        )  # fmt: skip
         sessions: list[list[Any]] = [[spec] for spec in specs]
     elif workload.kind == "multiturn":
         n = planned_requests(scenario)
@@ -95,6 +129,8 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
         sessions = [[spec] for spec in specs]
         if scenario.arrival is not None:
             schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
+    if scenario.abandon is not None:
+        sessions = scenario.abandon.apply(sessions, scenario.seed)
     return LoadPlan(
         mode="open" if schedule is not None else "closed",
         sessions=sessions,

@@ -4,6 +4,7 @@
     result = await drive_load(plan, base_url, model, tokenizer, clock, driver=..., workers=...,
                               on_record=display.on_record, counters=display.counters)
     run_json["load"] = record_load(folder.path, result, plan, driver, workers)  # client.parquet
+                                          # (and arrival_plan.parquet for a trace scenario)
 
 Drivers: ``asyncio`` (this process, or ``workers`` processes sharing the users, see
 loadgen.drivers.workers) and ``locust`` (a Locust master with ``workers`` local workers, or
@@ -20,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.run.load_plan import build_plan, load_section
+from bench.run.load_plan import arrival_rows, build_plan, load_section
 from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_loopback_note
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
@@ -31,6 +32,7 @@ from loadgen.drivers.locust_driver import LocustError, run_locust
 from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
+from results.arrival_plan import ARRIVAL_PLAN_PARQUET, write_arrival_plan
 from results.client_check import write_client_table
 
 __all__ = ["DRIVERS", "LoadError", "drive_load", "prepare_load", "record_load"]
@@ -118,14 +120,19 @@ async def drive_load(
 
 def record_load(
     folder: Path, result: LoadResult, plan: LoadPlan, driver: str, workers: int,
-    remote: RemoteWorkers | None = None,
+    remote: RemoteWorkers | None = None, scenario: Scenario | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Write the client table (client.parquet) and return run.json's "load" section: with
+    """Write the client table (client.parquet) and, for a trace ``scenario``, the arrival plan
+    (arrival_plan.parquet, results.arrival_plan); return run.json's "load" section: with
     Locust, ``locust_workers`` lists each worker's host, status and measured clock offset."""
     write_client_table(folder, result.client)
     section = load_section(plan, driver, result.workers)
     section["workers_asked"] = workers
     section["client_table"] = "client.parquet"
+    rows = arrival_rows(scenario, plan) if scenario is not None else None
+    if rows is not None:
+        write_arrival_plan(folder, rows)
+        section["arrival_plan"] = ARRIVAL_PLAN_PARQUET
     if remote is not None and driver == "locust":
         section.update(remote.to_json())
         section["workers_asked"] = remote.local_workers(workers) + remote.expected

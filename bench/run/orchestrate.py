@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.run.auto_calibrate import calibrate_before_load
+from bench.run.cache_state import prepare_prefix_cache
 from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
@@ -263,6 +264,11 @@ def _run_against(
         raise RunRefused(str(e)) from e
     for note in checked.notes:
         print_note(console, note)
+    cache = prepare_prefix_cache(
+        scenario.prefix_cache, adapter, base_url, opts.headers, plan, checked.model
+    )
+    if (line := cache.describe()) is not None:
+        print_info(console, line)
     engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
@@ -291,6 +297,7 @@ def _run_against(
     fingerprint_section = fingerprint.end(clock_info["t0_ns"], identity)
     if not result.records and (got := active_interrupts().first) is not None:
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
+    prefix_cache = cache.finish()
     steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
     engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
     engine_name = engine_folder_name(adapter.name, engine_description)
@@ -298,7 +305,7 @@ def _run_against(
     folder.write_requests(result.records)
     folder.write_tokens(result.records)
     load_info = record_load(
-        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers
+        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers, scenario
     )
     if steps is not None:
         folder.write_steps(steps)
@@ -348,6 +355,7 @@ def _run_against(
             client=clock_info,
             max_error_rate=opts.max_error_rate,
             fingerprint=fingerprint_section,
+            prefix_cache=prefix_cache,
             **ended,
         )
     )

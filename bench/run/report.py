@@ -22,6 +22,7 @@ from bench.run.validity_report import (
     render_violations,
 )
 from bench.run.verdict import print_verdict
+from results.abandoned import abandoned_line
 from results.engine_facts import prefix_cache_line, simulated_line
 from results.machine_load import busy_lines
 from results.run_end import run_end_lines
@@ -177,6 +178,9 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     print_table(console, _overview(summary))
     reuse = summary.get("prefix_cache")
     if (line := prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)) is not None:
+        print_note(console, line)
+    abandoned = summary.get("abandoned")
+    if (line := abandoned_line(abandoned if isinstance(abandoned, dict) else None)) is not None:
         print_note(console, line)
     print_table(console, _latencies(summary))
     print_table(console, _per_user_tps(summary))

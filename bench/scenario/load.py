@@ -12,6 +12,15 @@
     kind = "trace"       # path (JSONL: timestamp ms or t_s, input_length, output_length),
                          # time_scale; replayed open loop at the trace's times
 
+``[trace]`` (only with ``kind = "trace"``) says how the trace is replayed
+(``loadgen.workloads.trace.TraceReplay``): ``format`` (auto | mooncake | azure), ``speed``
+(timestamps divided by it) or ``target_rate_rps`` (timestamps squeezed to that mean rate),
+``start_s`` / ``end_s`` (a time slice of the trace's own clock), ``block_tokens`` (tokens per
+hash id, 512).
+
+``[abandon]`` (``loadgen.workloads.abandon.AbandonShare``): ``share`` (0..1) of the requests
+are abandoned by the client after ``after_tokens`` tokens or ``after_s`` seconds.
+
 ``[arrival]`` makes the load open loop: ``kind`` = poisson | gamma | constant, ``rate_rps``
 (requests/s), ``burstiness`` (gamma's shape; 1 = Poisson). A relative ``path`` is taken from
 the scenario file's folder.
@@ -28,10 +37,19 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from bench.scenario.toml_table import Table
+from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ARRIVAL_KINDS, ArrivalProcess
 from loadgen.workloads.spec import WORKLOAD_KINDS, WORKLOAD_PARAMS, ParameterError, WorkloadSpec
+from loadgen.workloads.trace import TRACE_FORMATS, TraceReplay
 
-__all__ = ["check_combination", "construct", "read_arrival", "read_workload"]
+__all__ = [
+    "check_combination",
+    "construct",
+    "read_abandon",
+    "read_arrival",
+    "read_trace",
+    "read_workload",
+]
 
 T = TypeVar("T")
 
@@ -81,6 +99,33 @@ def read_arrival(table: Table) -> ArrivalProcess | None:
     return construct(sub, ArrivalProcess, kind=kind, rate_rps=rate, burstiness=burstiness)
 
 
+def read_trace(table: Table) -> TraceReplay | None:
+    """The ``[trace]`` table, or None (the trace as recorded) when absent."""
+    sub = table.table("trace")
+    if sub is None:
+        return None
+    values = {
+        "format": sub.choice("format", TRACE_FORMATS, "auto"),
+        **{key: sub.get(key, float, None) for key in ("speed", "target_rate_rps")},
+        **{key: sub.get(key, float, None) for key in ("start_s", "end_s")},
+        "block_tokens": sub.get("block_tokens", int, TraceReplay.block_tokens),
+    }
+    sub.finish()
+    return construct(sub, TraceReplay, **values)
+
+
+def read_abandon(table: Table) -> AbandonShare | None:
+    """The ``[abandon]`` table, or None (every stream read to its end) when absent."""
+    sub = table.table("abandon")
+    if sub is None:
+        return None
+    share = sub.get("share", float)
+    after_tokens = sub.get("after_tokens", int, None)
+    after_s = sub.get("after_s", float, None)
+    sub.finish()
+    return construct(sub, AbandonShare, share=share, after_tokens=after_tokens, after_s=after_s)
+
+
 def check_combination(
     top: Table,
     workload: WorkloadSpec,
@@ -88,6 +133,7 @@ def check_combination(
     has_input_len: bool,
     has_output_len: bool,
     has_shared_prefix: bool,
+    trace: TraceReplay | None = None,
 ) -> None:
     """The rules between tables: which workloads take which lengths, and the loop they need."""
     kind = workload.kind
@@ -104,6 +150,13 @@ def check_combination(
             raise top.error("output_len", f"workload kind '{kind}' takes lengths from its file")
     if has_shared_prefix and kind != "synthetic":
         raise top.error("shared_prefix", "only workload kind 'synthetic' takes shared prefixes")
+    if trace is not None and kind != "trace":
+        raise top.error("trace", f"only workload kind 'trace' takes it (kind is '{kind}')")
+    paced = trace is not None and (trace.speed is not None or trace.target_rate_rps is not None)
+    if paced and workload.time_scale is not None:
+        raise top.error(
+            "workload.time_scale", "set the pace once: drop it, or trace.speed/target_rate_rps"
+        )
     if arrival is not None and kind == "trace":
         raise top.error("arrival", "a trace sets its own arrival times; drop [arrival]")
     if arrival is not None and kind == "multiturn":

@@ -19,9 +19,18 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
-from bench.scenario.load import check_combination, construct, read_arrival, read_workload
+from bench.scenario.load import (
+    check_combination,
+    construct,
+    read_abandon,
+    read_arrival,
+    read_trace,
+    read_workload,
+)
+from bench.scenario.prefix_cache import PrefixCacheSection, read_prefix_cache
 from bench.scenario.toml_table import ScenarioError, Table, suggest
 from engine.config import SETTINGS, SettingError
+from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ArrivalProcess
 from loadgen.workloads.spec import (
     LENGTH_BOUNDS,
@@ -31,6 +40,7 @@ from loadgen.workloads.spec import (
     SharedPrefix,
     WorkloadSpec,
 )
+from loadgen.workloads.trace import TraceReplay
 
 __all__ = [
     "OPEN_LOOP_USERS",
@@ -105,8 +115,11 @@ class Scenario:
     ``duration_s`` seconds, whichever comes first (at least one is set, except for a trace,
     which ends with its last line). ``warmup_s`` and ``cooldown_s`` are cut from the start and
     the end of the run for the summary's figures. ``input_len``/``output_len`` are None for
-    workloads that take lengths from a file. ``source`` says where the scenario was read from
-    and is not part of :meth:`to_dict`.
+    workloads that take lengths from a file. ``trace`` (a ``[trace]`` table) says how a trace
+    workload is replayed: its format, pace and window. ``prefix_cache`` (a ``[prefix_cache]``
+    table) says what to do with the engine's prefix cache before the load; ``abandon`` (an
+    ``[abandon]`` table) which requests the client abandons mid-stream. ``source`` says
+    where the scenario was read from and is not part of :meth:`to_dict`.
     """
 
     name: str
@@ -129,6 +142,9 @@ class Scenario:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     arrival: ArrivalProcess | None = None
     ramp_up_s: float = 0.0
+    trace: TraceReplay | None = None
+    prefix_cache: PrefixCacheSection | None = None
+    abandon: AbandonShare | None = None
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -147,8 +163,15 @@ class Scenario:
         data["shared_prefix"] = self.shared_prefix.to_dict() if self.shared_prefix else None
         data["workload"] = self.workload.to_dict()
         data["arrival"] = self.arrival.to_dict() if self.arrival else None
+        data["trace"] = self.trace.to_dict() if self.trace else None
+        data["prefix_cache"] = self.prefix_cache.to_dict() if self.prefix_cache else None
+        data["abandon"] = self.abandon.to_dict() if self.abandon else None
         data["engine"] = self.engine.to_dict()
-        return {key: data[key] for key in _DICT_ORDER}
+        return {
+            key: data[key]
+            for key in _DICT_ORDER
+            if not (key in _OMITTED_WHEN_UNSET and data[key] is None)
+        }
 
 
 # The order of run.json's scenario: identity, load shape, requests, measurement, engine.
@@ -166,14 +189,20 @@ _DICT_ORDER = (
     "ignore_eos",
     "temperature",
     "workload",
+    "trace",
     "input_len",
     "output_len",
     "shared_prefix",
+    "abandon",
     "warmup_s",
     "cooldown_s",
     "slo",
+    "prefix_cache",
     "engine",
 )
+# Tables added after run folders were written: left out when unset, so an older run.json's
+# scenario reads back to the very same dict.
+_OMITTED_WHEN_UNSET = frozenset({"trace", "prefix_cache", "abandon"})
 
 
 def _read_length(table: Table, name: str) -> LengthDist | None:
@@ -291,10 +320,13 @@ def scenario_from_dict(
     shared_prefix = _read_shared_prefix(top)
     workload = read_workload(top, source)
     arrival = read_arrival(top)
+    trace = read_trace(top)
+    prefix_cache = read_prefix_cache(top)
+    abandon = read_abandon(top)
     top.finish()
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
-        shared_prefix is not None,
+        shared_prefix is not None, trace,
     )  # fmt: skip
     open_loop = arrival is not None or workload.open_loop
     if users is None:
@@ -328,6 +360,9 @@ def scenario_from_dict(
         shared_prefix=shared_prefix,
         workload=workload,
         arrival=arrival,
+        trace=trace,
+        prefix_cache=prefix_cache,
+        abandon=abandon,
         source=source,
         **scalars,
     )

@@ -64,6 +64,12 @@ def simulate(
 ) -> tuple[Path, SummaryJson]:
     """Simulate ``scenario`` (module docstring); returns the run folder and its summary."""
     settings = simulate_settings(scenario, overrides or {})
+    if scenario.abandon is not None:
+        # The virtual loop reads every answer to its end; a silent ignore would mislead.
+        raise SimulateError(
+            f"{scenario.source}: [abandon]: bench simulate does not model abandoned requests; "
+            "drop the table, or run it with bench run"
+        )
     started = datetime.now(UTC)
     t_wall = time.perf_counter()
     try:

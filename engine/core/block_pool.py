@@ -118,5 +118,15 @@ class BlockPool:
         self.block_key[block] = key
         self.cached[key] = block
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block's content (vLLM's reset_prefix_cache), so that the next
+        request computes its whole prompt. Refused (False, nothing changed) while any block is
+        held, since a running request's blocks must keep their keys; True once reset."""
+        if any(self.ref_cnt):
+            return False
+        self.cached.clear()
+        self.block_key = [None] * self.num_blocks
+        return True
+
     def lookup(self, key: BlockKey) -> int | None:
         return self.cached.get(key)

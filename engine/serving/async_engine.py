@@ -104,7 +104,7 @@ class AsyncLLM:
         self._wake.set()
 
     async def call(self, query: Query) -> Any:
-        """The engine's answer to ``query`` (core_messages.Describe or StepsSince; JSON-safe)."""
+        """The engine's answer to ``query`` (a core_messages.Query; JSON-safe)."""
         return answer(self.engine, query)
 
     def _drain_inbox(self) -> None:

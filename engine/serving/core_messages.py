@@ -4,8 +4,8 @@ They travel pickled over one multiprocessing Pipe (engine.serving.core_process);
 dispatches on the class with a match statement, and anything else that arrives is an error
 naming what came and what was expected (``unexpected``).
 
-  server -> core (ToCore):      AddRequest, AbortRequest, Call (a Query: Describe, StepsSince),
-                                Shutdown
+  server -> core (ToCore):      AddRequest, AbortRequest, Call (a Query: Describe, StepsSince,
+                                ResetPrefixCache), Shutdown
   core -> server, once first:   Ready, or StartupFailed
   core -> server, then (CoreEvent): StepOutputs (one per step), Idle, Rejected, CallResult,
                                 CoreDied
@@ -56,7 +56,13 @@ class StepsSince:
     since: int
 
 
-Query = Describe | StepsSince
+@dataclass(frozen=True)
+class ResetPrefixCache:
+    """Query: empty the prefix cache (LLMEngine.reset_prefix_cache); answers whether it did
+    (False while requests run)."""
+
+
+Query = Describe | StepsSince | ResetPrefixCache
 
 
 @dataclass(frozen=True)

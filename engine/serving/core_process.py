@@ -40,6 +40,7 @@ from engine.serving.core_messages import (
     Query,
     Ready,
     Rejected,
+    ResetPrefixCache,
     Shutdown,
     StartupFailed,
     StepOutputs,
@@ -139,10 +140,13 @@ def _serve(engine: LLMEngine, conn: Connection) -> None:
 
 
 def answer(engine: LLMEngine, query: Query) -> Any:
-    """The engine's read-only answer to a query (JSON-safe), for either front."""
+    """The engine's answer to a query (JSON-safe), for either front. Only ResetPrefixCache
+    changes the engine, and only when no request runs, so a query never races a step."""
     match query:
         case Describe():
             return engine.describe()
+        case ResetPrefixCache():
+            return engine.reset_prefix_cache()
         case StepsSince(since=since):
             return engine.steps.since(since)
         case _:

@@ -36,7 +36,7 @@ from engine.serving.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLL
 from engine.serving.auth import ApiKeyMiddleware
 from engine.serving.body_limit import BodyLimit
 from engine.serving.connection_guard import ServerConfig, within_file_limit
-from engine.serving.core_messages import Describe, StepsSince
+from engine.serving.core_messages import Describe, ResetPrefixCache, StepsSince
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.disconnect import ClientDisconnected, until_disconnected
 from engine.serving.errors import BadRequest, error_response, install_error_handlers
@@ -366,6 +366,12 @@ def build_app(
         Times are time.perf_counter_ns of the engine's host (CLOCK_MONOTONIC on Linux).
         """
         return {"clock": "perf_counter_ns", "columns": await llm.call(StepsSince(since))}
+
+    @app.post("/reset_prefix_cache")
+    async def reset_prefix_cache() -> dict[str, bool]:
+        """Empty the prefix cache, as vLLM's endpoint of that name: ``{"success": bool}``, false
+        while requests are running (retry when they are done)."""
+        return {"success": bool(await llm.call(ResetPrefixCache()))}
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from loadgen.client.abandon import AbandoningAccumulator, send_abandoning
 from loadgen.client.connection_slots import ConnectionSlots
 from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
 from loadgen.client.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTimeout
@@ -210,11 +211,24 @@ class StreamingClient:
         for HTTP status >= 400 (message from the body's ``error.message``), connection errors,
         timeouts, error events, malformed events and streams cut before their end; "cancelled"
         when the task is cancelled (the CancelledError is swallowed so the record is returned;
-        the caller can tell by ``asyncio.current_task().cancelling()``).
+        the caller can tell by ``asyncio.current_task().cancelling()``), or when the spec's
+        ``abandon`` rule closes the stream early (then ``abandoned``; loadgen.client.abandon).
         """
+        if spec.abandon is not None:
+            acc = AbandoningAccumulator(spec.api, spec.abandon.after_tokens)
+            return await send_abandoning(
+                spec.abandon, acc, lambda: self._send(spec, user_id, scheduled_s, clock, acc),
+                scheduled_s, clock,
+            )  # fmt: skip
+        return await self._send(spec, user_id, scheduled_s, clock, StreamAccumulator(spec.api))
+
+    async def _send(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
+        acc: StreamAccumulator,
+    ) -> RequestRecord:  # fmt: skip
+        """:meth:`send`, reading into ``acc``."""
         url = self._urls[spec.api]
         body = self.request_body(spec)
-        acc = StreamAccumulator(spec.api)
         http_status: int | None = None
         status: Status = "ok"
         error: str | None = None

@@ -235,6 +235,10 @@ class RunJson(TypedDict):
     # Since run validity: bench.run.run_fingerprint's snapshots, XID watch and engine identity,
     # judged by results.run_validity.
     fingerprint: NotRequired[dict[str, Any]]
+    # Since [prefix_cache]: the state asked (flush, prime, leave), the reset endpoint's answer
+    # or "not supported by <engine>", the priming pass, and the load's prefix-cache hit rate
+    # (bench.run.cache_state).
+    prefix_cache: NotRequired[dict[str, Any]]
     # A run ended early: by a signal, or by its engine's death.
     interrupted: NotRequired[Interruption]
     engine_died: NotRequired[EngineDeath]

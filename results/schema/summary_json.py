@@ -194,6 +194,8 @@ class SummaryJson(TypedDict):
     token_reconciliation: NotRequired[dict[str, Any]]
     energy_by_phase: NotRequired[dict[str, Any]]
     validity: NotRequired[dict[str, Any]]
+    # Only when the workload abandoned requests ([abandon]; results.abandoned).
+    abandoned: NotRequired[dict[str, Any]]
     # Since the exit codes (results.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.run_end): run.json's sections, and the one line that says so.

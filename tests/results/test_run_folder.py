@@ -45,6 +45,7 @@ REQUEST_COLUMNS = [
     "usage_prompt_tokens",
     "usage_output_tokens",
     "client_output_tokens",
+    "abandoned",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 

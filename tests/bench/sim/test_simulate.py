@@ -117,6 +117,13 @@ def test_a_device_is_required(tmp_path: Path) -> None:
         simulate(load_scenario(str(scenario_file(tmp_path))), tmp_path / "runs")
 
 
+def test_abandoned_requests_are_not_simulated(tmp_path: Path) -> None:
+    path = scenario_file(tmp_path, options='gpu = "a100-80gb"')
+    path.write_text(path.read_text() + "[abandon]\nshare = 0.5\nafter_tokens = 4\n")
+    with pytest.raises(SimulateError, match=r"\[abandon\]: bench simulate does not model"):
+        simulate(load_scenario(str(path)), tmp_path / "runs")
+
+
 def test_cli_simulates_and_calibrates_from_the_run(tmp_path: Path) -> None:
     app = typer.Typer()
     register(app)

@@ -11,7 +11,8 @@ import pytest
 from loadgen.workloads.multiturn import sessions_turns, sharegpt_sessions, synthetic_sessions
 from loadgen.workloads.sharegpt import load_sharegpt, sharegpt_requests
 from loadgen.workloads.spec import LengthDist, WorkloadError
-from loadgen.workloads.trace import load_trace, trace_requests
+from loadgen.workloads.trace import load_trace
+from loadgen.workloads.trace_prompts import trace_requests
 from tests.support.sharegpt import write_sharegpt
 from tests.support.tokenizers import make_tokenizer
 
