@@ -99,6 +99,10 @@ class RequestRecord:
         reasoning_tokens_source: "usage" when the server reported them
             (``usage.completion_tokens_details.reasoning_tokens``), else how the stream's
             reasoning chunks were counted ("tokenizer" or "chunks"); None without reasoning.
+        endpoint: the base URL of the replica the request was sent to (one of `bench run`'s
+            ``--url``, trailing ``/`` cut; the one engine's URL for a run against one). A
+            folder written before fleets reads it as run.json's ``engine.url``
+            (results.fleet.fill_endpoints).
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -122,6 +126,8 @@ class RequestRecord:
     reasoning_tokens_source: TokenSource | None = field(
         default=None, kw_only=True, metadata=_added(Backfill(None))
     )
+    # Added with fleets (several --url); None here, filled from run.json when a folder is read.
+    endpoint: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

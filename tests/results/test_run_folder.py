@@ -41,6 +41,7 @@ REQUEST_COLUMNS = [
     "first_answer_token_s",
     "reasoning_tokens",
     "reasoning_tokens_source",
+    "endpoint",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 

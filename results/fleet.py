@@ -1,0 +1,112 @@
+"""Fleets: one run against several replicas (`bench run --url A --url B ...`).
+
+The run folder says which replica served what, and every figure is broken down by it:
+
+- requests.parquet's ``endpoint`` (results.records.RequestRecord) names each request's replica,
+  as its base URL; a folder written before fleets has no such column, and reads it as
+  run.json's ``engine.url`` (:func:`fill_endpoints`), the one engine it ran against;
+- run.json's ``engine`` section lists the replicas, in ``--url`` order (``endpoints``), and the
+  routing policy (``route``) for a fleet run, and nothing more for a run against one URL;
+- summary.json's ``endpoints`` section (:func:`endpoint_section`, only for a fleet run) holds,
+  per replica, the same request figures as the run's totals (:data:`ENDPOINT_FIGURES`), computed
+  by the same function (results.summary.compute_summary) on that replica's requests, over the
+  run's window: the replicas' request counts and throughputs add up to the totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from results.summary import compute_summary
+
+__all__ = [
+    "ENDPOINT_FIGURES",
+    "endpoint_of",
+    "endpoint_section",
+    "fill_endpoints",
+    "fleet_endpoints",
+]
+
+# The summary.json sections repeated per replica: requests by status, errors, tokens,
+# throughput, and the latency distributions (ms).
+ENDPOINT_FIGURES = (
+    "counts",
+    "errors",
+    "tokens",
+    "throughput",
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2el_ms",
+)
+
+
+def endpoint_of(base_url: str) -> str:
+    """How a replica is named in the run folder: its base URL without a trailing ``/``."""
+    return base_url.rstrip("/")
+
+
+def fleet_endpoints(run_json: Mapping[str, Any]) -> list[str]:
+    """The replicas a run was sent to, in ``--url`` order: run.json's ``engine.endpoints``,
+    else its one ``engine.url`` (a list of one), else none (a simulated run)."""
+    engine = run_json.get("engine")
+    if not isinstance(engine, Mapping):
+        return []
+    listed = engine.get("endpoints")
+    if isinstance(listed, list) and listed:
+        return [str(url) for url in listed]
+    url = engine.get("url")
+    return [endpoint_of(url)] if isinstance(url, str) and url else []
+
+
+def fill_endpoints(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.DataFrame:
+    """``requests`` with every missing ``endpoint`` read as the run's one engine URL (a folder
+    written before fleets); the frame itself when none is missing or the run names no URL."""
+    missing = requests["endpoint"].isna()
+    urls = fleet_endpoints(run_json)
+    if not missing.any() or len(urls) != 1:
+        return requests
+    requests = requests.copy()
+    requests.loc[missing, "endpoint"] = urls[0]
+    return requests
+
+
+def endpoint_section(
+    requests: pd.DataFrame,
+    tokens: pd.DataFrame,
+    run_json: Mapping[str, Any],
+    window: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """summary.json's ``endpoints`` section, or None for a run against one endpoint.
+
+    ``window`` is the run's (summary.json's ``window``): each replica's figures are cut to the
+    same seconds. Returns ``{"route": policy, "by_endpoint": {url: {figure: ...}}}``, the
+    replicas in ``--url`` order, each with :data:`ENDPOINT_FIGURES` and ``share``, its part of
+    the run's requests (0..1).
+    """
+    urls = fleet_endpoints(run_json)
+    if len(urls) < 2:
+        return None
+    scenario = run_json.get("scenario") or {}
+    engine = run_json.get("engine") or {}
+    start, end = window.get("run_start_s"), window.get("run_end_s")
+    span = (float(start), float(end)) if start is not None and end is not None else None
+    by_endpoint: dict[str, Any] = {}
+    total = len(requests)
+    for url in urls:
+        part = requests[requests["endpoint"] == url]
+        part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
+        figures = compute_summary(
+            part,
+            part_tokens,
+            scenario.get("warmup_s") or 0.0,
+            scenario.get("cooldown_s") or 0.0,
+            scenario.get("slo"),
+            span_s=span if not part.empty else None,
+        )
+        by_endpoint[url] = {name: figures[name] for name in ENDPOINT_FIGURES}  # type: ignore[literal-required]
+        by_endpoint[url]["share"] = len(part) / total if total else None
+    return {"route": engine.get("route"), "by_endpoint": by_endpoint}
