@@ -196,6 +196,7 @@ def test_one_url_keeps_the_run_as_it_was(tmp_path: Path, replicas: tuple[str, st
     assert run.summary is not None and "endpoints" not in run.summary
     assert (run.requests["endpoint"] == fast).all()
     assert "Per endpoint" not in proc.stdout
+    assert 'data-figure="endpoints"' not in (folder / "report.html").read_text(encoding="utf-8")
 
 
 def test_dashboard_compare_and_gate_read_a_fleet_run(
