@@ -10,16 +10,21 @@ The run folder says which replica served what, and every figure is broken down b
 - summary.json's ``endpoints`` section (:func:`endpoint_section`, only for a fleet run) holds,
   per replica, the same request figures as the run's totals (:data:`ENDPOINT_FIGURES`), computed
   by the same function (results.summary.compute_summary) on that replica's requests, over the
-  run's window: the replicas' request counts and throughputs add up to the totals.
+  run's window: the replicas' request counts and throughputs add up to the totals; and, where
+  the probes scraped the replicas' /metrics, each replica's engine figures (``engine``: the
+  gauges, counters and rates of summary.json's ``probes.engine``, from the series labelled with
+  its endpoint).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from results.samples_summary import samples_summary
 from results.summary import compute_summary
 
 __all__ = [
@@ -74,18 +79,39 @@ def fill_endpoints(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.Da
     return requests
 
 
+def _endpoint_label(labels: str) -> str | None:
+    """The ``endpoint`` label of a samples.parquet ``labels`` text (JSON), or None."""
+    try:
+        parsed = json.loads(labels)
+    except (TypeError, ValueError):
+        return None
+    return parsed.get("endpoint") if isinstance(parsed, dict) else None
+
+
+def _replica_samples(samples: pd.DataFrame | None, url: str) -> pd.DataFrame | None:
+    """The engine /metrics readings of the replica ``url`` (labelled ``endpoint``), or None."""
+    if samples is None or samples.empty:
+        return None
+    engine = samples[samples["source"] == "engine"]
+    ours = {text for text in engine["labels"].unique() if _endpoint_label(text) == url}
+    part = engine[engine["labels"].isin(ours)]
+    return part if not part.empty else None
+
+
 def endpoint_section(
     requests: pd.DataFrame,
     tokens: pd.DataFrame,
     run_json: Mapping[str, Any],
     window: Mapping[str, Any],
+    samples: pd.DataFrame | None = None,
 ) -> dict[str, Any] | None:
     """summary.json's ``endpoints`` section, or None for a run against one endpoint.
 
     ``window`` is the run's (summary.json's ``window``): each replica's figures are cut to the
     same seconds. Returns ``{"route": policy, "by_endpoint": {url: {figure: ...}}}``, the
-    replicas in ``--url`` order, each with :data:`ENDPOINT_FIGURES` and ``share``, its part of
-    the run's requests (0..1).
+    replicas in ``--url`` order, each with :data:`ENDPOINT_FIGURES`, ``share``, its part of
+    the run's requests (0..1), and ``engine``, its engine figures from ``samples``
+    (samples.parquet; None where no reading of it was taken).
     """
     urls = fleet_endpoints(run_json)
     if len(urls) < 2:
@@ -109,4 +135,7 @@ def endpoint_section(
         )
         by_endpoint[url] = {name: figures[name] for name in ENDPOINT_FIGURES}  # type: ignore[literal-required]
         by_endpoint[url]["share"] = len(part) / total if total else None
+        readings = _replica_samples(samples, url)
+        probes = samples_summary(readings, part_tokens, window) if readings is not None else {}
+        by_endpoint[url]["engine"] = probes.get("engine")
     return {"route": engine.get("route"), "by_endpoint": by_endpoint}

@@ -92,7 +92,7 @@ def summarize_run(run: RunData) -> SummaryJson:
         engine.get("description") if isinstance(engine, Mapping) else None
     )
     summary["prefix_cache"] = prefix_cache_reuse(run)
-    fleet = endpoint_section(run.requests, run.tokens, run.run_json, window)
+    fleet = endpoint_section(run.requests, run.tokens, run.run_json, window, run.samples)
     if fleet is not None:
         summary["endpoints"] = fleet
     summary.update(run_end_summary(run.run_json))

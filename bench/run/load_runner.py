@@ -101,7 +101,8 @@ async def drive_load(
         )  # fmt: skip
     remote = remote or RemoteWorkers()
     if console is not None:
-        print_loopback_note(console, base_url, remote)
+        for url in config.urls:
+            print_loopback_note(console, url, remote)
 
     def tell(event: dict[str, Any]) -> None:
         if console is not None:

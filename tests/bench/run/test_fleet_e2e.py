@@ -125,6 +125,10 @@ def test_round_robin_splits_evenly_and_the_slow_replica_shows_slower(
     labelled = {json.loads(text).get("endpoint") for text in engine["labels"].unique()}
     assert labelled == {fast, slow}
     assert {f"engine {fast}", f"engine {slow}"} <= set(run.run_json["probes"]["samplers"])
+    # Each replica's engine figures come from its own series: both generated tokens.
+    generated = [figures[url]["engine"]["generation_tokens"] for url in (fast, slow)]
+    assert all(g is not None and g > 0 for g in generated)
+    assert figures[slow]["engine"]["num_requests_running"] is not None
     # Both replicas' processes are the run's own, each its own CPU group.
     groups = run.run_json["probes"]["samplers"]["cpu"]["processes"]
     assert {"client", "engine-1", "engine-2"} <= set(groups)
