@@ -105,7 +105,9 @@ def test_round_robin_splits_evenly_and_the_slow_replica_shows_slower(
     assert run.run_json["engine"]["route"] == "round-robin"
     figures = by_endpoint(folder)
     assert list(figures) == [fast, slow]
-    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"):
+    # Every token of the slow replica waits out its step delay (TTFT only one step's: left out,
+    # since one step's delay can drown in a loaded machine's noise).
+    for key in ("itl_ms", "tpot_ms", "e2el_ms"):
         assert figures[slow][key]["p50"] > figures[fast][key]["p50"], key
     assert figures[fast]["share"] == figures[slow]["share"] == 0.5
     # The replicas' parts add up to the run's totals, over the same window.
