@@ -24,12 +24,12 @@ from typing import Any
 
 import pandas as pd
 
+from results.records import endpoint_of
 from results.samples_summary import samples_summary
 from results.summary import compute_summary
 
 __all__ = [
     "ENDPOINT_FIGURES",
-    "endpoint_of",
     "endpoint_section",
     "fill_endpoints",
     "fleet_endpoints",
@@ -47,11 +47,6 @@ ENDPOINT_FIGURES = (
     "tpot_ms",
     "e2el_ms",
 )
-
-
-def endpoint_of(base_url: str) -> str:
-    """How a replica is named in the run folder: its base URL without a trailing ``/``."""
-    return base_url.rstrip("/")
 
 
 def fleet_endpoints(run_json: Mapping[str, Any]) -> list[str]:

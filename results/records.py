@@ -28,6 +28,7 @@ __all__ = [
     "RequestRecord",
     "Status",
     "TokenSource",
+    "endpoint_of",
 ]
 
 Status = Literal["ok", "error", "cancelled"]
@@ -157,6 +158,12 @@ class RequestRecord:
     def to_row(self) -> dict[str, Any]:
         """The requests.parquet row: exactly :data:`REQUEST_COLUMNS`, chunks left out."""
         return {name: getattr(self, name) for name in REQUEST_COLUMNS}
+
+
+def endpoint_of(base_url: str) -> str:
+    """How a replica is named in ``RequestRecord.endpoint``: its base URL without a trailing
+    ``/`` (here, beside the field, so that the client names it without loading the readers)."""
+    return base_url.rstrip("/")
 
 
 def _columns(record: type) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.routing import check_route
 from loadgen.drivers.driver import LoadPlan
-from results.fleet import endpoint_of
+from results.records import endpoint_of
 from results.schema import EngineSection
 
 __all__ = ["fleet_engine_fields", "fleet_urls", "preflight_fleet"]

@@ -33,8 +33,7 @@ from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
-from results.fleet import endpoint_of
-from results.records import RequestRecord, Status
+from results.records import RequestRecord, Status, endpoint_of
 
 __all__ = ["ServerUnreachableError", "StreamingClient"]
 

@@ -54,8 +54,7 @@ from loadgen.drivers.locust_job import (
 )
 from loadgen.request_spec import RequestSpec
 from results.client_samples import ClientSamples
-from results.fleet import endpoint_of
-from results.records import RequestRecord
+from results.records import RequestRecord, endpoint_of
 
 __all__ = ["PlanUser", "WorkerState", "main"]
 
