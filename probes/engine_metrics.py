@@ -5,7 +5,8 @@ name, the engine's sample names newest first; the first one present in a scrape 
 release that renamed a metric (vLLM's gpu_cache_usage_perc -> kv_cache_usage_perc) is read under
 either name. A mapped histogram or summary family is stored as <ours>_sum, <ours>_count and
 <ours>_bucket (label ``le``). Every stored sample keeps the engine's labels plus ``metric``, the
-engine's own sample name. Text is parsed with prometheus_client's parser, never by hand.
+engine's own sample name, and ``endpoint``, the replica's URL, for one replica of a fleet
+(several ``--url``). Text is parsed with prometheus_client's parser, never by hand.
 
 Source "engine"; each sample's time is the midpoint of its scrape's request and response.
 """
@@ -60,7 +61,8 @@ def normalize(
 class EngineMetricsSampler(Sampler):
     """GET ``base_url``/metrics every ``interval_s`` (default 0.5 s: 2 Hz) and store the mapped
     samples (module docstring). ``headers`` go with every scrape (an endpoint behind a key);
-    they are never stored or described."""
+    they are never stored or described. ``endpoint``: the replica's name, a label of every
+    sample (a fleet's replica; None: the run's one engine, unlabelled)."""
 
     source = "engine"
 
@@ -72,8 +74,11 @@ class EngineMetricsSampler(Sampler):
         timeout_s: float = 2.0,
         path: str = "/metrics",
         headers: Mapping[str, str] | None = None,
+        endpoint: str | None = None,
     ) -> None:
         super().__init__(interval_s)
+        self.endpoint = endpoint
+        self._extra_labels = {"endpoint": endpoint} if endpoint else {}
         self._headers = dict(headers or {})
         self.url = base_url.rstrip("/") + path
         self.metric_names = {k: tuple(v) for k, v in metric_names.items()}
@@ -105,7 +110,7 @@ class EngineMetricsSampler(Sampler):
         self.scrape_bytes += len(response.content)
         for name, value, labels in normalize(response.text, self.metric_names):
             self.names_seen.add(name)
-            emit(name, value, labels, t_ns=t_mid_ns)
+            emit(name, value, {**labels, **self._extra_labels}, t_ns=t_mid_ns)
 
     def close(self) -> None:
         if self._client is not None:
@@ -116,6 +121,7 @@ class EngineMetricsSampler(Sampler):
         stored = {n.removesuffix(s) for n in self.names_seen for s in ("", *_SERIES_SUFFIXES)}
         return {
             "url": self.url,
+            **self._extra_labels,
             "scrape_bytes": self.scrape_bytes,
             "mapped_but_absent": sorted(set(self.metric_names) - stored),
         }

@@ -30,6 +30,8 @@ class ProbeSpec:
     ``gpus`` (the user's --gpus) when its processes are not seen on a GPU.
     engine_url / engine_metric_names / engine_metrics_path: the engine's base URL, its adapter's
     map and where it serves Prometheus text; no URL or an empty map means no engine scraping.
+    engine_endpoints: a fleet's replicas (several ``--url``): one /metrics sampler per replica
+    instead of engine_url's, each sample labelled ``endpoint`` with its replica's URL.
     """
 
     nvml: bool = True
@@ -45,6 +47,7 @@ class ProbeSpec:
     engine_metric_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
     engine_interval_s: float = 0.5
     engine_metrics_path: str = "/metrics"  # TensorRT-LLM serves them at /prometheus/metrics
+    engine_endpoints: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,7 +59,8 @@ class ProbeSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProbeSpec:
         names = {k: tuple(v) for k, v in data.get("engine_metric_names", {}).items()}
-        return cls(**{**data, "engine_metric_names": names})
+        endpoints = tuple(data.get("engine_endpoints") or ())
+        return cls(**{**data, "engine_metric_names": names, "engine_endpoints": endpoints})
 
     def build(self, engine_headers: Mapping[str, str] | None = None) -> list[Sampler]:
         """The samplers; ``engine_headers`` go with each /metrics scrape. They are an argument,
@@ -77,15 +81,18 @@ class ProbeSpec:
         if self.cpu:
             samplers.append(CpuSampler(self.processes, self.cpu_interval_s))
         if self.engine_url:
-            samplers.append(
+            replicas: tuple[str | None, ...] = self.engine_endpoints or (None,)
+            samplers += [
                 EngineMetricsSampler(
-                    self.engine_url,
+                    replica or self.engine_url,
                     self.engine_metric_names,
                     self.engine_interval_s,
                     path=self.engine_metrics_path,
                     headers=engine_headers,
+                    endpoint=replica,
                 )
-            )
+                for replica in replicas
+            ]
         return samplers
 
 
@@ -115,7 +122,11 @@ class ProbeResult:
     def to_json(self) -> dict[str, Any]:
         """run.json's "probes" section."""
         return {
-            "samplers": {r["source"]: r for r in self.reports},
+            # A fleet's /metrics samplers share a source: each is keyed by its replica too.
+            "samplers": {
+                f"{r['source']} {r['endpoint']}" if r.get("endpoint") else r["source"]: r
+                for r in self.reports
+            },
             "process": self.process,
             "samples": self.num_samples,
         }

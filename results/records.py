@@ -28,6 +28,7 @@ __all__ = [
     "RequestRecord",
     "Status",
     "TokenSource",
+    "endpoint_of",
 ]
 
 Status = Literal["ok", "error", "cancelled"]
@@ -116,6 +117,10 @@ class RequestRecord:
             stopped reading), False for one the run cut (``duration_s``, Ctrl-C, a dead engine)
             and for every other status. ``done_s`` is when it was closed, ``output_tokens``
             the tokens received by then.
+        endpoint: the base URL of the replica the request was sent to (one of `bench run`'s
+            ``--url``, trailing ``/`` cut; the one engine's URL for a run against one). A
+            folder written before fleets reads it as run.json's ``engine.url``
+            (results.fleet.fill_endpoints).
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -146,6 +151,8 @@ class RequestRecord:
     client_output_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     # Added with request cancellation: a table written before it had no abandoned request.
     abandoned: bool = field(default=False, kw_only=True, metadata=_added(Backfill(False)))
+    # Added with fleets (several --url); None here, filled from run.json when a folder is read.
+    endpoint: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 
@@ -176,6 +183,12 @@ class RequestRecord:
     def to_row(self) -> dict[str, Any]:
         """The requests.parquet row: exactly :data:`REQUEST_COLUMNS`, chunks left out."""
         return {name: getattr(self, name) for name in REQUEST_COLUMNS}
+
+
+def endpoint_of(base_url: str) -> str:
+    """How a replica is named in ``RequestRecord.endpoint``: its base URL without a trailing
+    ``/`` (here, beside the field, so that the client names it without loading the readers)."""
+    return base_url.rstrip("/")
 
 
 def _columns(record: type) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.engine_steps import STEPS_SCHEMA
+from results.fleet import fill_endpoints
 from results.redact import redact_command
 from results.schema import (
     RunJson,
@@ -272,10 +273,11 @@ def load_run(path: Path | str) -> RunData:
     summary_path = path / SUMMARY_JSON
     steps_path = path / STEPS_PARQUET
     samples_path = path / SAMPLES_PARQUET
+    run_json = read_run_json(path / RUN_JSON)
     return RunData(
         path=path,
-        run_json=read_run_json(path / RUN_JSON),
-        requests=_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA),
+        run_json=run_json,
+        requests=fill_endpoints(_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA), run_json),
         tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
         summary=read_summary_json(summary_path) if summary_path.is_file() else None,
         steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,

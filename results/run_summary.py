@@ -20,7 +20,8 @@ two can never disagree:
 - "simulated" and "prefix_cache" (results.engine_facts: the simulated device, and the prompt
   tokens the prefix cache spared from prefill), from run.json's engine section,
 - "abandoned": the requests the workload abandoned mid-stream, when any (results.abandoned),
-- "partial", "interrupted", "engine_died" for a run that ended early (results.run_end).
+- "partial", "interrupted", "engine_died" for a run that ended early (results.run_end),
+- "endpoints": the request figures per replica of a fleet run (results.fleet).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from results.client_check import client_health, read_client_table
 from results.energy_phase import energy_by_phase
 from results.engine_facts import prefix_cache_reuse, simulated_device
 from results.engine_steps import same_host
+from results.fleet import endpoint_section, fleet_endpoints
 from results.machine_load import machine_load
 from results.run_end import engine_death_line, run_end_summary
 from results.run_folder import RunData
@@ -77,6 +79,10 @@ def summarize_run(run: RunData) -> SummaryJson:
         # Its steps died with it: say so rather than that the engine records none.
         reason = f"no steps.parquet: {engine_death_line(died)}"
         summary["attribution"] = {"available": False, "reason": reason}
+    elif run.steps is None and len(fleet_endpoints(run.run_json)) > 1:
+        # One table would mix replicas that each step on their own (results.fleet).
+        reason = "no steps.parquet: a fleet run records no engine steps"
+        summary["attribution"] = {"available": False, "reason": reason}
     elif run.steps is None and (remote := _remote_engine_url(run.run_json)):
         # Its steps are on another host's clock: they were never fetched.
         reason = f"no steps.parquet: the engine at {remote} runs on another host"
@@ -111,6 +117,9 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["prefix_cache"] = prefix_cache_reuse(run)
     if (abandoned := abandoned_summary(run.requests)) is not None:
         summary["abandoned"] = abandoned
+    fleet = endpoint_section(run.requests, run.tokens, run.run_json, window, run.samples)
+    if fleet is not None:
+        summary["endpoints"] = fleet
     summary.update(run_end_summary(run.run_json))
     died = run.run_json.get("engine_died")
     summary["usability"] = usability(

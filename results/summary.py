@@ -222,6 +222,8 @@ def compute_summary(
     warmup_s: float = 0.0,
     cooldown_s: float = 0.0,
     slo: Mapping[str, float | None] | None = None,
+    *,
+    span_s: tuple[float, float] | None = None,
 ) -> SummaryJson:
     """summary.json's request figures (results.schema.SummaryJson without the sections that
     results.run_summary adds; see the module docstring for every definition).
@@ -230,6 +232,9 @@ def compute_summary(
     seconds from the run's start); ``output_tokens_source`` is optional. ``warmup_s`` and
     ``cooldown_s`` (seconds) are cut from the run's start and end: see :data:`WINDOW_RULE`.
     ``slo`` maps ttft_ms/tpot_ms/e2el_ms to targets in ms (None: no target).
+    ``span_s`` (run seconds: first start, last end) is the whole run's when ``requests_df`` is
+    a part of it (one endpoint's requests, results.fleet): the window is cut from the run's
+    span, so a part's rates are per second of the same window as the run's.
     Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
     """
     _check_columns(requests_df, REQUIRED_REQUEST_COLUMNS, "requests")
@@ -261,6 +266,8 @@ def compute_summary(
     else:
         run_start = float(np.min(np.fmin(scheduled, sent)))
         run_end = float(np.max(end))
+        if span_s is not None:
+            run_start, run_end = span_s
         start, stop = run_start + warmup_s, run_end - cooldown_s
         duration = max(stop - start, 0.0)
         in_window = (sent >= start) & (end <= stop)

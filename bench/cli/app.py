@@ -35,9 +35,19 @@ console = terminal_console()
 def run(
     scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
     url: Annotated[
-        str | None,
-        typer.Option(help="Base URL of a running engine; without it the reference engine starts."),
+        list[str] | None,
+        typer.Option(
+            help="Base URL of a running engine; without it the reference engine starts. "
+            "Repeat it for a fleet: one run against several replicas, routed by --route."
+        ),
     ] = None,
+    route: Annotated[
+        str,
+        typer.Option(
+            help="A fleet's routing: round-robin, or least-outstanding (the replica with the "
+            "fewest of this client's requests in flight, ties by --url order)."
+        ),
+    ] = "round-robin",
     engine: Annotated[
         str,
         typer.Option(help="Adapter: reference, openai, vllm, sglang, tgi, llamacpp, trtllm."),
@@ -144,6 +154,7 @@ def run(
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
     from bench.cli.interrupted import end_interrupted, report_then_exit_status
+    from bench.run.fleet import fleet_urls
     from bench.run.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError, RunOptions, run_benchmark
     from bench.run.remote_workers import RemoteWorkers
@@ -157,13 +168,16 @@ def run(
         remote = RemoteWorkers.from_options(
             driver, workers, expect_workers, master_bind, worker_join_timeout, worker_timeout
         )
+        urls = url or []
+        fleet = fleet_urls(urls, route, starts_engine=bool(launch or launch_model))
     except (ScenarioError, ValueError) as e:
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e
     opts = RunOptions(
-        spec, url, engine, model, tokenizer, runs_dir, live, nsys=nsys, probes=probes, gpus=gpus,
-        driver=driver, workers=workers, launch=launch, launch_model=launch_model, headers=headers,
-        max_error_rate=max_error_rate, remote_workers=remote, calibrate=calibrate,
+        spec, urls[0] if urls else None, engine, model, tokenizer, runs_dir, live, nsys=nsys,
+        probes=probes, gpus=gpus, driver=driver, workers=workers, launch=launch,
+        launch_model=launch_model, headers=headers, max_error_rate=max_error_rate,
+        remote_workers=remote, calibrate=calibrate, endpoints=fleet, route=route,
     )  # fmt: skip
     if repeat > 1:
         from bench.experiments.repeat import run_repeated

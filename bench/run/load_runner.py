@@ -26,6 +26,7 @@ from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_lo
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import LocustError, run_locust
@@ -73,9 +74,13 @@ async def drive_load(
     remote: RemoteWorkers | None = None,
     console: Console | None = None,
     stop: LoadStop | None = None,
+    endpoints: tuple[str, ...] = (),
+    route: str = DEFAULT_ROUTE,
 ) -> LoadResult:
     """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring); ``stop`` ends
-    it early when set (an interrupt, a dead engine: loadgen.drivers.stop).
+    it early when set (an interrupt, a dead engine: loadgen.drivers.stop). ``endpoints``: a
+    fleet's replicas (``base_url`` the first), each request sent to one by ``route``
+    (loadgen.client.routing; every client process routes its own requests).
 
     Locust only: ``remote`` says where the master listens and how many workers join from
     `bench worker` (then no local one starts); what they must run, who joined and who was
@@ -88,7 +93,9 @@ async def drive_load(
         raise LoadError(f"--driver {driver!r}: expected one of {', '.join(DRIVERS)}")
     if workers < 1:
         raise LoadError(f"--workers {workers}: expected >= 1")
-    config = ClientConfig(base_url, model, headers=headers or RequestHeaders())
+    config = ClientConfig(
+        base_url, model, headers=headers or RequestHeaders(), endpoints=endpoints, route=route
+    )
     if driver == "asyncio":
         return await run_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
@@ -96,7 +103,8 @@ async def drive_load(
         )  # fmt: skip
     remote = remote or RemoteWorkers()
     if console is not None:
-        print_loopback_note(console, base_url, remote)
+        for url in config.urls:
+            print_loopback_note(console, url, remote)
 
     def tell(event: dict[str, Any]) -> None:
         if console is not None:

@@ -26,6 +26,7 @@ from bench.run.engine_launch import collect_nsys_report, launch_reference
 from bench.run.engine_watch import EngineWatch
 from bench.run.environment import cpu_name, git_commit, hardware, package_versions
 from bench.run.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
+from bench.run.fleet import fleet_engine_fields, preflight_fleet
 from bench.run.interrupt import RunInterrupted, active_interrupts, run_end_sections
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
@@ -52,6 +53,7 @@ from engine_adapters.launch_command import LaunchError, launch_plan, start_engin
 from engine_adapters.launcher import EngineStartError, LaunchedEngine
 from engine_adapters.registry import get_adapter
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
 from loadgen.drivers.stop import LoadStop
@@ -122,6 +124,10 @@ class RunOptions:
     # Measure this CPU's roofs quickly before the load when a CPU run has none
     # (bench.run.auto_calibrate); False: --no-calibrate.
     calibrate: bool = True
+    # A fleet (bench.run.fleet): every --url in order when there are several (url is the
+    # first), and how each request picks its replica (loadgen.client.routing.ROUTES).
+    endpoints: tuple[str, ...] = ()
+    route: str = DEFAULT_ROUTE
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -221,6 +227,7 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
         launch_command=redact_command(launched.command) if launched else None,
         settings=settings or None,
         startup_s=time.monotonic() - t_launch if launched else None,
+        **fleet_engine_fields(opts.endpoints, opts.route),
     )
     pid = launched.process.pid if launched else None
     try:
@@ -258,8 +265,12 @@ def _run_against(
         )
         tokenizer.tokenizer.close()
     headers = opts.headers.as_dict()
+    fleet = len(opts.endpoints) > 1
     try:
-        checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
+        if fleet:
+            checked = preflight_fleet(scenario, plan, opts.endpoints, adapter, opts.model, headers)
+        else:
+            checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
     except PreflightError as e:
         raise RunRefused(str(e)) from e
     for note in checked.notes:
@@ -269,13 +280,16 @@ def _run_against(
     )
     if (line := cache.describe()) is not None:
         print_info(console, line)
+    # A fleet's description (the analytic section's model and roofs) is its first replica's.
     engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
-    local = same_host(base_url)
+    local = all(same_host(url) for url in opts.endpoints or (base_url,))
     calibration_notes = calibrate_before_load(opts.calibrate, engine_description, local, console)
     probes, probe_messages = (
-        start_probes(console, adapter, base_url, engine_pid, local, headers, opts.gpus)
+        start_probes(
+            console, adapter, base_url, engine_pid, local, headers, opts.gpus, opts.endpoints
+        )
         if opts.probes
         else (None, ["probes disabled"])
     )
@@ -298,8 +312,10 @@ def _run_against(
     if not result.records and (got := active_interrupts().first) is not None:
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
     prefix_cache = cache.finish()
-    steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local else None
-    engine_end = fetch_json(base_url, "/debug/engine", headers=headers)
+    # A fleet's replicas each step on their own: one steps.parquet and one set of counters
+    # would mix them, so a fleet run records neither (bench.run.fleet).
+    steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local and not fleet else None
+    engine_end = None if fleet else fetch_json(base_url, "/debug/engine", headers=headers)
     engine_name = engine_folder_name(adapter.name, engine_description)
     folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
     folder.write_requests(result.records)
@@ -388,7 +404,7 @@ async def _drive(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
                 workers=opts.workers, headers=opts.headers, on_record=display.on_record,
                 counters=display.counters, remote=opts.remote_workers, console=console,
-                stop=stop,
+                stop=stop, endpoints=opts.endpoints, route=opts.route,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e

@@ -19,7 +19,7 @@ analytic section (model shape, dtypes, roofs) is results.analytic.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,14 +37,27 @@ from probes.session import ProbeResult, ProbeSpec
 def probe_spec(
     adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
     gpus: str | None = None,
+    endpoints: Sequence[str] = (),
 ) -> ProbeSpec:  # fmt: skip
     """Samplers for a run against ``base_url`` (``local``: the engine runs on this host);
-    ``gpus``: the user's --gpus."""
+    ``gpus``: the user's --gpus.
+
+    ``endpoints``: a fleet's replicas (every ``--url``, ``base_url`` the first): each gets its
+    own /metrics sampler, its samples labelled ``endpoint``, and, when local, its own CPU group
+    (``engine-1``, ``engine-2``, ... in ``--url`` order), so that no replica's CPU counts as
+    another process's; NVML stays the machine's.
+    """
     processes = {"client": os.getpid()}
-    if engine_pid is None and local:
-        engine_pid = listening_pid(base_url)
-    if engine_pid is not None:
-        processes["engine"] = engine_pid
+    if len(endpoints) > 1:
+        for n, url in enumerate(endpoints, start=1):
+            pid = listening_pid(url) if local else None
+            if pid is not None:
+                processes[f"engine-{n}"] = pid
+    else:
+        if engine_pid is None and local:
+            engine_pid = listening_pid(base_url)
+        if engine_pid is not None:
+            processes["engine"] = engine_pid
     return ProbeSpec(
         nvml=local,
         gpus=gpus,
@@ -56,6 +69,7 @@ def probe_spec(
         engine_url=base_url if adapter.metric_names else None,
         engine_metric_names=adapter.metric_names,
         engine_metrics_path=adapter.metrics_path,
+        engine_endpoints=tuple(endpoints) if len(endpoints) > 1 else (),
     )
 
 
@@ -101,10 +115,13 @@ def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
 def start_probes(
     console: Console, adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
     headers: Mapping[str, str] | None = None, gpus: str | None = None,
+    endpoints: Sequence[str] = (),
 ) -> tuple[ProbeProcess | None, list[str]]:  # fmt: skip
     """Start the probe process; a probe that cannot run is said once, and the run goes on.
-    ``headers`` (``--api-key``/``--header``) go with each /metrics scrape; ``gpus``: --gpus."""
-    probes = ProbeProcess(probe_spec(adapter, base_url, engine_pid, local, gpus), headers)
+    ``headers`` (``--api-key``/``--header``) go with each /metrics scrape; ``gpus``: --gpus;
+    ``endpoints``: a fleet's replicas (:func:`probe_spec`)."""
+    spec = probe_spec(adapter, base_url, engine_pid, local, gpus, endpoints)
+    probes = ProbeProcess(spec, headers)
     try:
         reasons = probes.start()
     except RuntimeError as e:

@@ -13,6 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench.run.fleet_report import endpoints_table
 from bench.run.messages import print_error, print_note, print_warning
 from bench.run.reasoning_report import reasoning_table
 from bench.run.terminal import print_table
@@ -152,7 +153,8 @@ def _errors(summary: Mapping[str, Any]) -> Table | None:
 
 def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, the
-    reasoning (a reasoning model's run only), request counts and errors, then why the run is
+    reasoning (a reasoning model's run only), request counts, each replica's figures (a fleet
+    run only) and errors, then why the run is
     not usable where it is not. A simulated run says so first; prompt tokens the prefix cache
     spared from prefill are noted under the throughput. ``None`` (a run folder without
     summary.json) prints a note instead."""
@@ -188,6 +190,9 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     if reasoning is not None:
         print_table(console, reasoning)
     print_table(console, _counts(summary))
+    fleet = endpoints_table(summary)  # only for a run against several replicas
+    if fleet is not None:
+        print_table(console, fleet)
     errors = _errors(summary)
     if errors is not None:
         print_table(console, errors)

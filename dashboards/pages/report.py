@@ -1,11 +1,11 @@
 """A run's dashboard: ``report.html`` in its run folder (`bench report RUN --html`, and the end
 of every `bench run`).
 
-Sections: headline, latency CDFs, per-user TPS, reasoning (a reasoning model's run only), the
-shared-axis timeline, the engine's steps, the roofline, errors, and every recorded sample. Each
-is drawn from whatever the folder holds; what it does not hold is said at the top and in the
-section concerned. A run that is not usable (summary.json's ``usability``) says why under the
-headline, and its top causes under errors.
+Sections: headline, the replicas side by side (a fleet run only), latency CDFs, per-user TPS,
+reasoning (a reasoning model's run only), the shared-axis timeline, the engine's steps, the
+roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds; what
+it does not hold is said at the top and in the section concerned. A run that is not usable
+(summary.json's ``usability``) says why under the headline, and its top causes under errors.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dashboards.figures.endpoints import endpoints_figure
 from dashboards.figures.errors import errors_figure
 from dashboards.figures.headline import headline_figure, utilization_missing
 from dashboards.figures.latency import latency_cdf_figure
@@ -105,6 +106,7 @@ def build_run_page(view: RunView) -> Page:
     )
     samples = samples_figure(view)
     reasoning = reasoning_figure(view)
+    fleet = endpoints_figure(view.summary)
     died = view.summary.get("engine_died") or view.run_json.get("engine_died")
     # A dead engine's steps died with it: say that, not that the engine records none.
     steps_notes = view.notes_for("steps")
@@ -121,6 +123,20 @@ def build_run_page(view: RunView) -> Page:
             + view.notes_for("run")
             + _utilization_notes(view.summary)
             + reuse_notes,
+        ),
+        *(
+            [
+                Section(
+                    "endpoints",
+                    "Replicas",
+                    "A fleet run: each replica's requests, throughput and latency percentiles "
+                    "(summary.json's endpoints), side by side; every other figure is the "
+                    "whole fleet's. The engine metrics' series carry each replica's endpoint.",
+                    fleet,
+                )
+            ]
+            if fleet is not None
+            else []
         ),
         Section(
             "latency",

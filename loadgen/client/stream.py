@@ -34,7 +34,7 @@ from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord, Status
+from results.records import RequestRecord, Status, endpoint_of
 
 __all__ = ["ServerUnreachableError", "StreamingClient"]
 
@@ -104,6 +104,8 @@ class StreamingClient:
                 f"got {connect_timeout_s!r}"
             )
         root = base_url.rstrip("/")
+        # What each record names as its replica (results.fleet).
+        self.endpoint = endpoint_of(base_url)
         self.api_root = root if root.endswith("/v1") else root + "/v1"
         self.model = model
         self.max_connections = max_connections
@@ -356,15 +358,17 @@ class StreamingClient:
             "http_status": http_status,
         }
         try:
-            return acc.to_record(tokenizer=self.tokenizer, status=status, error=error, **fields)
+            record = acc.to_record(tokenizer=self.tokenizer, status=status, error=error, **fields)
         except Exception as exc:  # a broken tokenizer must not lose the request
             failure = f"counting output tokens failed: {type(exc).__name__}: {exc}"
-            return acc.to_record(
+            record = acc.to_record(
                 tokenizer=None,
                 status="error" if status == "ok" else status,
                 error=f"{error}; {failure}" if error else failure,
                 **fields,
             )
+        record.endpoint = self.endpoint
+        return record
 
     async def _acquire_slot(self) -> httpx.AsyncClient:
         """A free connection slot, waiting at most ``timeout_s`` (then ``httpx.PoolTimeout``)."""

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.routing import DEFAULT_ROUTE, RoutedClient
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
@@ -37,24 +38,41 @@ LoadMode = Literal["closed", "open"]
 class ClientConfig:
     """How to reach the server (see :class:`loadgen.client.stream.StreamingClient`); picklable, so
     worker processes build their own clients from it (``--workers`` gets it through the spawn
-    pipe, never a file). ``headers``: ``--api-key`` and ``--header``, shown by name only."""
+    pipe, never a file). ``headers``: ``--api-key`` and ``--header``, shown by name only.
+    ``endpoints``: a fleet's replicas, every ``--url`` in order (``base_url`` is the first),
+    each request sent to one by ``route`` (loadgen.client.routing); empty for one endpoint."""
 
     base_url: str
     model: str
     headers: RequestHeaders = field(default_factory=RequestHeaders)
     timeout_s: float = 300.0
     extra_body: dict[str, Any] = field(default_factory=dict)
+    endpoints: tuple[str, ...] = ()
+    route: str = DEFAULT_ROUTE
 
-    def client(self, connections: int, tokenizer: TokenizerLike | None) -> StreamingClient:
-        return StreamingClient(
-            self.base_url,
-            self.model,
-            max_connections=connections,
-            timeout_s=self.timeout_s,
-            tokenizer=tokenizer,
-            headers=self.headers.as_dict(),
-            extra_body=self.extra_body,
-        )
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every replica's base URL, in order (one for a run against one endpoint)."""
+        return self.endpoints or (self.base_url,)
+
+    def client(
+        self, connections: int, tokenizer: TokenizerLike | None
+    ) -> StreamingClient | RoutedClient:
+        """One client per replica, each with ``connections`` connections (any replica may take
+        every request in flight); a RoutedClient over them for a fleet."""
+        clients = [
+            StreamingClient(
+                url,
+                self.model,
+                max_connections=connections,
+                timeout_s=self.timeout_s,
+                tokenizer=tokenizer,
+                headers=self.headers.as_dict(),
+                extra_body=self.extra_body,
+            )
+            for url in self.urls
+        ]
+        return clients[0] if len(clients) == 1 else RoutedClient(clients, self.route)
 
 
 @dataclass(frozen=True)
@@ -146,7 +164,7 @@ async def run_plan(
     start_s: float | None = None,
     take_next: Callable[[], int] | None = None,
     user_ids: Sequence[int] | None = None,
-    client: StreamingClient | None = None,
+    client: StreamingClient | RoutedClient | None = None,
     warm: bool = True,
     stop: LoadStop | None = None,
 ) -> LoadResult:

@@ -163,6 +163,7 @@ def client_from_wire(data: dict[str, Any]) -> ClientConfig:
     """The inverse of :func:`client_to_wire`."""
     fields = dict(data)
     fields["headers"] = RequestHeaders(tuple((str(n), str(v)) for n, v in data["headers"]))
+    fields["endpoints"] = tuple(str(url) for url in data.get("endpoints") or ())
     return ClientConfig(**fields)
 
 

@@ -33,6 +33,7 @@ from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
 from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.routing import Router
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig
@@ -53,7 +54,7 @@ from loadgen.drivers.locust_job import (
 )
 from loadgen.request_spec import RequestSpec
 from results.client_samples import ClientSamples
-from results.records import RequestRecord
+from results.records import RequestRecord, endpoint_of
 
 __all__ = ["PlanUser", "WorkerState", "main"]
 
@@ -69,6 +70,9 @@ class WorkerState:
         self.index = -1
         self.workers = 1
         self.client: ClientConfig | None = None
+        # A fleet's replicas, picked per request; least-outstanding counts this worker's own
+        # requests in flight (loadgen.client.routing).
+        self.router = Router(1)
         self.clock: RunClock | None = None
         self.think_time_s = 0.0
         self.parts_expected = -1
@@ -95,6 +99,7 @@ class WorkerState:
         data = msg.data
         self.index, self.workers = int(data["index"]), int(data["workers"])
         self.client = client_from_wire(data["client"])
+        self.router = Router(len(self.client.urls), self.client.route)
         self.clock = RunClock(int(data["t0_ns"]))
         self.think_time_s = float(data["think_time_s"])
         self.parts_expected = int(data["parts"])
@@ -193,8 +198,20 @@ class _PlanWorkerRunner(WorkerRunner):
 def _send(
     session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState
 ) -> RequestRecord:
-    """One streamed request, recorded as loadgen.client.stream does (never raises but
-    GreenletExit, after recording the request as cancelled)."""
+    """One streamed request to the replica the worker's router picks, recorded as
+    loadgen.client.stream does (never raises but GreenletExit, after recording the request as
+    cancelled)."""
+    assert state.client is not None
+    index = state.router.pick()
+    try:
+        return _send_to(state.client.urls[index], session, spec, user_id, state)
+    finally:
+        state.router.done(index)
+
+
+def _send_to(
+    base_url: str, session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState
+) -> RequestRecord:
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
     body: dict[str, Any] = {
@@ -205,10 +222,10 @@ def _send(
     if spec.api == "chat":
         messages = spec.messages or (("user", spec.prompt),)
         body["messages"] = [{"role": r, "content": c} for r, c in messages]
-        url = config.base_url.rstrip("/") + "/v1/chat/completions"
+        url = base_url.rstrip("/") + "/v1/chat/completions"
     else:
         body["prompt"] = spec.prompt
-        url = config.base_url.rstrip("/") + "/v1/completions"
+        url = base_url.rstrip("/") + "/v1/completions"
     if spec.ignore_eos:
         body["ignore_eos"] = True
     if spec.seed is not None:
@@ -248,6 +265,7 @@ def _send(
         end_ns=time.perf_counter_ns(), clock=clock, tokenizer=None, status=status,
         error=error, http_status=http_status,
     )  # fmt: skip
+    record.endpoint = endpoint_of(base_url)
     if raise_after:
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit

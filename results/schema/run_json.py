@@ -60,7 +60,9 @@ class EngineSection(TypedDict, total=False):
     the reference engine (None for another engine). startup_s: seconds until it was healthy.
     model: the served model name the requests named. description: the engine's /debug/engine at
     the start, as it returned it (None when it offers none). stats_end: its cumulative counters
-    after the load (minus description["stats"]: this run's).
+    after the load (minus description["stats"]: this run's). A fleet run (several ``--url``,
+    results.fleet) adds endpoints: every replica's base URL in ``--url`` order (url is the
+    first), and route: the routing policy that spread the requests over them.
     """
 
     adapter: str
@@ -72,6 +74,8 @@ class EngineSection(TypedDict, total=False):
     model: str | None
     description: Any
     stats_end: Any
+    endpoints: list[str]
+    route: str
 
 
 class Recorded(TypedDict, total=False):

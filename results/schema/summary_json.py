@@ -202,6 +202,8 @@ class SummaryJson(TypedDict):
     partial: NotRequired[str]
     interrupted: NotRequired[dict[str, Any]]
     engine_died: NotRequired[dict[str, Any]]
+    # A fleet run (several --url): the request figures per replica (results.fleet).
+    endpoints: NotRequired[dict[str, Any]]
 
 
 def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:

@@ -46,6 +46,7 @@ REQUEST_COLUMNS = [
     "usage_output_tokens",
     "client_output_tokens",
     "abandoned",
+    "endpoint",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -1,0 +1,113 @@
+"""A fleet run's replicas side by side (several ``bench run --url``).
+
+Drawn only for a run whose summary.json has ``endpoints`` (results.fleet); one color per
+replica, in ``--url`` order, the same in every panel. Left: the requests each replica took
+(measured window), with its share. Middle: each replica's output tokens per second of the
+window. Right: TTFT, ITL and TPOT p50 and p99 per replica (ms), the figures the terminal
+table prints, so a slow replica stands out beside the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboards.definitions import definition
+from dashboards.style import apply_layout, color_for, escape, fmt, hover_lines, wrap
+
+__all__ = ["endpoints_figure"]
+
+# (summary section, percentile, label): the latency bars of the right panel.
+_LATENCIES: tuple[tuple[str, str, str], ...] = (
+    ("ttft_ms", "p50", "TTFT p50"),
+    ("ttft_ms", "p99", "TTFT p99"),
+    ("itl_ms", "p50", "ITL p50"),
+    ("itl_ms", "p99", "ITL p99"),
+    ("tpot_ms", "p50", "TPOT p50"),
+    ("tpot_ms", "p99", "TPOT p99"),
+)
+
+
+def _get(figures: Mapping[str, Any], section: str, key: str) -> Any:
+    part = figures.get(section)
+    return part.get(key) if isinstance(part, Mapping) else None
+
+
+def endpoints_figure(summary: Mapping[str, Any]) -> go.Figure | None:
+    """The figure (module docstring), or None for a run against one endpoint."""
+    fleet = summary.get("endpoints")
+    if not isinstance(fleet, Mapping) or not fleet.get("by_endpoint"):
+        return None
+    by_endpoint: Mapping[str, Mapping[str, Any]] = fleet["by_endpoint"]
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        column_widths=[0.22, 0.22, 0.56],
+        horizontal_spacing=0.07,
+        subplot_titles=("Requests (measured window)", "Output tok/s", "Latency (ms)"),
+    )
+    tok_s = definition("output_tok_s")
+    for index, (url, figures) in enumerate(by_endpoint.items()):
+        color, name = color_for(index), escape(url)
+        window = _get(figures, "counts", "window") or {}
+        share = figures.get("share")
+        share_pct = fmt(None if share is None else share * 100)
+        fig.add_trace(
+            go.Bar(
+                x=[name],
+                y=[window.get("requests") or 0],
+                marker_color=color,
+                name=name,
+                legendgroup=name,
+                hovertemplate=hover_lines(
+                    [
+                        f"<b>{name}</b>",
+                        f"{fmt(window.get('requests'))} requests, {fmt(window.get('ok'))} ok, "
+                        f"{fmt(window.get('error'))} errors",
+                        f"share of the run's requests: {share_pct}%",
+                    ]
+                ),
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=[name],
+                y=[_get(figures, "throughput", "output_tok_s") or 0.0],
+                marker_color=color,
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                hovertemplate=hover_lines([f"<b>{name}</b>", "%{y:,.2f} tok/s", wrap(tok_s.text)]),
+            ),
+            row=1,
+            col=2,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=[label for _, _, label in _LATENCIES],
+                y=[_get(figures, section, key) for section, key, _ in _LATENCIES],
+                marker_color=color,
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                hovertemplate=hover_lines([f"<b>{name}</b>", "%{x} = %{y:,.2f} ms"]),
+            ),
+            row=1,
+            col=3,
+        )
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(showticklabels=False, row=1, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=2)
+    apply_layout(
+        fig,
+        f"Replicas side by side: {len(by_endpoint)} endpoints, route "
+        f"{escape(fleet.get('route') or '–')}",
+        420,
+        legend=True,
+    )
+    return fig
