@@ -54,7 +54,7 @@ def test_kinds_of_engine_exclude_each_other(tmp_path: Path) -> None:
 def test_sets_are_checked_over_the_scenarios_engine_table(tmp_path: Path) -> None:
     scenario = _base(tmp_path).scenario
     # Each value is valid alone; the simulated device needs a GPU the scenario does not give.
-    with pytest.raises(AbError, match="^--b-set: .*device='sim'"):
+    with pytest.raises(AbError, match=r"^--b-set: .*device='sim'"):
         side_from_options("B", ["device=sim"], None, None, None, scenario)
 
 
