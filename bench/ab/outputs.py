@@ -30,6 +30,8 @@ def _pairs_line(result: AbResult, until_decided: bool) -> str:
     verdict = result.report.verdict if result.report else "unusable"
     if until_decided and verdict in ("pass", "fail"):
         return f"decided ({verdict}) after {result.pairs} pair(s)"
+    if until_decided and result.stopped_by == "budget":
+        return f"not decided after {result.pairs} pair(s): one more would pass --budget-s"
     if until_decided:
         return f"not decided after {result.pairs} pair(s), the cap (--max-pairs)"
     return f"{verdict} after {result.pairs} pair(s)"

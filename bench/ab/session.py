@@ -12,14 +12,16 @@ The folder ``<runs_dir>/<UTC time>-<scenario>-ab/`` holds::
 Order: pair 1 runs A then B, pair 2 B then A, and so on (A B B A A B B A ...), so that a
 machine drifting in one direction over the session weighs on both sides alike; each run against
 a fresh engine (bench.ab.sides). ``pairs`` pairs are run, then judged (bench.ab.paired); with
-``until_decided`` one more pair is run and judged while the verdict is inconclusive and fewer
-than ``max_pairs`` were run. A run that is not usable (too many failed requests) ends the A/B
+``until_decided`` one more pair is run and judged while the verdict is inconclusive, fewer
+than ``max_pairs`` were run and, at the pace of the pairs so far, one more pair ends within
+``budget_s`` of the start. A run that is not usable (too many failed requests) ends the A/B
 with an unusable verdict: its failures are the finding, not noise to average over.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,6 +57,9 @@ class AbPlan:
     until_decided: bool = False
     max_pairs: int = 10
     allow_busy: bool = False
+    # --until-decided adds no pair that would end past this many seconds from the start (at
+    # the mean pace of the pairs so far); None: no limit but max_pairs.
+    budget_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ class AbResult:
     a_runs: tuple[Path, ...]
     b_runs: tuple[Path, ...]
     unusable: str | None = None
+    # Why --until-decided stopped undecided: "max_pairs" or "budget" (None when decided).
+    stopped_by: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -139,6 +146,8 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
         "pairs": [],
         "pairs_run": 0,
         "decided_after_pairs": None,
+        "stopped_by": None,
+        "budget_s": plan.budget_s,
         "verdict": None,
         "exit_code": None,
         "metrics": [],
@@ -152,6 +161,7 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
     report: GateReport | None = None
     paired: tuple[PairedMetric, ...] = ()
     unusable: str | None = None
+    started = time.monotonic()
     try:
         index = 0
         while True:
@@ -176,7 +186,17 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
                 decided = report.verdict != "inconclusive"
                 if decided and document["decided_after_pairs"] is None:
                     document["decided_after_pairs"] = index + 1
-                if decided or not plan.until_decided or index + 1 >= plan.max_pairs:
+                if decided or not plan.until_decided:
+                    break
+                elapsed = time.monotonic() - started
+                if index + 1 >= plan.max_pairs:
+                    document["stopped_by"] = "max_pairs"
+                    break
+                if (
+                    plan.budget_s is not None
+                    and elapsed * (index + 2) / (index + 1) > plan.budget_s
+                ):
+                    document["stopped_by"] = "budget"
                     break
             _write(folder, document)
             index += 1
@@ -209,4 +229,5 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
         tuple(runs["A"]),
         tuple(runs["B"]),
         unusable,
+        document["stopped_by"],
     )

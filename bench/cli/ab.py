@@ -72,6 +72,14 @@ def ab(
         typer.Option(help="After --pairs, add pairs while inconclusive, up to --max-pairs."),
     ] = False,
     max_pairs: Annotated[int, typer.Option(min=1, help="The cap of --until-decided.")] = 10,
+    budget_s: Annotated[
+        float | None,
+        typer.Option(
+            min=1.0,
+            help="--until-decided adds no pair that would end past this many seconds from the "
+            "start, at the pace of the pairs so far (a CI's time budget).",
+        ),
+    ] = None,
     rules: Annotated[
         Path | None, typer.Option(help="Gate rules TOML (default: `bench gate`'s rules).")
     ] = None,
@@ -122,7 +130,7 @@ def ab(
         spec, None, engine, model, tokenizer, runs_dir, live, probes=probes,
         max_error_rate=max_error_rate,
     )  # fmt: skip
-    plan = AbPlan(a, b, base, gate_rules, pairs, until_decided, max_pairs, allow_busy)
+    plan = AbPlan(a, b, base, gate_rules, pairs, until_decided, max_pairs, allow_busy, budget_s)
     try:
         result = run_ab(plan, _console)
     except (AbError, RunError, BaselineError, GateInputError) as exc:

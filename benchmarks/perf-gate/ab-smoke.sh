@@ -14,7 +14,7 @@
 # commit that did change them. Without that commit's parent (the first commit, or a shallow
 # clone: `git fetch --unshallow` gives it) it says so and falls back to the committed-baseline
 # gate, smoke.sh, which stays the mode of dedicated GPU runners. 3 to 6 pairs
-# (--until-decided): about 20-25 s a pair on 2 quiet cores; reports in $PERF_GATE_OUT
+# (--until-decided), adding none past 300 s (--budget-s); reports in $PERF_GATE_OUT
 # (default runs/perf-gate-ab): the A/B folder, gate.xml (JUnit) and gate.md (Markdown).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,7 +45,7 @@ rm -rf "$out"
 status=0
 # No probes: they are not what this gate measures, and their sampling competes for the cores.
 $bench ab --scenario "$here/ab-smoke.toml" --rules "$here/ab-rules.toml" \
-    --a-rev "$base" --pairs 3 --until-decided --max-pairs 6 --no-probes \
+    --a-rev "$base" --pairs 3 --until-decided --max-pairs 6 --budget-s 300 --no-probes \
     --runs-dir "$out" --junit "$out/gate.xml" --markdown "$out/gate.md" \
     --allow-inconclusive || status=$?
 if [[ $status -eq 2 ]]; then

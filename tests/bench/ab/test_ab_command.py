@@ -139,6 +139,21 @@ def test_until_decided_stops_at_the_cap_and_says_so(
     assert "allowed by --allow-inconclusive" in proc.stdout
 
 
+def test_until_decided_keeps_to_the_time_budget(
+    tmp_path: Path, servers: tuple[ServeProcess, ServeProcess]
+) -> None:
+    fast, _ = servers
+    proc, doc = _ab(
+        tmp_path, "--a-url", fast.url, "--b-url", fast.url, "--tokenizer", "tiny",
+        "--pairs", "2", "--until-decided", "--max-pairs", "5", "--budget-s", "1",
+        rules=TOO_TIGHT,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    # --pairs always run; a third pair would end past the budget.
+    assert doc is not None and doc["pairs_run"] == 2 and doc["stopped_by"] == "budget"
+    assert "not decided after 2 pair(s): one more would pass --budget-s" in proc.stdout
+
+
 def test_settings_sides_on_fresh_engines(tmp_path: Path) -> None:
     proc, doc = _ab(tmp_path, "--b-set", f"step_delay_ms={SLOW_MS}", "--pairs", "3")
     assert proc.returncode == 1, proc.stdout + proc.stderr
