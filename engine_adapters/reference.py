@@ -24,6 +24,12 @@ def serve_command(host: str, port: int, settings: Mapping[str, Any]) -> list[str
     back is the same EngineConfig. Raises engine.config.SettingError for an unknown name.
     """
     cmd = [sys.executable, "-m", "bench", "serve", "--host", host, "--port", str(port)]
+    return cmd + serve_flags(settings)
+
+
+def serve_flags(settings: Mapping[str, Any]) -> list[str]:
+    """`bench serve`'s flags for ``settings`` (see :func:`serve_command`)."""
+    cmd: list[str] = []
     for name, value in settings.items():
         flag = EngineConfig.setting(name).flag
         if value is None:

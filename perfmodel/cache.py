@@ -16,6 +16,7 @@ __all__ = [
     "calibration_path",
     "engines_dir",
     "native_dir",
+    "revisions_dir",
     "sim_calibration_path",
     "tokenizers_dir",
 ]
@@ -52,3 +53,8 @@ def tokenizers_dir() -> Path:
 def engines_dir() -> Path:
     """External engines installed by benchmarks/engines/install-*.sh, one folder per version."""
     return cache_root() / "engines"
+
+
+def revisions_dir() -> Path:
+    """`bench ab --a-rev/--b-rev`: one folder per commit, its checkout and its virtualenv."""
+    return cache_root() / "revisions"

@@ -320,6 +320,7 @@ def report(
 
 
 # Command groups defined beside their features.
+from bench.cli.ab import register as register_ab  # noqa: E402
 from bench.cli.analytic import register as register_probes  # noqa: E402
 from bench.cli.dashboards import register as register_dashboards  # noqa: E402
 from bench.cli.gate import register as register_gate  # noqa: E402
@@ -335,3 +336,4 @@ register_gate(app)
 register_sweep(app)
 register_simulate(app)
 register_worker(app)
+register_ab(app)

@@ -33,6 +33,7 @@ values; the bootstrap cannot see the tail it never sampled), ``min_windows`` thr
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +49,12 @@ __all__ = [
     "GateInputError",
     "GateReport",
     "MetricResult",
+    "OtherHardwareError",
     "check_compatible",
+    "classify",
     "evaluate",
+    "overall_verdict",
+    "too_few",
     "unit_data",
 ]
 
@@ -143,7 +148,7 @@ def unit_data(group: RunGroup, spec: MetricSpec) -> UnitData:
     )
 
 
-def _too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | None:
+def too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | None:
     spec = rule.metric
     if spec.statistic == "ratio":
         if data.num_units < rules.min_windows:
@@ -171,6 +176,33 @@ def _too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | N
     return None
 
 
+def classify(
+    rule: Rule,
+    confidence: float,
+    ci_low: float,
+    ci_high: float,
+    remedy: str = "more runs (--repeat), longer runs or a quieter machine narrow it",
+) -> tuple[str, str]:
+    """The verdict and its reason for a CI of the relative change (fractions: 0.05 = +5%) of
+    ``rule``'s metric, by the rule of the module doc; ``remedy`` says what narrows a too-wide CI."""
+    sign = -1.0 if rule.metric.higher_is_better else 1.0
+    worse_low, worse_high = sorted((sign * ci_low, sign * ci_high))
+    allowed = rule.max_regression_pct / 100
+    ci = f"{100 * ci_low:+.1f}%..{100 * ci_high:+.1f}%"
+    level = f"{100 * confidence:g}% CI"
+    if worse_low > allowed:
+        return "fail", f"regression: the whole {level} ({ci}) is beyond {rule.limit_text}"
+    if worse_high <= allowed:
+        better = " (improved)" if worse_high < 0 else ""
+        return "pass", f"the whole {level} ({ci}) is within {rule.limit_text}{better}"
+    if worse_high - worse_low > allowed:
+        return "inconclusive", (
+            f"too noisy: the {level} ({ci}) is wider than the allowance and straddles"
+            f" {rule.limit_text}; {remedy}"
+        )
+    return "inconclusive", f"close to the limit: the {level} ({ci}) straddles {rule.limit_text}"
+
+
 def _judge(rule: Rule, rules: GateRules, base: RunGroup, cand: RunGroup) -> MetricResult:
     spec = rule.metric
     common = {
@@ -187,7 +219,7 @@ def _judge(rule: Rule, rules: GateRules, base: RunGroup, cand: RunGroup) -> Metr
         "sample_unit": "windows" if spec.statistic == "ratio" else "requests",
     }
     for data, side in ((base_data, "baseline"), (cand_data, "candidate")):
-        reason = _too_few(rule, rules, data, side)
+        reason = too_few(rule, rules, data, side)
         if reason:
             points = [point_estimate(base_data), point_estimate(cand_data)]
             base_value, cand_value = (v if np.isfinite(v) else None for v in points)
@@ -211,28 +243,7 @@ def _judge(rule: Rule, rules: GateRules, base: RunGroup, cand: RunGroup) -> Metr
         )
     except ValueError as exc:
         return MetricResult(**common, **counts, verdict="inconclusive", reason=str(exc))
-    sign = -1.0 if spec.higher_is_better else 1.0
-    worse_low, worse_high = sorted((sign * est.ci_low, sign * est.ci_high))
-    allowed = rule.max_regression_pct / 100
-    ci = f"{100 * est.ci_low:+.1f}%..{100 * est.ci_high:+.1f}%"
-    level = f"{100 * rules.confidence:g}% CI"
-    if worse_low > allowed:
-        verdict, reason = (
-            "fail",
-            f"regression: the whole {level} ({ci}) is beyond {rule.limit_text}",
-        )
-    elif worse_high <= allowed:
-        better = " (improved)" if worse_high < 0 else ""
-        verdict, reason = "pass", f"the whole {level} ({ci}) is within {rule.limit_text}{better}"
-    elif worse_high - worse_low > allowed:
-        verdict = "inconclusive"
-        reason = (
-            f"too noisy: the {level} ({ci}) is wider than the allowance and straddles"
-            f" {rule.limit_text}; more runs (--repeat), longer runs or a quieter machine narrow it"
-        )
-    else:
-        verdict = "inconclusive"
-        reason = f"close to the limit: the {level} ({ci}) straddles {rule.limit_text}"
+    verdict, reason = classify(rule, rules.confidence, est.ci_low, est.ci_high)
     return MetricResult(
         **common,
         **counts,
@@ -280,6 +291,41 @@ def check_compatible(base: RunGroup, cand: RunGroup, force: bool) -> list[str]:
     return notes
 
 
+def overall_verdict(
+    results: tuple[MetricResult, ...],
+    busy: list[str],
+    allow_busy: bool,
+    notes: list[str],
+    invalid: Sequence[str] = (),
+    allow_invalid: bool = False,
+) -> tuple[str, list[str]]:
+    """The report's verdict (any fail, else any inconclusive, else pass) and its notes; ``busy``
+    lines ("<side>, <run>: other processes used ...") make it inconclusive unless allowed, and
+    so do ``invalid`` lines ("<side>, <run>: <kind>: ...", the runs' other validity
+    violations) unless ``allow_invalid``."""
+    verdicts = {r.verdict for r in results}
+    verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
+    if busy and not allow_busy:
+        notes = [f"not judged, busy machine: {line}" for line in busy] + notes
+        notes.append(
+            "a busy run makes the verdict inconclusive: run again on a quiet machine, or pass"
+            " --allow-busy to judge it anyway"
+        )
+        verdict = "inconclusive"
+    elif busy:
+        notes = [f"busy machine, judged by --allow-busy: {line}" for line in busy] + notes
+    if invalid and not allow_invalid:
+        notes = [f"not judged, not a valid measurement: {line}" for line in invalid] + notes
+        notes.append(
+            "a run with a violation makes the verdict inconclusive: fix the cause and run again,"
+            " or pass --allow-invalid to judge it anyway"
+        )
+        verdict = "inconclusive"
+    elif invalid:
+        notes = [f"judged by --allow-invalid: {line}" for line in invalid] + notes
+    return verdict, notes
+
+
 def evaluate(
     rules: GateRules,
     base: RunGroup,
@@ -307,26 +353,9 @@ def evaluate(
             " use bench run --repeat N for run-to-run noise"
         )
     results = tuple(_judge(rule, rules, base, cand) for rule in rules.rules)
-    verdicts = {r.verdict for r in results}
-    verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
-    if busy and not allow_busy:
-        verdict = "inconclusive"
-        notes = [f"not judged, busy machine: {line}" for line in busy] + notes
-        notes.append(
-            "a busy run makes the verdict inconclusive: run again on a quiet machine, or pass"
-            " --allow-busy to judge it anyway"
-        )
-    elif busy:
-        notes = [f"busy machine, judged by --allow-busy: {line}" for line in busy] + notes
-    if invalid and not allow_invalid:
-        verdict = "inconclusive"
-        notes = [f"not judged, not a valid measurement: {line}" for line in invalid] + notes
-        notes.append(
-            "a run with a violation makes the verdict inconclusive: fix the cause and run again,"
-            " or pass --allow-invalid to judge it anyway"
-        )
-    elif invalid:
-        notes = [f"judged by --allow-invalid: {line}" for line in invalid] + notes
+    allow_busy = allow_busy or allow_invalid
+    invalid = [f"{group.label}, {line}" for group in (base, cand) for line in group.invalid]
+    verdict, notes = overall_verdict(results, busy, allow_busy, notes, invalid, allow_invalid)
     return GateReport(
         verdict=verdict,
         results=results,
