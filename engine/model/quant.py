@@ -50,7 +50,8 @@ class QuantReport:
     weight_bytes_before/after: the whole model (`weight_bytes`). quantized_bytes_before/after:
     only the replaced layers (after = packed weights + scales (+ zeros)). quantized_weights:
     how many weight elements were quantized. kernels: kernel name -> number of linear layers
-    running on it. probe: why that kernel (or the fallback) was chosen.
+    running on it. probe: why that kernel (or the fallback) was chosen. checkpoint: set when
+    the weights came quantized (engine/model/checkpoints), the format and scheme they use.
     """
 
     method: str
@@ -65,6 +66,7 @@ class QuantReport:
     quantized_bytes_after: int = 0
     kernels: dict[str, int] = field(default_factory=dict)
     full_precision: tuple[str, ...] = FULL_PRECISION
+    checkpoint: str | None = None  # the quantized checkpoint's scheme when read from one
 
     @property
     def bytes_per_quantized_weight(self) -> float | None:
@@ -119,7 +121,7 @@ def quantize_model(
         return QuantReport(
             "none", None, "none", _dtype_name(reference.dtype), "not quantized", before, before
         )
-    linears = list(_decoder_linears(model))
+    linears = list(decoder_linears(model))
     already = [name for name, _, _, layer in linears if not isinstance(layer, nn.Linear)]
     if already:
         raise ValueError(f"{already[0]} is already quantized; quantize a freshly loaded model")
@@ -172,7 +174,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _decoder_linears(model: LlamaForCausalLM) -> Iterator[tuple[str, nn.Module, str, nn.Module]]:
+def decoder_linears(model: LlamaForCausalLM) -> Iterator[tuple[str, nn.Module, str, nn.Module]]:
     """(qualified name, parent module, attribute name, module) of every replaceable layer."""
     for i, layer in enumerate(model.layers):
         for block_name, attr in _DECODER_LINEARS:
