@@ -91,8 +91,8 @@ def make_checkpoint(
     try:
         from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
         from llmcompressor import oneshot
-        from llmcompressor.modifiers.awq import AWQModifier
         from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
+        from llmcompressor.modifiers.transform.awq import AWQModifier
         from transformers import AutoModelForCausalLM
     except ImportError as exc:
         raise QuantizeError(f"bench quantize needs llm-compressor ({exc}); {EXTRA_HINT}") from exc
@@ -106,9 +106,14 @@ def make_checkpoint(
         group_size=scheme.group_size,
     )
     groups = {"group_0": QuantizationScheme(targets=["Linear"], weights=weights)}
-    modifier = {"rtn": QuantizationModifier, "gptq": GPTQModifier, "awq": AWQModifier}[method]
     # lm_head stays in float, as the engine's own quantization keeps it (engine/model/quant.py).
-    recipe = modifier(config_groups=groups, ignore=["lm_head"])
+    recipe: list[Any]
+    if method == "gptq":
+        recipe = [GPTQModifier(config_groups=groups, ignore=["lm_head"])]
+    else:  # AWQ smooths the activation scales first, then rounds to nearest like RTN
+        recipe = [QuantizationModifier(config_groups=groups, ignore=["lm_head"])]
+        if method == "awq":
+            recipe.insert(0, AWQModifier())
     data = Dataset.from_dict(
         {"input_ids": prompts, "attention_mask": [[1] * len(p) for p in prompts]}
     )
