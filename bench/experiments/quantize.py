@@ -32,7 +32,7 @@ from engine.tokenizer.for_model import tokenizer_for_model
 from perfmodel.model_config import ModelConfig
 
 METHODS = ("rtn", "gptq", "awq")  # importable without torch: the CLI's choices
-EXTRA_HINT = "pip install 'llm-perf-lab[quantize]' (the quantize extra: llm-compressor)"
+EXTRA_HINT = "install the quantize extra: pip install 'llm-perf-lab[quantize]'"
 # Files a model folder carries beside its weights that the quantized one needs too.
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
               "generation_config.json", "chat_template.jinja")  # fmt: skip
@@ -95,7 +95,9 @@ def make_checkpoint(
         from llmcompressor.modifiers.transform.awq import AWQModifier
         from transformers import AutoModelForCausalLM
     except ImportError as exc:
-        raise QuantizeError(f"bench quantize needs llm-compressor ({exc}); {EXTRA_HINT}") from exc
+        raise QuantizeError(
+            f"bench quantize needs llm-compressor ({exc.name}); {EXTRA_HINT}"
+        ) from exc
     from datasets import Dataset
 
     weights = QuantizationArgs(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -45,10 +46,12 @@ def write_packed_checkpoint(
     desc_act: bool = False,
     checkpoint_format: str = "gptq",
     seed: int = 0,
+    **config_overrides: Any,
 ) -> PackedCheckpoint:
     """A GPTQ (`fmt` "gptq") or AWQ GEMM (`fmt` "awq", 4-bit) checkpoint in `path` (module doc).
-    group_size -1 is channel-wise; desc_act (GPTQ) draws a random column order per input."""
-    make_hf_model(path, seed=seed)
+    group_size -1 is channel-wise; desc_act (GPTQ) draws a random column order per input;
+    config_overrides change the model's shape (tests.support.hf_fixtures.TINY_HF_CONFIG)."""
+    make_hf_model(path, seed=seed, **config_overrides)
     tensors = load_file(path / "model.safetensors")
     gen = torch.Generator().manual_seed(seed + 1)
     orders: dict[tuple[str, str], torch.Tensor] = {}
@@ -100,7 +103,7 @@ def write_packed_checkpoint(
 
 def write_float_twin(checkpoint: PackedCheckpoint, path: Path) -> Path:
     """The same model with each quantized module's expected float weight: the reference."""
-    make_hf_model(path)  # same seed: same embeddings, norms and lm_head
+    make_hf_model(path)  # same seed and shape: same embeddings, norms and lm_head
     tensors = load_file(path / "model.safetensors")
     for module, weight in checkpoint.expected.items():
         tensors[f"{module}.weight"] = weight
