@@ -3,8 +3,8 @@
 `compare_methods` makes one checkpoint per method (bench/experiments/quantize.py) from the same
 calibration prompts, then measures every model on the same evaluation prompts (different ones,
 drawn after the calibration prompts from the same scenario): logit error against the float
-model (bench/experiments/quant_eval.py) and batch-1 decode speed on the reference engine. The
-float model is the table's first row, its own reference.
+model (bench/experiments/quant_eval.py) and batch-1 decode speed on the reference engine, the
+models timed in turn. The float model is the table's first row, its own reference.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.table import Table
 from bench.experiments.quant_eval import (
     DecodeSpeed,
     LogitError,
-    decode_speed,
+    decode_speeds,
     float32_model,
     logit_error,
     prompt_logits,
@@ -92,12 +92,16 @@ def compare_methods(
         start = time.perf_counter_ns()
         folder = make_checkpoint(model_dir, out_root / method, method, scheme, calibration)
         folders.append((method, folder, (time.perf_counter_ns() - start) / 1e9))
-    for method, folder, seconds in folders:
-        progress(f"measuring {method}: logits on {eval_prompts} prompts, {decode_tokens} tokens")
+    errors = []
+    for method, folder, _ in folders:
+        progress(f"measuring {method}'s logits on {eval_prompts} prompts")
         model = float32_model(folder)
-        error = logit_error(reference, [prompt_logits(model, p) for p in evaluation])
+        errors.append(logit_error(reference, [prompt_logits(model, p) for p in evaluation]))
         del model
-        speed = decode_speed(folder, evaluation[0], decode_tokens, engine_settings)
+    progress(f"timing every model's decode of {decode_tokens} tokens, in turn")
+    speeds = decode_speeds([f for _, f, _ in folders], evaluation[0], decode_tokens,
+                           engine_settings)  # fmt: skip
+    for (method, folder, seconds), error, speed in zip(folders, errors, speeds, strict=True):
         comparison.rows.append(MethodRow(method, str(folder), seconds, error, speed))
     return comparison
 
@@ -113,7 +117,7 @@ def comparison_table(comparison: QuantComparison) -> Table:
         e, s = row.error, row.speed
         kernels = ", ".join(f"{k} x{n}" for k, n in s.kernels.items()) or "float"
         table.add_row(
-            row.method, f"{e.mean_kl:.4f}", f"{e.max_abs_diff:.3f}", f"{e.top1_agreement:.1%}",
+            row.method, f"{e.mean_kl:.3g}", f"{e.max_abs_diff:.3f}", f"{e.top1_agreement:.1%}",
             f"{s.tokens_per_s:.1f}", f"{s.tokens_per_s / base:.2f}x",
             f"{s.weight_bytes / 2**20:.2f}", kernels,
         )  # fmt: skip

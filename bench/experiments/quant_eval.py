@@ -2,8 +2,9 @@
 
 Both are measured on the reference engine: `prompt_logits` prefills one prompt through a
 fresh paged KV cache and returns the logits at every position (teacher forcing, so both models
-see the same tokens); `logit_error` compares two such matrices; `decode_speed` times one
-greedy request's decode steps (batch 1, the per-user speed) on a whole `LLMEngine`.
+see the same tokens); `logit_error` compares two such matrices; `decode_speeds` times
+greedy requests' decode steps (batch 1, the per-user speed) on whole `LLMEngine`s, the
+models in turn.
 """
 
 from __future__ import annotations
@@ -91,27 +92,42 @@ class DecodeSpeed:
     kernels: dict[str, int]
 
 
-def decode_speed(
-    directory: Path,
+def decode_speeds(
+    directories: list[Path],
     prompt: list[int],
     max_tokens: int,
     settings: dict[str, Any],
     repeats: int = 3,
-) -> DecodeSpeed:
-    """Time greedy requests of `max_tokens` (ignore_eos) on the reference engine with
-    `settings` (flat engine settings; `model` is `directory`), one at a time: each request's
-    tokens after the first over its time after the first (time.perf_counter_ns); the median
-    of `repeats` requests, after one warm-up request."""
-    engine = LLMEngine(EngineConfig.from_flat({**settings, "model": str(directory)}))
+) -> list[DecodeSpeed]:
+    """Time greedy requests of `max_tokens` (ignore_eos) on one reference engine per
+    directory, with `settings` (flat engine settings; `model` is the directory).
+
+    Every engine is built (and warmed up by one request) first; then `repeats` rounds each
+    time one request per engine in turn, so that a change in the machine's load over the
+    measurement touches every model alike. A request's rate is its tokens after the first
+    over its time after the first (time.perf_counter_ns); each model gets the median of its
+    rounds. All engines are held at once: their weights must fit in memory together."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
-    engine.generate([prompt], params)  # warm-up: kernel probes, first-call allocations
-    rates = [_timed_request(engine, f"timed-{i}", prompt, params) for i in range(repeats)]
-    report = engine.quant_report
-    return DecodeSpeed(
-        tokens_per_s=statistics.median(rates),
-        weight_bytes=engine.weight_bytes,
-        kernels=dict(report.kernels) if report is not None else {},
-    )
+    engines = []
+    for directory in directories:
+        engine = LLMEngine(EngineConfig.from_flat({**settings, "model": str(directory)}))
+        engine.generate([prompt], params)  # warm-up: kernel probes, first-call allocations
+        engines.append(engine)
+    rates: list[list[float]] = [[] for _ in engines]
+    for round_ in range(repeats):
+        for i, engine in enumerate(engines):
+            rates[i].append(_timed_request(engine, f"timed-{round_}", prompt, params))
+    speeds = []
+    for engine, mine in zip(engines, rates, strict=True):
+        report = engine.quant_report
+        speeds.append(
+            DecodeSpeed(
+                tokens_per_s=statistics.median(mine),
+                weight_bytes=engine.weight_bytes,
+                kernels=dict(report.kernels) if report is not None else {},
+            )
+        )
+    return speeds
 
 
 def _timed_request(

@@ -45,11 +45,13 @@ def write_packed_checkpoint(
     group_size: int = 32,
     desc_act: bool = False,
     checkpoint_format: str = "gptq",
+    sym: bool = False,
     seed: int = 0,
     **config_overrides: Any,
 ) -> PackedCheckpoint:
     """A GPTQ (`fmt` "gptq") or AWQ GEMM (`fmt` "awq", 4-bit) checkpoint in `path` (module doc).
-    group_size -1 is channel-wise; desc_act (GPTQ) draws a random column order per input;
+    group_size -1 is channel-wise; desc_act (GPTQ) draws a random column order per input; sym
+    sets every zero point to 2**(bits - 1) (GPTQ's symmetric checkpoints, which vLLM requires);
     config_overrides change the model's shape (tests.support.hf_fixtures.TINY_HF_CONFIG)."""
     make_hf_model(path, seed=seed, **config_overrides)
     tensors = load_file(path / "model.safetensors")
@@ -73,6 +75,8 @@ def write_packed_checkpoint(
         q = torch.randint(0, 1 << bits, (k, n), generator=gen)
         low = 1 if checkpoint_format == "gptq" else 0  # v1 stores z - 1, which must not wrap
         zeros = torch.randint(low, 1 << bits, (k // size, n), generator=gen)
+        if sym:
+            zeros = torch.full_like(zeros, 1 << (bits - 1))
         scales = (0.002 + 0.01 * torch.rand(k // size, n, generator=gen)).half()
         weight_kn = (q - zeros[groups]).float() * scales[groups].float()
         expected[module] = weight_kn.T.contiguous()
@@ -90,7 +94,7 @@ def write_packed_checkpoint(
     if fmt == "gptq":
         config["quantization_config"] = {
             "quant_method": "gptq", "bits": bits, "group_size": group_size,
-            "desc_act": desc_act, "sym": False, "checkpoint_format": checkpoint_format,
+            "desc_act": desc_act, "sym": sym, "checkpoint_format": checkpoint_format,
         }  # fmt: skip
     else:
         config["quantization_config"] = {

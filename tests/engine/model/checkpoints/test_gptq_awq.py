@@ -27,6 +27,7 @@ PROMPT = torch.randint(2, 500, (40,), generator=torch.Generator().manual_seed(3)
 CASES = {
     "gptq-4bit-g32": dict(fmt="gptq", bits=4, group_size=32),
     "gptq-4bit-g32-act-order": dict(fmt="gptq", bits=4, group_size=32, desc_act=True),
+    "gptq-4bit-g32-sym-act-order": dict(fmt="gptq", bits=4, group_size=32, desc_act=True, sym=True),
     "gptq-4bit-channel-v2": dict(fmt="gptq", bits=4, group_size=-1, checkpoint_format="gptq_v2"),
     "gptq-8bit-g32-act-order": dict(fmt="gptq", bits=8, group_size=32, desc_act=True),
     "awq-4bit-g32": dict(fmt="awq", bits=4, group_size=32),
