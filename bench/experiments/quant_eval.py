@@ -55,17 +55,20 @@ def float32_model(directory: Path) -> LlamaForCausalLM:
 
 
 def prompt_logits(model: LlamaForCausalLM, token_ids: list[int]) -> torch.Tensor:
-    """float32 logits [len(token_ids), vocab]: one prefill of the prompt, every position."""
+    """float32 logits [len(token_ids), vocab] on the CPU: one prefill of the prompt, every
+    position, on the model's device."""
     n, c = len(token_ids), model.config
     num_blocks = -(-n // _BLOCK_SIZE)
-    meta = AttentionMetadata.build([n], [n], [list(range(num_blocks))], _BLOCK_SIZE, 0)
-    dtype = model.embed_tokens.weight.dtype
+    weight = model.embed_tokens.weight
+    device = weight.device
+    meta = AttentionMetadata.build([n], [n], [list(range(num_blocks))], _BLOCK_SIZE, 0, device)
     shape = (2, num_blocks, _BLOCK_SIZE, c.num_key_value_heads, c.head_dim)
-    caches = [torch.zeros(shape, dtype=dtype) for _ in range(c.num_hidden_layers)]
-    ids = torch.tensor(token_ids, dtype=torch.int64)
+    caches = [torch.zeros(shape, dtype=weight.dtype, device=device)
+              for _ in range(c.num_hidden_layers)]  # fmt: skip
+    ids = torch.tensor(token_ids, dtype=torch.int64, device=device)
     with torch.inference_mode():
         hidden = model(ids, meta.token_positions(), caches, meta)
-        return model.compute_logits(hidden).float()
+        return model.compute_logits(hidden).float().cpu()
 
 
 def logit_error(reference: list[torch.Tensor], candidate: list[torch.Tensor]) -> LogitError:

@@ -65,6 +65,11 @@ def load_quantized_model(
         fused = _fused_parts(LlamaForCausalLM(config))
     quantized = {m for parts in fused.values() for m in parts if reader.marker(m) in locations}
     _check_all_or_none(fused, quantized, weights_dir)
+    if reader.marker("lm_head") in locations:
+        raise CheckpointError(
+            f"{weights_dir}: lm_head is stored quantized; the engine keeps the LM head in float "
+            "(quantize with lm_head in the ignore list)"
+        )
     model = load_model(config, weights_dir, dtype, device, seed, frozenset(quantized))
     before = weight_bytes(model)
     count = bytes_before = bytes_after = 0

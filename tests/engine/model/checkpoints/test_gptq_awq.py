@@ -96,3 +96,16 @@ def test_quantizing_a_quantized_checkpoint_again_is_refused(tmp_path: Path) -> N
     config, directory = load_hf_directory(checkpoint.path)
     with pytest.raises(CheckpointError, match=r"already quantized .*leave quantization at none"):
         load_quantized_model(config, directory, torch.float32, CPU, 0, "int4", 32)
+
+
+def test_a_quantized_lm_head_is_refused(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    checkpoint = write_packed_checkpoint(tmp_path / "q", "gptq")
+    weights = checkpoint.path / "model.safetensors"
+    tensors = load_file(weights)
+    tensors["lm_head.qweight"] = torch.zeros(8, 512, dtype=torch.int32)
+    save_file(tensors, weights, metadata={"format": "pt"})
+    config, directory = load_hf_directory(checkpoint.path)
+    with pytest.raises(CheckpointError, match="lm_head is stored quantized"):
+        load_quantized_model(config, directory, torch.float32, CPU, 0, "none", 32)
