@@ -24,6 +24,7 @@ from engine.core.request import Request, SamplingParams
 from engine.core.scheduler import Scheduler, SchedulerOutput
 from engine.core.speculation import Proposer, SpecStats
 from engine.core.telemetry import NvtxRanges, StepRecorder, step_phase
+from engine.model.checkpoints.load import load_quantized_model
 from engine.model.kv_dtype import resolve_kv_cache_dtype
 from engine.model.model_runner import (
     ModelRunner,
@@ -31,8 +32,8 @@ from engine.model.model_runner import (
     load_draft_model,
     num_kv_blocks_for,
 )
-from engine.model.quant import QuantReport, quantize_model
-from engine.model.weights import load_model, load_model_spec
+from engine.model.quant import QuantReport
+from engine.model.weights import load_model_spec
 from engine.native import attention as native_attention
 from engine.native import lib as native_lib
 from engine.native.cpu_features import has_native_bf16
@@ -161,8 +162,10 @@ class LLMEngine:
         if executor is None and self.simulated:
             executor = build_sim_executor(config, self.model_config, self.dtype)
         elif executor is None:
-            model = load_model(self.model_config, weights_dir, self.dtype, self.device, m.seed)
-            self.quant_report = quantize_model(model, m.quantization, m.quant_group_size)
+            model, self.quant_report = load_quantized_model(
+                self.model_config, weights_dir, self.dtype, self.device, m.seed,
+                m.quantization, m.quant_group_size,
+            )  # fmt: skip
             model.use_custom_ops(self._native_custom_ops())
             # The draft first: the KV cache is then sized for both models' blocks.
             draft = load_draft_model(config.speculative, self.dtype, self.device, m.seed)

@@ -324,6 +324,7 @@ from bench.cli.ab import register as register_ab  # noqa: E402
 from bench.cli.analytic import register as register_probes  # noqa: E402
 from bench.cli.dashboards import register as register_dashboards  # noqa: E402
 from bench.cli.gate import register as register_gate  # noqa: E402
+from bench.cli.quantize import register as register_quantize  # noqa: E402
 from bench.cli.serve import register as register_serve  # noqa: E402
 from bench.cli.simulate import register as register_simulate  # noqa: E402
 from bench.cli.sweep import register as register_sweep  # noqa: E402
@@ -337,3 +338,4 @@ register_sweep(app)
 register_simulate(app)
 register_worker(app)
 register_ab(app)
+register_quantize(app)

@@ -56,6 +56,8 @@ class QuantReport:
     how many weight elements were quantized. kernels: kernel name -> number of linear layers
     running on it. probe: why that kernel (or the fallback) was chosen. refused: what timing
     against the float matmul refused, in one line (engine/model/quant_timing.py), or None.
+    checkpoint: set when the weights came quantized (engine/model/checkpoints), the format and
+    scheme they use.
     """
 
     method: str
@@ -71,6 +73,7 @@ class QuantReport:
     kernels: dict[str, int] = field(default_factory=dict)
     refused: str | None = None
     full_precision: tuple[str, ...] = FULL_PRECISION
+    checkpoint: str | None = None  # the quantized checkpoint's scheme when read from one
 
     @property
     def bytes_per_quantized_weight(self) -> float | None:
@@ -128,7 +131,7 @@ def quantize_model(
         return QuantReport(
             "none", None, "none", _dtype_name(reference.dtype), "not quantized", before, before
         )
-    linears = list(_decoder_linears(model))
+    linears = list(decoder_linears(model))
     already = [name for name, _, _, layer in linears if not isinstance(layer, nn.Linear)]
     if already:
         raise ValueError(f"{already[0]} is already quantized; quantize a freshly loaded model")
@@ -189,7 +192,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _decoder_linears(model: LlamaForCausalLM) -> Iterator[tuple[str, nn.Module, str, nn.Module]]:
+def decoder_linears(model: LlamaForCausalLM) -> Iterator[tuple[str, nn.Module, str, nn.Module]]:
     """(qualified name, parent module, attribute name, module) of every replaceable layer."""
     for i, layer in enumerate(model.layers):
         for block_name, attr in _DECODER_LINEARS:

@@ -94,12 +94,19 @@ def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
 class Int8Linear(nn.Module):
     """y = x @ (q * s).T for an int8 weight with per-output-channel scales (no bias)."""
 
-    def __init__(self, weight: torch.Tensor, choice: KernelChoice) -> None:
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        choice: KernelChoice,
+        codes: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
+        """codes: (q, scales) already quantized, in `quantize_int8`'s form (a checkpoint's);
+        `weight` then only gives the shape (it may be on the meta device)."""
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.kernel, self.compute_dtype = choice.kernel, choice.compute_dtype
         self.max_packed_rows = choice.max_packed_rows
-        q, scales = quantize_int8(weight)
+        q, scales = codes if codes is not None else quantize_int8(weight)
         self.register_buffer("qweight", q)  # int8 [N, K]: 1 byte per weight
         self.register_buffer("scales", scales.to(choice.compute_dtype))  # [N]
 
@@ -125,13 +132,21 @@ class Int4Linear(nn.Module):
     bytes either way) and `scales_and_zeros` [K / group_size, N, 2] in the compute dtype.
     """
 
-    def __init__(self, weight: torch.Tensor, group_size: int, choice: KernelChoice) -> None:
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        group_size: int,
+        choice: KernelChoice,
+        codes: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
+        """codes: (q, scales, zeros) already quantized, in `quantize_int4`'s form (a
+        checkpoint's); `weight` then only gives the shape (it may be on the meta device)."""
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.group_size = group_size
         self.compute_dtype = choice.compute_dtype
         self.max_packed_rows = choice.max_packed_rows
-        q, scales, zeros = quantize_int4(weight, group_size)
+        q, scales, zeros = codes if codes is not None else quantize_int4(weight, group_size)
         self.kernel, packed = _pack_int4(q, choice.kernel)
         self.register_buffer("qweight", packed)
         # Above max_packed_rows the layer dequantizes, which needs the nibble pairs too: 0.5

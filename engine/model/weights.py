@@ -50,6 +50,7 @@ def load_model(
     dtype: torch.dtype,
     device: torch.device,
     seed: int = 0,
+    quantized_modules: frozenset[str] = frozenset(),
 ) -> LlamaForCausalLM:
     """A ready-to-run model (eval mode, no grad) in `dtype` on `device`.
 
@@ -57,6 +58,9 @@ def load_model(
     generator seeded with `seed` on `device` (same seed and device -> same weights). Otherwise
     the HF Llama tensors of `weights_dir` (single file, or sharded with model.safetensors.index
     .json); raises WeightsError for a missing, unexpected, wrongly shaped or non-float tensor.
+    quantized_modules: HF module names (e.g. 'model.layers.0.self_attn.q_proj') a quantized
+    checkpoint stores in its own tensors; their float weights are left unfilled and their
+    tensors unread, for engine/model/checkpoints to replace the layers they belong to.
     """
     device = torch.device(device)
     with torch.device("meta"):
@@ -65,7 +69,7 @@ def load_model(
     if weights_dir is None:
         _init_random(model, seed, device)
     else:
-        _load_safetensors(model, Path(weights_dir))
+        _load_safetensors(model, Path(weights_dir), quantized_modules)
     model.eval()
     model.requires_grad_(False)
     return model
@@ -101,7 +105,8 @@ def _safetensors_files(directory: Path) -> dict[str, Path] | list[Path]:
     return files
 
 
-def _tensor_locations(directory: Path) -> dict[str, Path]:
+def tensor_locations(directory: Path) -> dict[str, Path]:
+    """Every tensor name of the directory's safetensors files -> the file that holds it."""
     found = _safetensors_files(directory)
     if isinstance(found, dict):
         return found
@@ -118,10 +123,16 @@ def _tensor_locations(directory: Path) -> dict[str, Path]:
     return locations
 
 
-def _load_safetensors(model: LlamaForCausalLM, directory: Path) -> None:
+def _load_safetensors(
+    model: LlamaForCausalLM, directory: Path, quantized_modules: frozenset[str]
+) -> None:
     slots = model.hf_weight_slots()
     _check_slots_cover_model(model, slots)
-    locations = _tensor_locations(directory)
+    skip = quantized_modules
+    slots = {n: s for n, s in slots.items() if n.removesuffix(".weight") not in skip}
+    locations = {
+        n: f for n, f in tensor_locations(directory).items() if n.rpartition(".")[0] not in skip
+    }
     missing = [name for name in slots if name not in locations]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
