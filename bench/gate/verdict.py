@@ -305,24 +305,20 @@ def overall_verdict(
     violations) unless ``allow_invalid``."""
     verdicts = {r.verdict for r in results}
     verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
-    if busy and not allow_busy:
-        notes = [f"not judged, busy machine: {line}" for line in busy] + notes
-        notes.append(
-            "a busy run makes the verdict inconclusive: run again on a quiet machine, or pass"
-            " --allow-busy to judge it anyway"
-        )
-        verdict = "inconclusive"
-    elif busy:
-        notes = [f"busy machine, judged by --allow-busy: {line}" for line in busy] + notes
-    if invalid and not allow_invalid:
-        notes = [f"not judged, not a valid measurement: {line}" for line in invalid] + notes
-        notes.append(
-            "a run with a violation makes the verdict inconclusive: fix the cause and run again,"
-            " or pass --allow-invalid to judge it anyway"
-        )
-        verdict = "inconclusive"
-    elif invalid:
-        notes = [f"judged by --allow-invalid: {line}" for line in invalid] + notes
+    for lines, allowed, what, flag, remedy in (
+        (busy, allow_busy, "busy machine", "--allow-busy", "run again on a quiet machine"),
+        (invalid, allow_invalid, "not a valid measurement", "--allow-invalid",
+         "fix the cause and run again"),
+    ):  # fmt: skip
+        if lines and not allowed:
+            notes = [f"not judged, {what}: {line}" for line in lines] + notes
+            notes.append(
+                f"a run marked '{what}' makes the verdict inconclusive: {remedy}, or pass {flag}"
+                " to judge it anyway"
+            )
+            verdict = "inconclusive"
+        elif lines:
+            notes = [f"{what}, judged by {flag}: {line}" for line in lines] + notes
     return verdict, notes
 
 

@@ -30,7 +30,7 @@ from engine.model.checkpoints.scheme import (
 )
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import QuantReport, decoder_linears, quantize_model, weight_bytes
-from engine.model.quant_linear import probe_kernel
+from engine.model.quant_timing import timed_kernel
 from engine.model.weights import load_model, tensor_locations
 from perfmodel.model_config import ModelConfig
 
@@ -103,7 +103,7 @@ def load_quantized_model(
                               "layer has quantized tensors")  # fmt: skip
     method = f"int{first.bits}"
     group = first.group_size if first.bits == 4 else None
-    choice = probe_kernel(method, device, dtype, first.group_size if first.bits == 4 else 0)
+    choice = timed_kernel(method, device, dtype, first.group_size if first.bits == 4 else 0)
     return model, QuantReport(
         method=method,
         group_size=group,
@@ -117,6 +117,7 @@ def load_quantized_model(
         quantized_bytes_after=bytes_after,
         kernels=dict(kernels),
         checkpoint=reader.describe(),
+        refused=choice.refused,
     )
 
 
