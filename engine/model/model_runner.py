@@ -79,6 +79,7 @@ class ModelRunner:
         seed: int = 0,
         kv_cache_dtype: torch.dtype | None = None,
         native_decode: bool = False,
+        naive_attention: bool = False,
     ) -> None:
         self.model = model
         self.config = config
@@ -89,6 +90,7 @@ class ModelRunner:
         self._num_blocks = num_blocks
         # Decode attention in the C kernel (engine/native/attention.py), as the engine decided.
         self.native_decode = native_decode
+        self.naive_attention = naive_attention
         self.kv_cache_dtype = kv_cache_dtype or dtype
         self.kv_caches = allocate_kv_caches(
             config.num_hidden_layers,
@@ -255,6 +257,7 @@ class ModelRunner:
             num_decode_seqs=num_decode,
             block_size=self.block_size,
             native_decode=self.native_decode,
+            naive=self.naive_attention,
         )
         input_ids = torch.tensor(token_ids, dtype=torch.int64, device=dev)
         return input_ids, torch.from_numpy(positions_np).to(dev), meta
