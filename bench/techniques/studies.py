@@ -63,53 +63,53 @@ def _lengths(low: int, high: int, out_low: int, out_high: int) -> dict[str, Any]
 STUDIES: tuple[Study, ...] = (
     Study(
         "kv_cache", "kv_cache", (False, True),
-        {"users": 2, "num_requests": 4, **_lengths(96, 160, 96, 160)},
+        {"users": 1, "num_requests": 2, **_lengths(64, 96, 64, 96)},
         {"users": 1, "num_requests": 2, **_lengths(32, 64, 32, 64)},
         # Every recomputed sequence fits one step's budget, as a decode would.
         fixed={"max_num_batched_tokens": 4096},
     ),
     Study(
         "gqa", "model", ("tiny-mha", "tiny"),
-        {"users": 32, "num_requests": 64}, {"users": 8, "num_requests": 8},
+        {"users": 16, "num_requests": 32}, {"users": 8, "num_requests": 8},
     ),
     Study(
         "quantization", "quantization", ("none", "int8", "int4"),
-        {"users": 1, "num_requests": 6},
+        {"users": 1, "num_requests": 3},
         {"users": 1, "num_requests": 2, **_lengths(32, 64, 32, 64)},
     ),
     Study(
         "speculative", "speculative", ("off", "ngram"),
-        {"users": 1, "num_requests": 6},
+        {"users": 1, "num_requests": 3},
         {"users": 1, "num_requests": 2, **_lengths(32, 64, 64, 96)},
     ),
     Study(
         "batching", "batching", ("static", "continuous"),
-        {"users": 64, "num_requests": 192,
-         "output_len": {"kind": "pareto", "shape": 1.5, "scale": 20, "max": 1024}},
+        {"users": 32, "num_requests": 64,
+         "output_len": {"kind": "pareto", "shape": 1.5, "scale": 20, "max": 512}},
         {"users": 16, "num_requests": 32,
          "output_len": {"kind": "pareto", "shape": 1.5, "scale": 10, "max": 256}},
-        fixed={"max_num_seqs": 64},
+        fixed={"max_num_seqs": 32},
     ),
     Study(
         "kv_layout", "kv_layout", ("contiguous", "paged"),
-        {"users": 64, "num_requests": 128}, {"users": 16, "num_requests": 32},
+        {"users": 32, "num_requests": 64}, {"users": 16, "num_requests": 32},
         fixed={"enable_prefix_caching": False},
-        # 8,192 token slots: 16 contiguous reservations of max_model_len 512.
+        # 4,096 token slots: 8 contiguous reservations of max_model_len 512.
         measured_only={
             "dtype": "float32",
             "max_model_len": 512,
-            "kv_cache_memory_bytes": 8192 * _TINY_KV_BYTES_PER_TOKEN_FP32,
+            "kv_cache_memory_bytes": 4096 * _TINY_KV_BYTES_PER_TOKEN_FP32,
         },
     ),
     Study(
         "attention", "attention_backend", ("naive", "auto"),
-        {"users": 2, "num_requests": 6, **_lengths(1024, 1536, 8, 8)},
+        {"users": 1, "num_requests": 3, **_lengths(768, 1024, 8, 8)},
         {"users": 1, "num_requests": 2, **_lengths(384, 512, 4, 4)},
     ),
     Study(
         "prefix_caching", "enable_prefix_caching", (False, True),
-        {"users": 8, "num_requests": 32, **_lengths(8, 24, 16, 16),
-         "shared_prefix": {"tokens": 1536, "num_prefixes": 1, "share_ratio": 1.0}},
+        {"users": 8, "num_requests": 16, **_lengths(8, 24, 16, 16),
+         "shared_prefix": {"tokens": 1024, "num_prefixes": 1, "share_ratio": 1.0}},
         {"users": 4, "num_requests": 8, **_lengths(8, 24, 8, 8),
          "shared_prefix": {"tokens": 512, "num_prefixes": 1, "share_ratio": 1.0}},
     ),
