@@ -68,7 +68,7 @@ def _decode_over_prefill_cost(cached: RunData, recomputed: RunData) -> float | N
     return float(per_decode / per_prefill) if per_prefill else None
 
 
-def _facts(claim: Claim, off_run: RunData, on_run: RunData, k: int) -> dict[str, Any]:
+def _facts(claim: Claim, off_run: RunData, on_run: RunData) -> dict[str, Any]:
     """The figures a row's scale and reason read from its runs."""
     ok = on_run.requests[on_run.requests["status"] == "ok"]
     desc = ((on_run.run_json.get("engine") or {}).get("description")) or {}
@@ -87,7 +87,8 @@ def _facts(claim: Claim, off_run: RunData, on_run: RunData, k: int) -> dict[str,
         # The run with the cache decodes; the one without recomputes every token as prefill.
         facts["decode_over_prefill_cost"] = _decode_over_prefill_cost(on_run, off_run)
     if claim.technique == "speculative":
-        est = speculation_estimate(off_run, on_run, k)
+        k = int((desc.get("engine_config") or {}).get("num_speculative_tokens") or 0)
+        est = speculation_estimate(off_run, on_run, k) if k else None
         facts["speculation"] = est.to_dict() if est else None
     if claim.technique == "flash_attention" and shape and facts["prompt_tokens"]:
         cost = CostModel(ModelConfig.from_dict(shape)).step(
@@ -114,10 +115,7 @@ def build_row(
     on_row = _setting_row(doc, study_.switch, on)
     if off_row is None or on_row is None:
         raise ValueError(f"{claim.technique}: the ablation has no run for {off!r} and {on!r}")
-    facts = _facts(
-        claim, load_run(Path(off_row["run"])), load_run(Path(on_row["run"])),
-        int(study_.fixed.get("num_speculative_tokens", 3)),
-    )  # fmt: skip
+    facts = _facts(claim, load_run(Path(off_row["run"])), load_run(Path(on_row["run"])))
     measured: dict[str, Any] = {
         "value": claim.ratio_of(off_row.get(claim.metric), on_row.get(claim.metric)),
         "off": off_row.get(claim.metric),
