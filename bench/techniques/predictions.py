@@ -131,6 +131,10 @@ def predict(
             entry["how"] = "capacity model"
             entry["value"] = claim.ratio_of(figs["off"][claim.metric], figs["on"][claim.metric])
             entry["also"] = {k: [figs["off"][k], figs["on"][k]] for k in claim.also}
+            config = resolve_model(device.model)
+            entry["claimed"] = list(
+                claim.bounds(config.num_key_value_heads / config.num_attention_heads)
+            )
         elif claim.technique == "flash_attention":
             prompt = max(1, round(measured.get("prompt_tokens") or 1))
             times = attention_times_s(device, prompt)

@@ -25,6 +25,8 @@ class SpeculationEstimate:
 
     k: int
     acceptance_rate: float
+    # Draft tokens per verifying step: at most K (an n-gram proposer may find fewer).
+    draft_tokens_per_step: float
     expected_tokens_per_step: float
     t_target_s: float
     t_verify_s: float
@@ -77,6 +79,7 @@ def speculation_estimate(
     return SpeculationEstimate(
         k=k,
         acceptance_rate=accepted / drafted,
+        draft_tokens_per_step=drafted / drafts,
         expected_tokens_per_step=expected,
         t_target_s=t_target,
         t_verify_s=t_verify,

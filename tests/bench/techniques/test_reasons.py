@@ -38,6 +38,15 @@ def test_place() -> None:
     assert place(None, 1.5, 2.0) == place(1.0, None, None) == "unknown"
 
 
+def test_an_exact_claim_holds_within_the_tolerance_and_per_model() -> None:
+    assert place(0.2499, 0.25, 0.25) == "within"
+    gqa = claim("gqa")
+    preds = [{"value": 0.25, "claimed": [0.25, 0.25]}, {"value": 0.125, "claimed": [0.125, 0.125]}]
+    assert verdict(gqa, (0.25, 0.25), {"value": 0.2499}, preds) == ("within", None)
+    _, reason = verdict(gqa, (0.25, 0.25), {"value": 0.2499}, [{"value": 0.125}])
+    assert reason is not None and "1 of 1 predictions outside" in reason
+
+
 def test_agreement_gives_no_reason() -> None:
     preds = [{"device": "d", "value": 1.8}, {"device": "e", "value": 1.6}]
     assert verdict(claim("int8"), (1.5, 2.0), {"value": 1.7}, preds) == ("within", None)
@@ -60,10 +69,12 @@ def test_a_reason_names_the_figures_and_the_cause_they_point_at() -> None:
 
 def test_speculation_reason_quotes_the_formula() -> None:
     est = {"acceptance_rate": 0.5, "expected_tokens_per_step": 2.5, "k": 3,
+           "draft_tokens_per_step": 2.0,
            "t_verify_s": 0.004, "t_target_s": 0.002, "t_draft_s": 0.0, "speedup": 1.25}  # fmt: skip
     _, reason = verdict(claim("speculative"), (2.0, 3.0), {"value": 1.2, "speculation": est}, [])
     assert reason is not None
-    assert "acceptance 50%" in reason and "E[accepted+1] = 2.50" in reason
+    assert "acceptance 50% of 2.00 tokens drafted per step (K=3" in reason
+    assert "E[accepted+1] = 2.50" in reason
     assert "T_verify 4.00 ms vs T_target 2.00 ms" in reason and "1.25x" in reason
 
 

@@ -38,6 +38,7 @@ def test_formula_from_step_costs_and_acceptance() -> None:
     assert est is not None
     assert est.acceptance_rate == pytest.approx(10 / 15)
     assert est.expected_tokens_per_step == pytest.approx(3.0)
+    assert est.draft_tokens_per_step == pytest.approx(3.0)
     assert est.t_target_s == pytest.approx(0.010)
     assert est.t_verify_s == pytest.approx(0.016)  # forward plus the baseline's host time
     assert est.t_draft_s == pytest.approx(0.001)

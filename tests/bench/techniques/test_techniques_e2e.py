@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bench.techniques.predictions import DEVICES
+from bench.techniques.reasons import place
 from results.run_folder import load_run
 
 ROWS = ("kv_cache", "flash_attention")
@@ -51,7 +52,7 @@ def test_json_shape(ran: tuple[Any, Path]) -> None:
         # A reason is given exactly where a figure falls outside the claimed range.
         low, high = row["claimed"]
         values = [row["measured"]["value"], *(p["value"] for p in row["predictions"])]
-        assert (row["reason"] is None) == all(low <= v <= high for v in values)
+        assert (row["reason"] is None) == all(place(v, low, high) == "within" for v in values)
         assert Path(row["ablation"]).is_file()
 
 
