@@ -37,7 +37,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _cause(claim: Claim, m: dict[str, Any], predictions: list[dict[str, Any]]) -> str:
+def _cause(claim: Claim, where: str, m: dict[str, Any], predictions: list[dict[str, Any]]) -> str:
     """The cause the row's own figures point at."""
     gpu_memory = [p["memory_bound_share"] for p in predictions if p.get("memory_bound_share")]
     gpu_mem = (
@@ -89,18 +89,35 @@ def _cause(claim: Claim, m: dict[str, Any], predictions: list[dict[str, Any]]) -
             if waste and None not in waste
             else ""
         )
+        gpu_running = next(
+            (p["also"]["max_running"] for p in predictions if p.get("also", {}).get("max_running")),
+            None,
+        )
+        gpu_text = (
+            f"; on the first simulated GPU {gpu_running[1]} ran at once against {gpu_running[0]}"
+            if gpu_running
+            else ""
+        )
         return (
             f"{running[1]} requests ran at once against {running[0]}{waste_text}, but {cpu}, "
-            f"where a bigger batch costs proportionally more time{gpu_mem}"
+            f"where a bigger batch costs proportionally more time{gpu_mem}{gpu_text}"
         )
     if t == "flash_attention":
         share = m.get("attention_flop_share")
         bound = 1 / (1 - share) if share is not None and share < 1 else None
-        return (
-            f"attention is {_pct(share)} of a {m.get('prompt_tokens', 0):,.0f}-token prefill's "
-            f"FLOPs on the model measured, so the whole prefill can gain at most {_x(bound)}; "
-            "the predictions are attention alone"
+        tokens = m.get("prompt_tokens") or 0
+        parts = []
+        if where == "below":
+            parts.append(
+                f"attention is {_pct(share)} of a {tokens:,.0f}-token prefill's FLOPs on the "
+                f"model measured, so by FLOPs the whole prefill could gain at most {_x(bound)}"
+            )
+        parts.append(
+            f"the predictions time attention alone, where at {tokens:,.0f} tokens naive attention "
+            "moves the whole score matrix through memory and the fused kernel only Q, K, V and "
+            "the output"
         )
+        return "; ".join(parts)
     if t == "prefix_caching":
         return (
             f"{_pct(m.get('prefix_hit_rate'))} of the prompt tokens came from the cache; TTFT "
@@ -142,4 +159,4 @@ def verdict(
         if max(value, mid) <= DISAGREE_FACTOR * min(value, mid):
             return where, None
         lead = f"measured {_x(value)} against {_x(mid)} predicted (median)"
-    return where, f"{lead}: {_cause(claim, measured, predictions)}"
+    return where, f"{lead}: {_cause(claim, where, measured, predictions)}"

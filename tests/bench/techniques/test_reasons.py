@@ -84,3 +84,25 @@ def test_a_claim_without_a_range_disagrees_only_beyond_the_factor() -> None:
     assert verdict(c, (None, None), measured, [{"value": 2.5}])[1] is None
     _, reason = verdict(c, (None, None), measured, [{"value": 6.0}])
     assert reason is not None and "90% of the prompt tokens came from the cache" in reason
+
+
+def test_flash_reason_bounds_the_measurement_only_when_it_is_below() -> None:
+    c = claim("flash_attention")
+    facts = {"attention_flop_share": 0.25, "prompt_tokens": 900.0}
+    preds = [{"value": 9.0}]
+    _, below = verdict(c, (2.0, 4.0), {"value": 1.1, **facts}, preds)
+    _, within = verdict(c, (2.0, 4.0), {"value": 2.5, **facts}, preds)
+    assert below is not None and "could gain at most 1.33x" in below
+    assert within is not None and "could gain" not in within
+    assert "at 900 tokens naive attention moves the whole score matrix" in within
+
+
+def test_batching_reason_names_the_batch_sizes_here_and_simulated() -> None:
+    measured = {"value": 0.7, "compute_bound_share": 0.8,
+                "also": {"max_running": [8, 29], "kv_waste": [0.62, 0.04]}}  # fmt: skip
+    preds = [{"value": 1.0, "memory_bound_share": 0.93, "also": {"max_running": [32, 32]}}]
+    _, reason = verdict(claim("paged_attention"), (2.0, 4.0), measured, preds)
+    assert reason is not None
+    assert "29 requests ran at once against 8, KV waste 62% -> 4%" in reason
+    assert "80% of its step time compute-bound" in reason
+    assert "on the first simulated GPU 32 ran at once against 32" in reason
