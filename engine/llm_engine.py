@@ -198,6 +198,7 @@ class LLMEngine:
                 cuda_graphs=config.kernels.cuda_graphs,
                 max_num_seqs=sched.max_num_seqs,
                 max_model_len=self.max_model_len,
+                naive_attention=config.kernels.attention_backend == "naive",
             )
         self.executor = executor
         # The simulated device may keep virtual time; the torch executor runs in real time.
@@ -219,6 +220,7 @@ class LLMEngine:
             num_lookahead_tokens=config.speculative.num_speculative_tokens
             if self.proposer is not None and self.proposer.writes_lookahead
             else 0,
+            reuse_kv=cache.kv_cache,
         )
         eos = self.model_config.eos_token_ids or self.tokenizer.eos_token_ids
         self.eos_token_ids = tuple(eos)
@@ -251,7 +253,7 @@ class LLMEngine:
         tensors (else ``not_covered`` says why not) and build here; "native" that cannot run
         is a ValueError naming the reason, "auto" falls back to torch and logs it."""
         choice = getattr(self.config.kernels, setting)
-        if choice == "torch":
+        if choice in ("torch", "naive"):
             return False
         why = not_covered or native_lib.available()
         if why is None:
@@ -260,6 +262,12 @@ class LLMEngine:
             raise ValueError(f"{setting}='native' cannot run here: {why}; use 'torch'")
         log.info("%s on the torch path: %s", setting, why)
         return False
+
+    def _attention_backend(self) -> str:
+        """The attention that runs, with auto resolved: native, torch or naive."""
+        if self.executor.native_decode:
+            return "native"
+        return "naive" if self.config.kernels.attention_backend == "naive" else "torch"
 
     def _make_proposer(self, executor: Executor) -> Proposer | None:
         c = self.config.speculative
@@ -294,7 +302,7 @@ class LLMEngine:
                 torch.empty((), dtype=self.kv_cache_dtype).element_size()
             ),
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
-            "attention_backend": "native" if self.executor.native_decode else "torch",
+            "attention_backend": self._attention_backend(),
             "custom_ops": "native" if self.executor.native_custom_ops else "torch",
             "prefix_caching": self.config.cache.prefix_caching,
             "weight_bytes": self.weight_bytes,

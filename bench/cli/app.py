@@ -328,6 +328,7 @@ from bench.cli.quantize import register as register_quantize  # noqa: E402
 from bench.cli.serve import register as register_serve  # noqa: E402
 from bench.cli.simulate import register as register_simulate  # noqa: E402
 from bench.cli.sweep import register as register_sweep  # noqa: E402
+from bench.cli.techniques import register as register_techniques  # noqa: E402
 from bench.cli.worker import register as register_worker  # noqa: E402
 
 register_serve(app)
@@ -335,6 +336,7 @@ register_dashboards(app)
 register_probes(app)
 register_gate(app)
 register_sweep(app)
+register_techniques(app)
 register_simulate(app)
 register_worker(app)
 register_ab(app)

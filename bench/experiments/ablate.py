@@ -154,7 +154,8 @@ def ablation_verdicts(path: Path) -> list[tuple[str, Path, dict[str, Any]]]:
     return [(str(row["label"]), Path(row["run"]), row.get("usability")) for row in rows]
 
 
-def _fmt(value: Any, unit: str) -> str:
+def format_figure(value: Any, unit: str) -> str:
+    """An ablation figure in its unit (ABLATION_COLUMNS): MiB, percent, counts, or a number."""
     if value is None:
         return "-"
     if unit == "bytes":
@@ -179,7 +180,7 @@ def render_ablation(path: Path, console: Console) -> None:
         cells = [row["label"]]
         for col in doc["columns"]:
             value, ratio = row.get(col["key"]), row["ratios"].get(col["key"])
-            text = _fmt(value, col["unit"])
+            text = format_figure(value, col["unit"])
             if i and ratio is not None:
                 text += f"\n×{ratio:.2f}"
             cells.append(text)

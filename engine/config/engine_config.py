@@ -74,6 +74,11 @@ class EngineConfig:
             raise SettingError(
                 "tp", f"above 1 runs only on the simulated device (device='sim'), got {tp}"
             )
+        if not self.cache.kv_cache and self.speculative.method != "off":
+            raise SettingError(
+                "speculative",
+                "needs kv_cache on: verifying drafts reuses the K/V of the accepted tokens",
+            )
         if sim and self.speculative.method != "off" and rate is None:
             raise SettingError(
                 "sim_acceptance_rate",

@@ -37,6 +37,8 @@ KVCacheDtype = Literal["auto", "fp8", "fp8_e4m3"]
 Batching = Literal["continuous", "static"]
 SpeculativeMethod = Literal["off", "ngram", "draft"]
 KernelChoice = Literal["auto", "torch", "native"]
+# naive: the textbook softmax(QK^T)V with the scores materialized, the baseline fused kernels beat.
+AttentionChoice = Literal["auto", "torch", "native", "naive"]
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,20 @@ class CacheSettings(SettingsGroup):
     kv_cache_dtype: KVCacheDtype = setting(
         "auto", "KV storage: auto (the model's dtype) or fp8 (e4m3 with per-layer scales)."
     )
+    # Off is the lectures' first lesson, not a serving mode: without K/V reuse every step
+    # recomputes the whole sequence, so a token costs a prefill of everything before it.
+    kv_cache: bool = setting(
+        True,
+        "Reuse the K/V of earlier tokens; off: every decode step recomputes the whole sequence "
+        "(prompt and output so far) as a prefill.",
+    )
 
     def check_rules(self) -> None:
+        if not self.kv_cache and self.enable_prefix_caching:
+            raise SettingError(
+                "enable_prefix_caching",
+                "needs kv_cache on: with kv_cache off no K/V outlives its step",
+            )
         if self.kv_layout == "contiguous" and self.enable_prefix_caching:
             raise SettingError(
                 "enable_prefix_caching",
@@ -111,6 +125,8 @@ class CacheSettings(SettingsGroup):
     @property
     def prefix_caching(self) -> bool:
         """Whether prefix caching is on, with the default resolved."""
+        if not self.kv_cache:
+            return False
         if self.enable_prefix_caching is None:
             return self.kv_layout == "paged"
         return self.enable_prefix_caching
@@ -214,11 +230,12 @@ class KernelSettings(SettingsGroup):
 
     GROUP: ClassVar[str] = "kernels"
 
-    attention_backend: KernelChoice = setting(
+    attention_backend: AttentionChoice = setting(
         "auto",
         "Attention: native (a C kernel reading K/V straight from the block table; CPU float32 "
-        "and bfloat16), torch (gather, then batched matmuls), auto (native where it builds and "
-        "covers the dtypes, else torch).",
+        "and bfloat16), torch (gather, then batched matmuls; sdpa for prefills), naive (an "
+        "explicit softmax(QK^T)V that materializes every score, the unfused baseline), auto "
+        "(native where it builds and covers the dtypes, else torch).",
     )
     custom_ops: KernelChoice = setting(
         "auto",

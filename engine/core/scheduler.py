@@ -10,6 +10,10 @@ scheduled again (a prefix-cache hit on its own freed blocks can spare part of th
 
 Static batching, the textbook scheme continuous batching replaces: a batch of up to max_num_seqs
 requests is admitted when the engine is empty, and no request joins until all of them finish.
+
+Without K/V reuse (``reuse_kv=False``, the cache setting kv_cache off) a request that sampled
+goes back to no computed tokens while keeping its blocks, so its next step is a prefill of its
+whole sequence (prompt and outputs so far): the cost of a token grows with the length.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class Scheduler:
         enable_chunked_prefill: bool = True,
         batching: Batching = "continuous",
         num_lookahead_tokens: int = 0,
+        reuse_kv: bool = True,
     ) -> None:
         if batching not in ("continuous", "static"):
             raise ValueError(f"batching must be 'continuous' or 'static', got {batching!r}")
@@ -76,6 +81,7 @@ class Scheduler:
         self.batching = batching
         # Slots beyond the verified tokens that a draft proposer writes K/V into.
         self.num_lookahead_tokens = num_lookahead_tokens
+        self.reuse_kv = reuse_kv
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
@@ -230,6 +236,8 @@ class Scheduler:
                 finished.add(req.request_id)
                 self.kv.free(req)
                 del self.requests[req.request_id]
+            elif not self.reuse_kv:
+                req.num_computed_tokens = 0
             updates.append((req, new))
         if finished:
             self.running = [r for r in self.running if r.request_id not in finished]

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 from engine.model.kv_dtype import decode_kv, encode_kv, is_fp8
+from engine.model.naive_attention import naive_paged_attention
 from engine.native import attention as native_attention
 
 # The most one decode group's gathered K/V (keys and values, padded, in the query's dtype) may
@@ -125,6 +126,8 @@ class AttentionMetadata:
     # Every row, decode and prefill, through the C kernel (engine/native/attention.py) where
     # it covers the tensors; set by the model runner from the engine's attention_backend.
     native_decode: bool = False
+    # The unfused baseline (engine/model/naive_attention.py), attention_backend="naive".
+    naive: bool = False
     _plan: AttentionPlan | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -353,6 +356,11 @@ def paged_attention(
     num_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = k.shape[1]
     write_kv_cache(kv_cache, meta.slot_mapping, k, v, k_scale, v_scale)
+    if meta.naive:
+        return naive_paged_attention(
+            q, kv_cache, meta.block_tables, meta.query_start_loc, meta.seq_lens,
+            scale * k_scale, v_scale,
+        )  # fmt: skip
 
     cache_rows = kv_cache.view(-1, head_dim)
     native = meta.native_decode and native_attention.supports(q, kv_cache)

@@ -105,6 +105,7 @@ class ModelRunner:
         cuda_graphs: bool = False,
         max_num_seqs: int = 1,
         max_model_len: int | None = None,
+        naive_attention: bool = False,
     ) -> None:
         self.model = model
         self.config = config
@@ -115,6 +116,7 @@ class ModelRunner:
         self._num_blocks = num_blocks
         # Decode attention in the C kernel (engine/native/attention.py), as the engine decided.
         self.native_decode = native_decode
+        self.naive_attention = naive_attention
         self.kv_cache_dtype = kv_cache_dtype or dtype
         self.kv_caches = allocate_kv_caches(
             config.num_hidden_layers,
@@ -325,6 +327,7 @@ class ModelRunner:
             num_decode_seqs=num_decode,
             block_size=self.block_size,
             native_decode=self.native_decode,
+            naive=self.naive_attention,
         )
         return ids_t, positions_t, meta
 

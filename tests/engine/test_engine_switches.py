@@ -54,6 +54,8 @@ def run_checked(engine: LLMEngine, workload: Workload) -> list[list[int]]:
         {"kv_layout": "contiguous", "max_model_len": 256},
         {"enable_prefix_caching": True, "max_num_batched_tokens": 40},
         {"enable_chunked_prefill": False},
+        {"kv_cache": False, "max_num_batched_tokens": 256},
+        {"attention_backend": "naive"},
         {"speculative": "ngram", "num_speculative_tokens": 3},
         {"speculative": "draft", "draft_num_layers": 2, "num_speculative_tokens": 3},
         {"speculative": "draft", "draft_model": "tiny", "num_speculative_tokens": 2},

@@ -38,6 +38,12 @@ def test_parse_switch_converts_by_the_settings_type() -> None:
     assert parse_switch("draft_num_layers=none,2").values == (None, 2)
     assert parse_switch("gpu_memory_utilization=1,0.5").values == (1.0, 0.5)
     assert parse_switch("speculative=off,ngram").values == ("off", "ngram")
+    assert parse_switch("kv-cache=on,off").values == (True, False)
+    assert parse_switch("attention_backend=native,torch,naive").values == (
+        "native",
+        "torch",
+        "naive",
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,6 +73,20 @@ def test_grid_is_every_combination_baseline_first_and_checked() -> None:
     with pytest.raises(AblationError, match="needs kv_layout='paged'"):
         settings_grid(
             [parse_switch("kv_layout=contiguous"), parse_switch("enable_prefix_caching=on")],
+            load_scenario("1-user"),
+        )
+
+
+def test_grid_takes_the_kv_cache_and_attention_switches_together() -> None:
+    grid = settings_grid(
+        [parse_switch("kv_cache=on,off"), parse_switch("attention_backend=torch,naive")],
+        load_scenario("1-user"),
+    )
+    assert grid[0] == {"kv_cache": True, "attention_backend": "torch"}
+    assert {"kv_cache": False, "attention_backend": "naive"} in grid
+    with pytest.raises(AblationError, match="needs kv_cache on"):
+        settings_grid(
+            [parse_switch("kv_cache=off"), parse_switch("speculative=ngram")],
             load_scenario("1-user"),
         )
 

@@ -9,6 +9,7 @@ chromium (`apt-get install chromium`); $CHROMIUM names another binary.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from dashboards.pages.ablation import AblationInput, write_ablation_report
 from dashboards.pages.compare import write_compare_report
 from dashboards.pages.report import write_run_report
 from dashboards.pages.sweep import SweepInput, write_sweep_report
+from dashboards.pages.techniques import write_techniques_page
 from tests.support.dashboards_fakes import A100_ROOFS, make_run
 
 try:
@@ -241,3 +243,37 @@ def test_menus_are_clear_of_the_toolbar(report: Loaded, shots: Path) -> None:
     assert any(t.startswith("compute roof") for t in roof_text), roof_text
     assert any(t.startswith("memory roof") for t in roof_text), roof_text
     assert report.errors == []
+
+
+def _techniques_row(title: str, claimed: list[float | None], measured: float) -> dict[str, Any]:
+    return {
+        "title": title,
+        "claimed": claimed,
+        "measured": {"value": measured, "machine_load": {"busy": True, "other_cpu_share": 0.4}},
+        "predictions": [{"value": measured * 2}, {"value": None}],
+        "text": {"claimed": "~2-4x", "measured": f"{measured:.2f}x", "reason": "agrees",
+                 "predicted": [f"{measured * 2:.2f}x", "- (not predicted)"]},
+    }  # fmt: skip
+
+
+def test_techniques_page(browser: Browser, shots: Path, tmp_path: Path) -> None:
+    doc = {
+        "devices": ["llama-3-8b on a100-80gb", "llama-3-8b on h100-sxm"],
+        "hardware": {"cpu": "test cpu", "cpu_count_logical": 2},
+        "quick": True,
+        "started_utc": "2026-01-01T00:00:00+00:00",
+        "rows": [
+            _techniques_row("KV cache", [10.0, 100.0], 8.0),
+            _techniques_row("Prefix caching", [None, None], 1.5),
+        ],
+    }
+    source = tmp_path / "techniques.json"
+    source.write_text(json.dumps(doc))
+    page, errors = open_page(browser, write_techniques_page(source, tmp_path / "t.html"))
+    check_every_figure(page, {"ratios"})
+    rows = page.locator("#table table.data tbody tr")
+    assert rows.count() == 2 and "- (not predicted)" in (rows.first.text_content() or "")
+    assert "other processes used 40% of the CPU" in page.locator("header .notes").inner_text()
+    page.screenshot(path=shots / "techniques.png", full_page=True)
+    assert errors == []
+    page.close()
