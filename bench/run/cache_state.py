@@ -77,13 +77,18 @@ def _counters(
     if len(names) < len(_COUNTERS):
         return None
     try:
-        text = httpx.get(base_url.rstrip("/") + adapter.metrics_path, headers=headers,
-                         timeout=10.0).text  # fmt: skip
+        response = httpx.get(base_url.rstrip("/") + adapter.metrics_path, headers=headers,
+                             timeout=10.0)  # fmt: skip
     except httpx.HTTPError:
         return None
+    if response.status_code != 200:
+        return None  # no /metrics here (an OpenAI-compatible server without it)
     out: dict[str, float] = {}
-    for name, value, _ in normalize(text, names):
-        out[name] = out.get(name, 0.0) + value
+    try:
+        for name, value, _ in normalize(response.text, names):
+            out[name] = out.get(name, 0.0) + value
+    except ValueError:  # not Prometheus text: no counters to read
+        return None
     return out if len(out) == len(_COUNTERS) else None
 
 
