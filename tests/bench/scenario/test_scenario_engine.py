@@ -65,7 +65,8 @@ def test_a_misspelt_option_fails_at_load_naming_file_key_and_setting(tmp_path: P
 
 def test_a_misspelt_engine_key_names_the_closest_setting(tmp_path: Path) -> None:
     message = load_error(write(tmp_path, engine="kv_cache_dtpye = 'fp8'"))
-    assert "unknown key 'engine.kv_cache_dtpye'; did you mean 'kv_cache_dtype'?" in message
+    # The closest first: kv_cache_dtype, then kv_cache.
+    assert "unknown key 'engine.kv_cache_dtpye'; did you mean 'kv_cache_dtype'" in message
 
 
 @pytest.mark.parametrize(

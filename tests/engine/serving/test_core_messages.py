@@ -92,7 +92,7 @@ def test_requests_and_queries_get_typed_replies(
     [
         # The string-tagged tuple the pipe used to carry.
         (("add", "r", [1], SamplingParams()), "a tuple (('add', 'r', [1], "),
-        (Call(1, "describe"), "a str ('describe') where one of Describe, StepsSince belongs"),  # type: ignore[arg-type]
+        (Call(1, "describe"), "a str ('describe') where one of Describe, StepsSince, "),  # type: ignore[arg-type]
     ],
 )
 def test_an_unknown_message_is_reported_and_ends_serving(
