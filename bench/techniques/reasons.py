@@ -62,8 +62,8 @@ def _cause(claim: Claim, where: str, m: dict[str, Any], predictions: list[dict[s
         also = m.get("also", {}).get("weight_bytes") or [None, None]
         weights = also[1] / also[0] if also[0] and also[1] else None
         rtn = (
-            "; the engine's int4 is round-to-nearest (no GPTQ/AWQ checkpoint is loaded), the "
-            "speed the same either way"
+            "; measured with the engine's round-to-nearest int4 (a GPTQ or AWQ checkpoint loads "
+            "into the same int4 layers), the speed the same either way"
             if t == "int4"
             else ""
         )
