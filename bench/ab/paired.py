@@ -41,6 +41,7 @@ from bench.gate.verdict import (
     check_compatible,
     classify,
     overall_verdict,
+    rule_fields,
     too_few,
     unit_data,
 )
@@ -114,11 +115,7 @@ def _judge(rule: Rule, rules: GateRules, a: RunGroup, b: RunGroup) -> PairedMetr
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = tuple(float(r) for r in b_values / a_values)
     common = {
-        "metric": spec.name,
-        "unit": spec.unit,
-        "higher_is_better": spec.higher_is_better,
-        "max_regression_pct": rule.max_regression_pct,
-        "limit_text": rule.limit_text,
+        **rule_fields(rule),
         "samples_baseline": len(a.runs),
         "samples_candidate": len(b.runs),
         "sample_unit": "runs, paired",

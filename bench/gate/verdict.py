@@ -35,6 +35,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -203,15 +204,22 @@ def classify(
     return "inconclusive", f"close to the limit: the {level} ({ci}) straddles {rule.limit_text}"
 
 
-def _judge(rule: Rule, rules: GateRules, base: RunGroup, cand: RunGroup) -> MetricResult:
+def rule_fields(rule: Rule) -> dict[str, Any]:
+    """The MetricResult fields that describe ``rule`` itself (metric, unit, direction, limit),
+    shared by the gate's and bench ab's results."""
     spec = rule.metric
-    common = {
+    return {
         "metric": spec.name,
         "unit": spec.unit,
         "higher_is_better": spec.higher_is_better,
         "max_regression_pct": rule.max_regression_pct,
         "limit_text": rule.limit_text,
     }
+
+
+def _judge(rule: Rule, rules: GateRules, base: RunGroup, cand: RunGroup) -> MetricResult:
+    spec = rule.metric
+    common = rule_fields(rule)
     base_data, cand_data = unit_data(base, spec), unit_data(cand, spec)
     counts = {
         "samples_baseline": base_data.num_units,
