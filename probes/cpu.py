@@ -136,7 +136,11 @@ class CpuSampler(Sampler):
         if self._last_system is not None:
             d_total = total - self._last_system[1]
             if d_total > 0:
-                emit("system_cpu_pct", 100.0 * (busy - self._last_system[0]) / d_total)
+                # Clamped: on a machine busy for the whole tick, busy and total are the same
+                # sum of the same counters rounded apart (100.00000000000001), and the kernel's
+                # iowait may step back (proc(5)).
+                share = (busy - self._last_system[0]) / d_total
+                emit("system_cpu_pct", 100.0 * min(1.0, max(0.0, share)))
         first_tick = self._last_system is None
         self._last_system = (busy, total)
         emit("system_busy_cpu_s_total", busy)

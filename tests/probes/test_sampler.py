@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import psutil
@@ -90,21 +92,56 @@ def test_an_unavailable_sampler_never_starts_a_thread() -> None:
     assert result.messages() == []  # unavailable ones were said at start
 
 
-def test_cpu_sampler_reads_this_process_and_notes_a_gone_one() -> None:
+# A child that spins until its stdin closes (or 60 s pass): the busy work a CPU sampler test
+# observes runs in its own process. A spin in this process would hold the GIL that the sampler
+# thread's /proc reads give up, so its ticks would wait out the spin and read nothing busy.
+_SPIN = (
+    "import sys, threading, time\n"
+    "done = threading.Event()\n"
+    "threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()\n"
+    "print('spinning', flush=True)\n"
+    "end = time.monotonic() + 60\n"
+    "while not done.is_set() and time.monotonic() < end:\n"
+    "    sum(range(1000))\n"
+)
+
+
+def test_cpu_sampler_reads_a_busy_and_an_idle_process_and_notes_a_gone_one() -> None:
     gone = psutil.Popen(["true"])
     gone.wait()
-    sampler = CpuSampler({"client": os.getpid(), "gone": gone.pid}, interval_s=0.05)
-    thread = SamplerThread(sampler)
-    thread.start()
-    deadline = time.perf_counter() + 0.3
-    while time.perf_counter() < deadline:  # keep this process busy
-        sum(range(1000))
-    thread.stop()
+    busy = subprocess.Popen(
+        [sys.executable, "-c", _SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    idle = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        # Both past their interpreter's start-up, which is CPU time of its own.
+        assert busy.stdout is not None and busy.stdout.readline().strip() == "spinning"
+        assert idle.stdout is not None and idle.stdout.readline().strip() == "sleeping"
+        roots = {"busy": busy.pid, "idle": idle.pid, "client": os.getpid(), "gone": gone.pid}
+        thread = SamplerThread(CpuSampler(roots, interval_s=0.1))
+        thread.start()
+        time.sleep(0.8)  # this process sleeps: the sampler thread has the GIL to itself
+        thread.stop()
+    finally:
+        assert busy.stdin is not None
+        busy.stdin.close()
+        idle.kill()
+        busy.wait(10), idle.wait(10)
     cols = thread.buffer.columns()
     rows = list(zip(cols["name"], cols["value"], cols["labels"], strict=True))
-    busy = [v for n, v, lab in rows if n == "process_cpu_pct" and '"client"' in lab]
-    assert busy and max(busy) > 20  # a spinning thread is well above idle
-    assert all(0 <= v <= 100 for n, v, _ in rows if n == "system_cpu_pct")
+
+    def pct(group: str) -> list[float]:
+        return [v for n, v, lab in rows if n == "process_cpu_pct" and f'"{group}"' in lab]
+
+    # A spinning process has all of a core, or its share of a loaded machine's two; a sleeping
+    # one has none (the kernel counts CPU time in 10 ms ticks: one tick per 100 ms is 10%).
+    assert pct("busy") and max(pct("busy")) > 20, pct("busy")
+    assert pct("idle") and max(pct("idle")) <= 10, pct("idle")
+    system = [v for n, v, _ in rows if n == "system_cpu_pct"]
+    assert system and all(0 <= v <= 100 for v in system), system
     assert any(n == "process_rss_bytes" and v > 10e6 for n, v, _ in rows)
     assert "gone" in thread.report()["exited"]
 
