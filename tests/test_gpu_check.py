@@ -190,6 +190,7 @@ def test_the_probed_run_line_reads_the_run_folder(
     tiny = tiny.replace('dtype = "bfloat16"', 'dtype = "float32"')
     monkeypatch.setattr(run_checks, "SCENARIO", tiny)
     monkeypatch.setattr(run_checks, "PROBED_REQUESTS", 6)
+    monkeypatch.setattr(run_checks, "KV_CACHE_BYTES", 64 * 2**20)
     row = run_checks.check_probed_run(None, "probed run")
     assert row.status == "MISS", row
     assert row.figure == "missing: GPU series, energy per token", row

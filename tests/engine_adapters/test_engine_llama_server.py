@@ -18,6 +18,7 @@ from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
 from tests.support.paths import REPO_ROOT
 from tests.support.real_engines import (
+    REAL_ENGINE_MARKS,
     check_refused_past_context,
     check_run,
     run_scenario,
@@ -28,7 +29,7 @@ BINARY = llama_server_binary()
 CONVERT = llama_convert_dir()
 ROOT = REPO_ROOT
 pytestmark = [
-    pytest.mark.slow,
+    *REAL_ENGINE_MARKS,
     pytest.mark.timeout(600),
     pytest.mark.skipif(
         BINARY is None or CONVERT is None,

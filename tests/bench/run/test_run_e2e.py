@@ -140,6 +140,7 @@ def test_cli_launches_the_reference_engine(tmp_path: Path) -> None:
     (folder,) = runs.iterdir()
     assert "run folder" in proc.stdout and folder.name in proc.stdout.replace("\n", "")
     assert len(pd.read_parquet(folder / "requests.parquet")) == 8
+    _check_no_sampler_shares_the_clients_or_the_engines_interpreter(folder)
     report = subprocess.run(
         [sys.executable, "-m", "bench", "report", str(folder)],
         capture_output=True, text=True, timeout=60,
@@ -157,3 +158,21 @@ def test_cli_rejects_a_bad_scenario_naming_file_and_key(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "bad.toml" in proc.stdout and "userz" in proc.stdout
+
+
+def _check_no_sampler_shares_the_clients_or_the_engines_interpreter(folder: Path) -> None:
+    """Where a real run takes its times (docs/ARCHITECTURE.md, "Who holds the clock"): the
+    samplers in a probe process of their own, a child of bench, the client; the engine's steps
+    in its core process, apart from its HTTP front. None of them ticks beside a busy Python
+    loop, so none waits for that loop's interpreter lock."""
+    probes = json.loads((folder / "run.json").read_text())["probes"]
+    cpu = probes["samplers"]["cpu"]
+    client_pid, probe_pid = cpu["processes"]["client"], probes["process"]["pid"]
+    assert probe_pid != client_pid and probe_pid != cpu["processes"]["engine"]
+    assert cpu["sampled"][str(probe_pid)]["group"] == "client"
+    engine = {s["process"] for s in cpu["sampled"].values() if s["group"] == "engine"}
+    assert {"engine-front", "engine-core"} <= engine, cpu["sampled"]
+    # Every sampler kept its rate: no tick waited out another thread's work.
+    for name, report in probes["samplers"].items():
+        if report["status"] == "ok":
+            assert report["wake_lag_ms"]["p99"] < 1000 * report["interval_s"], (name, report)
