@@ -7,6 +7,7 @@ where `bench calibrate`'s file is looked for.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,14 @@ import pytest
 
 from engine.config import EngineConfig
 from tests.support.calibration import use_fake_calibration
+
+# A pytest-xdist worker (`pytest -n 2`, as .ci/run runs) gets its controller's terminal size as
+# COLUMNS and LINES, which bench's console honours (bench.run.terminal.terminal_console): its
+# output would wrap at 80 columns where the tests read piped output's width, as they do in one
+# process. Before any test imports the CLI, whose console is made at import.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan
 from loadgen.drivers.stop import LoadStop, cancelled_message
 from loadgen.drivers.workers import run_load
+from results.records import RequestRecord
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests
 from tests.support.sse_streams import streaming_handler
@@ -22,16 +23,30 @@ pytestmark = pytest.mark.timeout(90)
 REASON = "the run was interrupted (SIGINT)"
 
 
-async def drive(plan: LoadPlan, workers: int, stop_after_s: float) -> tuple[list, int, float]:
+async def drive(
+    plan: LoadPlan, workers: int, stop_after_s: float | None = None, stop_after_ok: int = 0
+) -> tuple[list, int, float]:
+    """Run ``plan``, stopped ``stop_after_s`` after the start or once ``stop_after_ok``
+    requests have finished ok (counted as their records reach this process, which is what a
+    loaded machine's slow worker start-up cannot shift)."""
     stop = LoadStop()
     clock = RunClock()
+    finished_ok = 0
+
+    def count(record: RequestRecord) -> None:
+        nonlocal finished_ok
+        finished_ok += record.status == "ok"
+        if stop_after_ok and finished_ok >= stop_after_ok:
+            stop.set(REASON)
+
     # 20 chunks 0.05 s apart: each request takes ~1 s, so the stop finds requests in flight.
     async with LocalServer(streaming_handler(20, 0.05)) as server:
         config = ClientConfig(server.base_url, "m", timeout_s=20)
-        timer = threading.Timer(stop_after_s, stop.set, args=(REASON,))
-        timer.start()
+        timer = threading.Timer(stop_after_s or 0.0, stop.set, args=(REASON,))
+        if stop_after_s is not None:
+            timer.start()
         try:
-            result = await run_load(plan, config, clock, None, workers, stop=stop)
+            result = await run_load(plan, config, clock, None, workers, stop=stop, on_record=count)
         finally:
             timer.cancel()
         stopped_s = clock.now_s()
@@ -42,7 +57,7 @@ async def drive(plan: LoadPlan, workers: int, stop_after_s: float) -> tuple[list
 @pytest.mark.parametrize("workers", [1, 2])
 def test_closed_loop_stops_and_records_in_flight_cancelled(workers: int) -> None:
     plan = LoadPlan("closed", [[s] for s in make_requests(40)], users=4)
-    records, sent, stopped_s = run(drive(plan, workers, stop_after_s=1.6 + workers))
+    records, sent, stopped_s = run(drive(plan, workers, stop_after_ok=4))
     ok = [r for r in records if r.status == "ok"]
     cancelled = [r for r in records if r.status == "cancelled"]
     assert len(ok) >= 4 and 1 <= len(cancelled) <= 4
