@@ -1,4 +1,4 @@
-"""The definitions shown on hover, worded as README.md's "Metric definitions".
+"""The definitions shown on hover, worded as docs/metrics.md, "Metric definitions".
 
 One place for the text, so that a headline tile, a CDF panel and a comparison table all say the
 same thing about a figure. Keys are summary.json's keys where the figure comes from there.

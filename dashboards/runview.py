@@ -107,7 +107,7 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def _derive(requests: pd.DataFrame, window: dict[str, Any]) -> pd.DataFrame:
-    """Per-request figures by README.md's definitions, and the measured-window mask."""
+    """Per-request figures by docs/metrics.md's definitions, and the measured-window mask."""
     req = backfill_frame(requests, REQUEST_BACKFILLS).copy()
     sched, sent = _floats(req, "scheduled_s"), _floats(req, "sent_s")
     first, done = _floats(req, "first_token_s"), _floats(req, "done_s")

@@ -7,7 +7,7 @@
   summary.json's ``attribution``, as results.attribution computed it; for a folder whose
   summary.json lacks it, results.attribution.step_attribution over the folder. Either way each
   step's time is split between prefill and decode by the roofline time of each part (by FLOPs
-  when the run has no roofs), the README's definition.
+  when the run has no roofs), the definition of docs/probes.md ("Attribution").
 - The faint per-step dots: steps.parquet's ``flops`` and ``bytes`` columns when the engine
   wrote them, else results.attribution.step_costs (the same analytic model), each step classed
   prefill, decode or mixed by its tokens for its color.

@@ -1,5 +1,5 @@
 """The engine's dtype "auto" on a CPU: bfloat16 where the CPU computes bf16 natively (from its
-/proc/cpuinfo flags, faked here), float32 where bf16 would be emulated; and the README says so."""
+/proc/cpuinfo flags, faked here), float32 where bf16 would be emulated; and the docs say so."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from engine.native import cpu_features
 from perfmodel.presets import get_preset
 
 CPU = torch.device("cpu")
-README = Path(__file__).resolve().parents[2] / "README.md"
+# The page of the reference engine, "How it runs".
+ENGINE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference-engine.md"
 
 
 def _fake_flags(monkeypatch: pytest.MonkeyPatch, flags: set[str]) -> None:
@@ -67,8 +68,8 @@ def test_the_tiny_engine_describes_the_dtype_it_resolved(
     assert next(engine.executor.model.parameters()).dtype == getattr(torch, expected)
 
 
-def test_the_readme_says_what_tiny_runs_in() -> None:
-    text = " ".join(README.read_text(encoding="utf-8").split())
+def test_the_docs_say_what_tiny_runs_in() -> None:
+    text = " ".join(ENGINE_PAGE.read_text(encoding="utf-8").split())
     assert get_preset("tiny").dtype == "bfloat16"
     assert "runs in the checkpoint's bfloat16 where the CPU has native bf16" in text
     assert "`--dtype auto` (the default) runs `tiny` in bf16 on such a CPU" in text

@@ -1,5 +1,5 @@
 """The engine's NVTX ranges: every step that computes pushes a prefill, decode or mixed range
-inside its execute range, the ranges nsys shows (README: "Checking a GPU node")."""
+inside its execute range, the ranges nsys shows (docs/gpus.md: "Checking a GPU node")."""
 
 from __future__ import annotations
 

@@ -94,9 +94,10 @@ def check(
     return preflight(spec, plan, url, adapter, model)
 
 
-def readme_example() -> str:
-    """The example scenario of README.md's Scenarios section, as the README shows it now."""
-    text = (REPO_ROOT / "README.md").read_text()
+def scenarios_page_example() -> str:
+    """The example scenario of docs/scenarios.md's Scenarios section, as the page shows it now
+    (it was the README's)."""
+    text = (REPO_ROOT / "docs" / "scenarios.md").read_text()
     (block,) = re.findall(r"```toml\n(name = \"my-scenario\".*?)```", text, re.S)
     return block
 
@@ -140,8 +141,8 @@ def test_the_old_readme_example_is_refused_before_any_request(
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 
-def test_the_readme_example_fits_the_model_it_names(tmp_path: Path, base_url: str) -> None:
-    spec = scenario(tmp_path, readme_example())
+def test_the_scenarios_page_example_fits_the_model_it_names(tmp_path: Path, base_url: str) -> None:
+    spec = scenario(tmp_path, scenarios_page_example())
     assert spec.engine.engine_settings()["model"] == "tiny"
     found = check(spec, base_url)
     assert found.longest_tokens <= found.max_model_len == 2048

@@ -47,7 +47,7 @@ def test_headline_tiles_carry_the_summary_and_their_definitions(full: RunView) -
     assert tiles["error_rate"].detail.startswith("2 failed · 1 cancelled")
     fig = headline_figure(full.summary)
     hover = " ".join(fig.data[0].hovertext)
-    # Every tile's hover holds its definition (words from README.md's metric definitions).
+    # Every tile's hover holds its definition (words from docs/metrics.md's definitions).
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "per_user_tps", "goodput"):
         assert DEFINITIONS[key].text.split()[0] in hover
     assert "first content chunk − sent" in hover
