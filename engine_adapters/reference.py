@@ -8,7 +8,6 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine_adapters.base import EngineAdapter
-from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.vllm import VLLM_METRICS
 
 # It exports vLLM's names, so it shares vLLM's map.
@@ -39,10 +38,3 @@ def serve_flags(settings: Mapping[str, Any]) -> list[str]:
         else:
             cmd += [flag, str(value)]
     return cmd
-
-
-def launch_reference(settings: Mapping[str, Any], timeout_s: float = 300.0) -> LaunchedEngine:
-    """Start the reference engine on a free port of 127.0.0.1 and wait for /health."""
-    host = "127.0.0.1"
-    port = free_port(host)
-    return launch(serve_command(host, port, settings), f"http://{host}:{port}", timeout_s=timeout_s)

@@ -18,11 +18,11 @@ A file without ``mode`` was written before quick calibrations existed: full.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from perfmodel.cache import calibration_path
+from perfmodel.files import write_json
 
 __all__ = [
     "FULL_BUDGET_S",
@@ -41,11 +41,7 @@ QUICK_BUDGET_S = 0.15
 def save(calibration: dict[str, Any], path: Path | None = None) -> Path:
     """Write ``calibration`` as JSON to ``path`` (default: perfmodel.cache.calibration_path())."""
     path = path or calibration_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(calibration, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json(path, calibration)
 
 
 def load(path: Path | None = None) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from perfmodel.files import atomic_write
 from results.tables import record_schema, to_frame
 
 __all__ = [
@@ -64,10 +65,7 @@ def write_arrival_plan(folder: Path | str, rows: Iterable[ArrivalRow]) -> Path:
     columns = {name: [getattr(r, name) for r in rows] for name in ARRIVAL_PLAN_COLUMNS}
     table = pa.Table.from_pydict(columns, schema=ARRIVAL_PLAN_SCHEMA)
     path = Path(folder) / ARRIVAL_PLAN_PARQUET
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
-    return path
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_arrival_plan(folder: Path | str) -> pd.DataFrame | None:

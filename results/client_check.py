@@ -28,8 +28,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from perfmodel.files import atomic_write, json_safe
 from results.client_samples import ClientSamples
-from results.summary import LATENCY_PERCENTILES, distribution, json_safe
+from results.summary import LATENCY_PERCENTILES, distribution
 
 __all__ = [
     "CLIENT_PARQUET",
@@ -61,10 +62,7 @@ def write_client_table(folder: Path | str, samples: ClientSamples) -> Path:
     """Write ``samples`` as ``folder/client.parquet`` (through a temporary name)."""
     path = Path(folder) / CLIENT_PARQUET
     table = pa.Table.from_pydict(samples.columns(), schema=CLIENT_SCHEMA)
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
-    return path
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_client_table(folder: Path | str) -> pd.DataFrame | None:

@@ -15,7 +15,6 @@ pandas conversion, so a summary computed in the run equals one recomputed from t
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from perfmodel.files import atomic_write, json_safe, write_json
 from results.engine_steps import STEPS_SCHEMA
 from results.fleet import fill_endpoints
 from results.redact import redact_command
@@ -39,7 +39,6 @@ from results.schema import (
     upgrade_run_json,
     upgrade_summary_json,
 )
-from results.summary import json_safe
 from results.tables import (
     REQUESTS_SCHEMA,
     SAMPLES_SCHEMA,
@@ -84,19 +83,8 @@ class RunFolderError(ValueError):
     """A path that is not a (complete, readable) run folder; the message says what is missing."""
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
-    _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
 def _write_parquet(path: Path, table: pa.Table) -> None:
-    _atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def sanitize_name(name: str) -> str:
@@ -165,7 +153,7 @@ class RunFolder:
         if isinstance(engine, dict) and engine.get("launch_command"):
             redacted = {**engine, "launch_command": redact_command(engine["launch_command"])}
             data = {**data, "engine": redacted}  # type: ignore[typeddict-item]
-        _write_json(path, check_run_json(json_safe(data), str(path)))
+        write_json(path, check_run_json(json_safe(data), str(path)))
         return path
 
     def write_requests(self, records: Iterable[Any]) -> pd.DataFrame:
@@ -201,7 +189,7 @@ class RunFolder:
         """Write summary.json (indent 2). Raises results.schema.SchemaError (nothing written)
         when ``summary`` does not fit results.schema.SummaryJson, naming the key."""
         path = self.path / SUMMARY_JSON
-        _write_json(path, check_summary_json(json_safe(summary), str(path)))
+        write_json(path, check_summary_json(json_safe(summary), str(path)))
         return path
 
     @staticmethod

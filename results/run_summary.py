@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from perfmodel.files import json_safe
 from results.abandoned import abandoned_summary
 from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
 from results.client_check import client_health, read_client_table
@@ -42,7 +43,7 @@ from results.run_folder import RunData
 from results.run_validity import run_validity
 from results.samples_summary import engine_flops_increase, gpu_scope, samples_summary
 from results.schema import SummaryJson
-from results.summary import compute_summary, json_safe
+from results.summary import compute_summary
 from results.token_reconciliation import token_reconciliation
 from results.usability import run_max_error_rate, usability
 

@@ -33,17 +33,14 @@ order, give the same dict, so it can be recomputed from a run folder and compare
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime
-from pathlib import PurePath
-from typing import Any, cast, get_args
+from typing import cast, get_args
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import json_safe
 from results.records import (
     REQUEST_BACKFILLS,
     REQUEST_COLUMNS,
@@ -72,7 +69,6 @@ __all__ = [
     "TPS_PERCENTILES",
     "compute_summary",
     "distribution",
-    "json_safe",
 ]
 
 LATENCY_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
@@ -96,37 +92,6 @@ WINDOW_RULE = (
     "first_token_s, else sent_s; start_s = run_start_s + warmup_s with run_start_s the earliest "
     "scheduled_s or sent_s; end_s = run_end_s - cooldown_s with run_end_s the latest end"
 )
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` as plain JSON types: NaN, inf and pd.NA become None, numpy scalars and arrays
-    Python numbers and lists, tuples lists, Paths and datetimes strings, dataclasses dicts,
-    mapping keys strings. Raises TypeError naming anything else."""
-    if value is None or value is pd.NA or isinstance(value, bool | str):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str | int | np.integer) or isinstance(key, bool):
-                raise TypeError(f"JSON object keys must be strings, got {key!r}")
-            out[str(key)] = json_safe(item)
-        return out
-    if isinstance(value, list | tuple | np.ndarray):
-        return [json_safe(item) for item in value]
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return json_safe(dataclasses.asdict(value))
-    raise TypeError(f"cannot write {type(value).__name__} to JSON: {value!r}")
 
 
 def _pkey(p: float) -> str:

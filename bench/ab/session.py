@@ -20,7 +20,6 @@ with an unusable verdict: its failures are the finding, not noise to average ove
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,8 +35,8 @@ from bench.gate.verdict import EXIT_CODES, GateReport
 from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from perfmodel.files import write_json
 from results.run_folder import RunFolder
-from results.summary import json_safe
 
 __all__ = ["AB_FORMAT", "AB_JSON", "AbPlan", "AbResult", "pair_order", "run_ab"]
 
@@ -99,9 +98,7 @@ def _unusable(summary: dict[str, Any]) -> str | None:
 
 
 def _write(folder: Path, document: dict[str, Any]) -> None:
-    tmp = folder / f".{AB_JSON}.tmp"
-    tmp.write_text(json.dumps(json_safe(document), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(folder / AB_JSON)
+    write_json(folder / AB_JSON, document)
 
 
 def _metrics(paired: tuple[PairedMetric, ...]) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@ model (bench/experiments/quant_compare.py). Registered on the main app by :func:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +12,7 @@ from bench.cli.scenario_option import SCENARIO_HELP
 from bench.experiments.quantize import METHODS as _METHODS
 from bench.run.messages import print_error, print_info, print_path
 from bench.run.terminal import print_table, terminal_console
+from perfmodel.files import write_json
 
 console = terminal_console()
 
@@ -58,7 +58,7 @@ def quantize(
         Path | None, typer.Option("--json", help="Also write the table as JSON here.")
     ] = None,
 ) -> None:
-    """Quantize a local model with llm-compressor (rtn, gptq, awq; the [quantize] extra) and
+    """Quantize a local model with llm-compressor (rtn, gptq, awq; the \\[quantize] extra) and
     report each checkpoint's logit error against the float model and its decode speed."""
     from bench.experiments.quant_compare import compare_methods, comparison_table
     from bench.experiments.quantize import QuantizeError, QuantScheme
@@ -86,7 +86,7 @@ def quantize(
     for row in comparison.rows[1:]:
         print_path(console, f"{row.method} checkpoint", Path(row.checkpoint))
     if json_out is not None:
-        json_out.write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_json(json_out, comparison.to_dict())
         print_path(console, "json", json_out)
 
 

@@ -24,6 +24,7 @@ from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_
 from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
+from perfmodel.files import atomic_write_text
 from results.run_folder import load_run, sanitize_name
 from results.usability import DEFAULT_MAX_ERROR_RATE
 
@@ -144,7 +145,7 @@ def run_ablation(
     }
     if interrupted is not None:
         doc["interrupted"] = interrupted
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    atomic_write_text(path, json.dumps(doc, indent=2, default=str) + "\n")
     return path
 
 

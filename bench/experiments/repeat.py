@@ -16,7 +16,6 @@ every run, so a group cut short still lists the runs it finished (and ``error`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from perfmodel.files import write_json
 from results.run_folder import RunFolder
 from results.run_group import GROUP_FORMAT, GROUP_JSON
-from results.summary import json_safe
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,9 +36,7 @@ __all__ = ["run_repeated"]
 
 
 def _write_manifest(group: Path, manifest: dict[str, Any]) -> None:
-    tmp = group / f".{GROUP_JSON}.tmp"
-    tmp.write_text(json.dumps(json_safe(manifest), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(group / GROUP_JSON)
+    write_json(group / GROUP_JSON, manifest)
 
 
 def run_repeated(

@@ -29,8 +29,8 @@ from typing import Any, Literal
 from bench.run.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
+from perfmodel.files import json_safe, write_json
 from results.percentile_samples import thin_percentile
-from results.summary import json_safe
 
 __all__ = [
     "SWEEP_JSON",
@@ -333,7 +333,7 @@ def write_sweep(result: SweepResult, runs_dir: Path) -> Path:
     }
     if result.interrupted is not None:
         body["interrupted"] = result.interrupted
-    (folder / SWEEP_JSON).write_text(json.dumps(json_safe(body), indent=2) + "\n")
+    write_json(folder / SWEEP_JSON, body)
     return folder
 
 

@@ -31,11 +31,11 @@ from typing import Any
 
 from bench.gate.samples import RunSamples, samples_from_run
 from bench.scenario.scenario import ScenarioError, scenario_from_dict
+from perfmodel.files import atomic_write_text, json_safe
 from results.machine_load import busy_line
 from results.run_folder import RunFolderError, load_run
 from results.run_group import expand_run_paths
 from results.run_validity import violation_lines
-from results.summary import json_safe
 
 __all__ = [
     "FORMAT",
@@ -233,11 +233,7 @@ def save_baseline(paths: Sequence[Path], name: str, output: Path) -> dict[str, A
     if not any(s.num_requests for s in group.runs):
         raise BaselineError("baseline runs: no run has a measured request (all failed?)")
     document = baseline_dict(group, meta, name)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps_compact(document) + "\n"
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(output)
+    atomic_write_text(output, dumps_compact(document) + "\n")
     return document
 
 

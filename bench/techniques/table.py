@@ -26,6 +26,7 @@ from bench.techniques.reasons import verdict
 from bench.techniques.render import cell_texts
 from bench.techniques.speculation_estimate import speculation_estimate
 from bench.techniques.studies import ROWS, STUDIES, Study, study
+from perfmodel.files import atomic_write_text
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, CostModel
 from results.run_folder import RunData, load_run
@@ -186,5 +187,5 @@ def run_techniques(
     }
     path = out_dir / TECHNIQUES_JSON
     out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(cell_texts(doc), indent=2, default=str) + "\n")
+    atomic_write_text(path, json.dumps(cell_texts(doc), indent=2, default=str) + "\n")
     return path

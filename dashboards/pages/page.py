@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import html
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from dashboards.style import PLOT_CONFIG
+from perfmodel.files import atomic_write_text
 
 __all__ = ["Page", "Section", "html_table", "render_page", "write_page"]
 
@@ -184,9 +184,4 @@ def render_page(page: Page) -> str:
 
 def write_page(page: Page, path: Path | str) -> Path:
     """Write ``page`` to ``path`` atomically (a temporary file renamed); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render_page(page), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, render_page(page))

@@ -18,7 +18,6 @@ result describes the machine when it is not contended. The result is saved besid
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ import numpy as np
 
 from engine.sim.cost import DeviceRoofs, StepTimeModel
 from perfmodel.cache import sim_calibration_path
+from perfmodel.files import write_json
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, Precision, StepCost
 
@@ -158,11 +158,7 @@ def _fit_once(
 
 def save(result: SimCalibration, path: Path | None = None) -> Path:
     path = path or sim_calibration_path(result.model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json(path, result.to_dict())
 
 
 def load(model: str, host: str | None = None, path: Path | None = None) -> SimCalibration | None:

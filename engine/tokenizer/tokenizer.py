@@ -12,7 +12,6 @@ import datetime
 import itertools
 import json
 import logging
-import os
 import random
 from collections.abc import Iterator, Sequence
 from functools import cached_property
@@ -25,6 +24,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
 from perfmodel.cache import tokenizers_dir
+from perfmodel.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -310,10 +310,7 @@ def synthetic_corpus(vocab_size: int, seed: int = 0) -> Iterator[str]:
 def _save_atomically(backend: tokenizers.Tokenizer, path: Path) -> None:
     """Write via a temporary file and rename, so concurrent processes never read a torn file."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        backend.save(str(temporary))
-        os.replace(temporary, path)
+        atomic_write(path, lambda tmp: backend.save(str(tmp)))
     except OSError as exc:  # a read-only home must not stop the engine
         log.warning("could not cache tokenizer at %s: %s", path, exc)
 

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from results.summary import compute_summary, distribution, json_safe
+from perfmodel.files import json_safe
+from results.summary import compute_summary, distribution
 
 
 def _req(request_id: str, **fields: Any) -> dict[str, Any]:

@@ -19,7 +19,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from engine.model.checkpoints.scheme import quantization_config, reader_for
+from engine.model.checkpoints.readers import reader_for
+from engine.model.checkpoints.scheme import quantization_config
 from tests.support.hf_fixtures import make_hf_model
 
 LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",

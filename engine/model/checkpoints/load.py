@@ -23,11 +23,8 @@ from safetensors import safe_open
 
 from engine.model.checkpoints.int_weight import IntWeight, fuse_rows
 from engine.model.checkpoints.layers import engine_layer
-from engine.model.checkpoints.scheme import (
-    CheckpointError,
-    quantization_config,
-    reader_for,
-)
+from engine.model.checkpoints.readers import reader_for
+from engine.model.checkpoints.scheme import CheckpointError, quantization_config
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import QuantReport, decoder_linears, quantize_model, weight_bytes
 from engine.model.quant_timing import timed_kernel

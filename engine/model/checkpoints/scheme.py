@@ -2,8 +2,10 @@
 
 Each format module (compressed_tensors, gptq, awq) provides a reader: which linear modules the
 checkpoint stores quantized, how to read one into an `IntWeight`, and a one-line description.
-Every value this project cannot load is refused here, before a tensor is read, with one line
-naming the config.json field and what would load.
+This module holds what they share (the `CheckpointReader` protocol, `Field`, the shape checks);
+engine.model.checkpoints.readers, above them, picks one by `quant_method`. Every value this
+project cannot load is refused before a tensor is read, with one line naming the config.json
+field and what would load.
 """
 
 from __future__ import annotations
@@ -51,23 +53,6 @@ def quantization_config(directory: Path) -> dict[str, Any] | None:
     if qc is not None and not isinstance(qc, dict):
         raise CheckpointError(f"{directory}/config.json: quantization_config is not a table")
     return qc
-
-
-def reader_for(directory: Path, qc: dict[str, Any]) -> CheckpointReader:
-    """The reader of `qc`'s quant_method; CheckpointError for any other method."""
-    # Imported here: the format modules import this one for CheckpointError and field().
-    from engine.model.checkpoints import awq, compressed_tensors, gptq
-
-    readers: dict[str, Callable[[Field], CheckpointReader]] = {
-        "compressed-tensors": compressed_tensors.CompressedTensorsReader,
-        "gptq": gptq.GptqReader,
-        "awq": awq.AwqReader,
-    }
-    root = Field(directory / "config.json", qc, "quantization_config")
-    method = root.get("quant_method", str)
-    if method not in readers:
-        root.refuse("quant_method", method, f"this engine loads {', '.join(readers)}")
-    return readers[method](root)
 
 
 class Field:
