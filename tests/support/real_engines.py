@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,8 @@ from bench.run.orchestrate import RunOptions, RunRefused, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.base import EngineAdapter
 from engine_adapters.engine_cache import vllm_cpu_python
+from engine_adapters.launch_command import LaunchPlan, launch_plan, start_engine
+from engine_adapters.registry import get_adapter
 from probes.engine_metrics import normalize
 from results.run_folder import load_run
 from tests.support.hf_fixtures import make_hf_model_dir
@@ -98,6 +103,36 @@ VLLM_CPU_MARKS = [
 
 def tiny_model(folder: Path) -> Path:
     return make_hf_model_dir(folder, **ENGINE_MODEL)
+
+
+# The vllm-cpu that the plain-serving tests share (tests/engine_adapters/conftest.py): room for
+# the longest request of any of them (16 + 1,000 tokens), 16 sequences at a time, and prefix
+# caching on, as vLLM V1 has it by default.
+SHARED_VLLM_ARGS = ["--dtype", "bfloat16", "--max-model-len", "1024", "--max-num-seqs", "16",
+                    "--enable-prefix-caching"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SharedVllm:
+    """A running vllm-cpu of SHARED_VLLM_ARGS: its URL, the tiny model it serves (which its
+    root in /v1/models names) and the launch plan it came from."""
+
+    base_url: str
+    model_dir: Path
+    plan: LaunchPlan
+    max_model_len: int = 1024
+    max_num_seqs: int = 16
+
+
+@contextmanager
+def shared_vllm_server(folder: Path) -> Iterator[SharedVllm]:
+    """Start vllm-cpu on a tiny model written under ``folder``; stopped on exit."""
+    adapter = get_adapter("vllm")
+    model_dir = tiny_model(folder / "model")
+    plan = launch_plan(adapter, model=str(model_dir), executable=str(VLLM_PYTHON),
+                       extra_args=SHARED_VLLM_ARGS)  # fmt: skip
+    with start_engine(adapter, plan) as engine:
+        yield SharedVllm(engine.base_url, model_dir, plan)
 
 
 def scrape(adapter: EngineAdapter, base_url: str) -> dict[str, float]:
