@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from tests.support.http_server import LocalServer, run
 from tests.support.sse_streams import fixture_events, replay_handler
@@ -31,3 +32,23 @@ def test_tokenizer_round_trips() -> None:
     text = "kalo strings, 42!\n level"
     assert tok.decode(tok.encode(text)) == text
     assert tok.vocab_size == 512
+
+
+def test_released_apps_leave_no_engine_alive() -> None:
+    # Imported here: torch (the engine), which this module's other tests do not need.
+    from engine.config import EngineConfig
+    from engine.llm_engine import LLMEngine
+    from tests.support.fastapi_caches import release_served_apps
+    from tests.support.server_fixture import running_server
+
+    def alive() -> int:
+        return sum(isinstance(o, LLMEngine) for o in gc.get_objects())
+
+    release_served_apps()
+    before = alive()
+    with running_server(EngineConfig.from_flat(dict(model="tiny", dtype="float32"))):
+        pass
+    gc.collect()
+    assert alive() == before + 1  # FastAPI's caches hold the stopped app's engine
+    assert release_served_apps() > 0
+    assert alive() == before
