@@ -70,8 +70,8 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
 
 
 def _summarize_ours(path: Path) -> dict[str, Any]:
-    from results.run_folder import requests_frame, tokens_frame
-    from results.summary import compute_summary
+    from results.figures.summary import compute_summary
+    from results.folder.run_folder import requests_frame, tokens_frame
 
     data = pickle.loads(path.read_bytes())
     records = data["records"]

@@ -33,7 +33,7 @@ from engine_adapters.launch_command import LaunchError, launch_plan, start_engin
 from engine_adapters.launcher import EngineStartError, LaunchedEngine, free_port, launch
 from engine_adapters.reference import serve_command
 from engine_adapters.registry import get_adapter
-from results.engine_steps import decode_overhead_share
+from results.folder.engine_steps import decode_overhead_share
 
 TINY = {
     "vocab_size": 4096, "hidden_size": 256, "intermediate_size": 704, "num_hidden_layers": 4,

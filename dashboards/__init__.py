@@ -11,7 +11,8 @@ Entry points (import the module you need; this package imports nothing by itself
 Rooms: ``pages`` (the HTML pages and their layout) over ``figures`` (one module per figure)
 over ``runview`` (a run folder loaded for drawing), ``definitions`` and ``style``.
 
-Figures read only run folders (results.run_folder), never loadgen or engine internals; optional
+Figures read only run folders (results.folder.run_folder), never loadgen or engine internals;
+optional
 files (summary.json, steps.parquet, samples.parquet) are read defensively and what a run did
 not record is said in the page.
 """

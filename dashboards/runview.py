@@ -1,7 +1,7 @@
 """A run folder read for drawing: the required tables, whatever optional ones exist, and notes
 saying plainly what the run did not record.
 
-Required (a RunFolderError otherwise, from results.run_folder): run.json, requests.parquet,
+Required (a RunFolderError otherwise, from results.folder.run_folder): run.json, requests.parquet,
 tokens.parquet. Optional, each read defensively (a file that cannot be read becomes a note, not
 an exception): summary.json (recomputed from the tables when absent), steps.parquet,
 samples.parquet (long format: t_s, source, name, value, labels).
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from results.records import REQUEST_BACKFILLS
-from results.run_folder import (
+from results.folder.records import REQUEST_BACKFILLS
+from results.folder.run_folder import (
     REQUESTS_PARQUET,
     RUN_JSON,
     SAMPLES_PARQUET,
@@ -30,8 +30,8 @@ from results.run_folder import (
     RunFolderError,
     load_run,
 )
+from results.folder.tables import backfill_frame
 from results.run_summary import request_summary
-from results.tables import backfill_frame
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
@@ -60,7 +60,7 @@ class RunView:
     ``requests`` gains the derived per-request columns (milliseconds, tokens/s): ttft_ms,
     tpot_ms, e2el_ms, queueing_delay_ms, tps, end_s (the last moment a request was seen),
     measured (ok and inside summary.json's measured window), and for reasoning
-    answer_tokens, time_to_first_answer_token_ms and answer_tps (results.summary's
+    answer_tokens, time_to_first_answer_token_ms and answer_tps (results.figures.summary's
     definitions; a folder without the reasoning columns reads as all answer).
     """
 
@@ -137,7 +137,7 @@ def _derive(requests: pd.DataFrame, window: dict[str, Any]) -> pd.DataFrame:
 def _read_samples(
     path: Path, loaded: pd.DataFrame | None, notes: list[Note]
 ) -> pd.DataFrame | None:
-    """samples.parquet as loaded by results.run_folder, else read here leniently."""
+    """samples.parquet as loaded by results.folder.run_folder, else read here leniently."""
     file = path / SAMPLES_PARQUET
     if loaded is None and not file.is_file():
         notes.append(
@@ -169,7 +169,7 @@ def _read_samples(
 
 
 def _read_steps(path: Path, loaded: pd.DataFrame | None, notes: list[Note]) -> pd.DataFrame | None:
-    """steps.parquet as loaded by results.run_folder, else read here leniently."""
+    """steps.parquet as loaded by results.folder.run_folder, else read here leniently."""
     file = path / STEPS_PARQUET
     if loaded is not None:
         return loaded
@@ -195,7 +195,7 @@ def _read_steps(path: Path, loaded: pd.DataFrame | None, notes: list[Note]) -> p
 
 
 def _load(path: Path) -> tuple[RunData, str | None]:
-    """results.run_folder.load_run, except that an optional file it refuses (one written by
+    """results.folder.run_folder.load_run, except that an optional file it refuses (one written by
     another version of the tool) is left out: steps and samples for the lenient readers above,
     summary.json to be recomputed. Returns the data and why summary.json was left out, if it
     was."""

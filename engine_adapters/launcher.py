@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from results.redact import command_secrets, redact_command, redact_text
+from results.folder.redact import command_secrets, redact_command, redact_text
 
 # How long a wrapped engine's process group has to exit after SIGTERM before SIGKILL (seconds),
 # once the wrapper outlived the stop of its program.
@@ -25,7 +25,7 @@ GROUP_STOP_S = 10.0
 class EngineStartError(RuntimeError):
     """The engine exited or did not become healthy in time; carries the tail of its log.
 
-    The message shows the command line and the log tail redacted (results.redact): an engine
+    The message shows the command line and the log tail redacted (results.folder.redact): an engine
     that echoes its arguments (vLLM logs its non-default ones) does not print its key here."""
 
 

@@ -17,7 +17,7 @@ Rooms, each importing only those below it (pyproject.toml's import-linter contra
 - ``clock`` (the run's time base), ``protocols`` (what a tokenizer must offer) and
   ``request_spec`` (``RequestSpec``: one request to send).
 
-What it records is the results contract's (results.records, results.client_samples).
+What it records is the results contract's (results.folder.records, results.folder.client_samples).
 It imports neither the engine nor bench; a tokenizer is anything that fits
 ``protocols.TokenizerLike``.
 """

@@ -1,6 +1,6 @@
 """What the load generator sends: one request, as workloads make it and the client sends it.
 
-What comes back is recorded as results.records.RequestRecord, the run folder's row.
+What comes back is recorded as results.folder.records.RequestRecord, the run folder's row.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A snapshot of what makes a machine's figures comparable: CPU frequency policy and GPU state.
 
-Taken before and after a run (bench.run.run_fingerprint) and stored in run.json's
-"fingerprint"; results.run_validity compares the two snapshots and names what would make the
+Taken before and after a run (bench.run.endpoint.run_fingerprint) and stored in run.json's
+"fingerprint"; results.validity.run_validity compares the two snapshots and names what would make
+the
 run's figures not the hardware's best: a powersave governor, clocks held below their maximum,
 thermal or power-brake throttling time accumulated during the run, new uncorrected ECC errors.
 

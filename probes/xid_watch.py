@@ -2,7 +2,8 @@
 
 An XID is the driver's report of a GPU fault (a page fault, a fallen-off-the-bus GPU, an ECC
 page retirement, a hung channel). A run during which one fired measured a faulty or recovering
-GPU, so results.run_validity marks it. NVML delivers them as events: the watch registers every
+GPU, so results.validity.run_validity marks it. NVML delivers them as events: the watch registers
+every
 GPU for ``nvmlEventTypeXidCriticalError`` and waits on the event set in a thread, in short waits
 so that :meth:`XidWatch.stop` returns promptly. Nothing is counted before :meth:`start` (NVML
 keeps no history of events).

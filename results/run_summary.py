@@ -3,25 +3,28 @@
 One function for `bench run` (after the tables and run.json are written) and for anything that
 recomputes a summary from a folder (`bench report` when summary.json is missing, tests), so the
 two can never disagree:
-- the request figures (results.summary.compute_summary, with the scenario's window and SLOs),
-- "per_user_tps_by_phase" and "attribution" (results.attribution: prefill vs decode, memory- vs
+- the request figures (results.figures.summary.compute_summary, with the scenario's window and
+  SLOs),
+- "per_user_tps_by_phase" and "attribution" (results.figures.attribution: prefill vs decode,
+  memory- vs
   compute-bound, MFU and MBU, from steps.parquet and run.json's "analytic"),
-- "probes" (results.samples_summary: energy per output token, GPU, CPU and engine gauges),
-- "machine_load": whether other processes loaded the machine (results.machine_load),
+- "probes" (results.figures.samples_summary: energy per output token, GPU, CPU and engine gauges),
+- "machine_load": whether other processes loaded the machine (results.figures.machine_load),
 - "engine_estimates": the engine's own FLOP counter beside the analytic count, when exported,
-- "usability": whether the run can be used (results.usability, with run.json's threshold; a
+- "usability": whether the run can be used (results.validity.usability, with run.json's threshold; a
   run whose engine died is not),
 - "token_reconciliation": the client's, the server's and the engine's token counts side by side
-  (results.token_reconciliation),
+  (results.validity.token_reconciliation),
 - "energy_by_phase": joules split into prefill and decode by the steps, goodput per watt
-  (results.energy_phase),
-- "validity": what makes the run not comparable (results.run_validity: throttling, powersave,
+  (results.figures.energy_phase),
+- "validity": what makes the run not comparable (results.validity.run_validity: throttling,
+  powersave,
   XID, ECC, a busy machine, token counts apart), from run.json's fingerprint and the above,
-- "simulated" and "prefix_cache" (results.engine_facts: the simulated device, and the prompt
+- "simulated" and "prefix_cache" (results.figures.engine_facts: the simulated device, and the prompt
   tokens the prefix cache spared from prefill), from run.json's engine section,
-- "abandoned": the requests the workload abandoned mid-stream, when any (results.abandoned),
-- "partial", "interrupted", "engine_died" for a run that ended early (results.run_end),
-- "endpoints": the request figures per replica of a fleet run (results.fleet).
+- "abandoned": the requests the workload abandoned mid-stream, when any (results.figures.abandoned),
+- "partial", "interrupted", "engine_died" for a run that ended early (results.validity.run_end),
+- "endpoints": the request figures per replica of a fleet run (results.figures.fleet).
 """
 
 from __future__ import annotations
@@ -30,22 +33,27 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from perfmodel.files import json_safe
-from results.abandoned import abandoned_summary
-from results.attribution import engine_estimate_check, per_user_tps_by_phase, step_attribution
-from results.client_check import client_health, read_client_table
-from results.energy_phase import energy_by_phase
-from results.engine_facts import prefix_cache_reuse, simulated_device
-from results.engine_steps import same_host
-from results.fleet import endpoint_section, fleet_endpoints
-from results.machine_load import machine_load
-from results.run_end import engine_death_line, run_end_summary
-from results.run_folder import RunData
-from results.run_validity import run_validity
-from results.samples_summary import engine_flops_increase, gpu_scope, samples_summary
+from results.figures.abandoned import abandoned_summary
+from results.figures.attribution import (
+    engine_estimate_check,
+    per_user_tps_by_phase,
+    step_attribution,
+)
+from results.figures.client_check import client_health, read_client_table
+from results.figures.energy_phase import energy_by_phase
+from results.figures.engine_facts import prefix_cache_reuse, simulated_device
+from results.figures.fleet import endpoint_section
+from results.figures.machine_load import machine_load
+from results.figures.samples_summary import engine_flops_increase, gpu_scope, samples_summary
+from results.figures.summary import compute_summary
+from results.folder.endpoints import fleet_endpoints
+from results.folder.engine_steps import same_host
+from results.folder.run_folder import RunData
 from results.schema import SummaryJson
-from results.summary import compute_summary
-from results.token_reconciliation import token_reconciliation
-from results.usability import run_max_error_rate, usability
+from results.validity.run_end import engine_death_line, run_end_summary
+from results.validity.run_validity import run_validity
+from results.validity.token_reconciliation import token_reconciliation
+from results.validity.usability import run_max_error_rate, usability
 
 
 def request_summary(run: RunData) -> SummaryJson:
@@ -81,7 +89,7 @@ def summarize_run(run: RunData) -> SummaryJson:
         reason = f"no steps.parquet: {engine_death_line(died)}"
         summary["attribution"] = {"available": False, "reason": reason}
     elif run.steps is None and len(fleet_endpoints(run.run_json)) > 1:
-        # One table would mix replicas that each step on their own (results.fleet).
+        # One table would mix replicas that each step on their own (results.figures.fleet).
         reason = "no steps.parquet: a fleet run records no engine steps"
         summary["attribution"] = {"available": False, "reason": reason}
     elif run.steps is None and (remote := _remote_engine_url(run.run_json)):

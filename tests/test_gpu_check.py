@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.run.environment import cpu_name
+from bench.run.endpoint.environment import cpu_name
 from benchmarks.gpu_checks import engine_checks, run_checks
 from benchmarks.gpu_checks.engine_runs import build, median_forward_s, prompts, run_greedy
 from benchmarks.gpu_checks.figures import (

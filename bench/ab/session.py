@@ -32,11 +32,11 @@ from bench.ab.paired import PairedMetric, judge_pairs
 from bench.ab.sides import Side, prepare, run_options
 from bench.gate.rules import GateRules
 from bench.gate.verdict import EXIT_CODES, GateReport
-from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
 from perfmodel.files import write_json
-from results.run_folder import RunFolder
+from results.folder.run_folder import RunFolder
 
 __all__ = ["AB_FORMAT", "AB_JSON", "AbPlan", "AbResult", "pair_order", "run_ab"]
 

@@ -14,10 +14,10 @@ from typing import Annotated
 import typer
 
 from bench.cli.scenario_option import SCENARIO_HELP
-from bench.run.interrupt import catching_signals
+from bench.run.end.interrupt import catching_signals
 from bench.run.messages import print_error
 from bench.run.terminal import terminal_console
-from results.usability import DEFAULT_MAX_ERROR_RATE
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 __all__ = ["register"]
 
@@ -116,7 +116,7 @@ def ab(
     from bench.gate.baseline import BaselineError
     from bench.gate.rules import RulesError, load_rules
     from bench.gate.verdict import GateInputError
-    from bench.run.interrupt import RunInterrupted
+    from bench.run.end.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError, RunOptions
     from bench.scenario.scenario import ScenarioError, load_scenario
 

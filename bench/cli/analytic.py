@@ -234,7 +234,7 @@ def calibrate(
 ) -> None:
     """Measure this machine's matmul FLOP/s per dtype and stream-triad bandwidth; save them."""
     from bench.experiments.calibrate import calibrate
-    from bench.run.environment import cpu_name
+    from bench.run.endpoint.environment import cpu_name
     from perfmodel import calibration as cal
 
     if seconds is None:

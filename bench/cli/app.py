@@ -13,12 +13,12 @@ import typer
 
 from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
 from bench.cli.scenario_option import SCENARIO_HELP
-from bench.run.exit_codes import EXIT_REFUSED
-from bench.run.interrupt import catching_signals
+from bench.run.end.exit_codes import EXIT_REFUSED
+from bench.run.end.interrupt import catching_signals
 from bench.run.messages import print_error, print_path, print_warning
 from bench.run.terminal import terminal_console
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
-from results.usability import DEFAULT_MAX_ERROR_RATE
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 app = typer.Typer(
     help="LLM-inference performance lab: drive an engine with load, record, and report.",
@@ -154,12 +154,12 @@ def run(
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.dashboards import report_after_run
     from bench.cli.interrupted import end_interrupted, report_then_exit_status
+    from bench.run.end.interrupt import RunInterrupted
+    from bench.run.end.report import render_summary
+    from bench.run.end.verdict import exit_code, print_unusable_runs
     from bench.run.fleet import fleet_urls
-    from bench.run.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError, RunOptions, run_benchmark
     from bench.run.remote_workers import RemoteWorkers
-    from bench.run.report import render_summary
-    from bench.run.verdict import exit_code, print_unusable_runs
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     try:
@@ -208,7 +208,7 @@ def run(
     except RunInterrupted as e:
         end_interrupted(e, console)
     render_summary(summary, console)
-    from results.client_check import client_warning
+    from results.figures.client_check import client_warning
 
     if warning := client_warning(summary):
         print_warning(console, warning)
@@ -245,9 +245,9 @@ def ablate(
         render_ablation,
         run_ablation,
     )
-    from bench.run.interrupt import RunInterrupted, active_interrupts
+    from bench.run.end.interrupt import RunInterrupted, active_interrupts
+    from bench.run.end.verdict import exit_code, print_unusable_runs
     from bench.run.orchestrate import RunError
-    from bench.run.verdict import exit_code, print_unusable_runs
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     try:
@@ -293,8 +293,8 @@ def report(
 ) -> None:
     """Print a run's summary again, or a group's runs, a sweep's or an ablation's table."""
     from bench.cli.report_folders import folder_kind, report_folder
-    from bench.run.report import render_summary
-    from results.run_folder import RunFolderError, load_run
+    from bench.run.end.report import render_summary
+    from results.folder.run_folder import RunFolderError, load_run
 
     try:
         if (kind := folder_kind(run_folder)) != "run":

@@ -26,7 +26,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
     Raises typer.Exit(2) with a message when ``run_folder`` is not a run folder.
     """
     from dashboards.pages.report import write_run_report
-    from results.run_folder import RunFolderError
+    from results.folder.run_folder import RunFolderError
 
     try:
         path = write_run_report(run_folder)
@@ -94,7 +94,7 @@ def compare(
     from dashboards.pages.compare import build_compare_page, default_compare_path, unique_labels
     from dashboards.pages.page import write_page
     from dashboards.runview import load_run_view
-    from results.run_folder import RunFolderError
+    from results.folder.run_folder import RunFolderError
 
     # Piped output (CI logs) gets a width that fits the table, as in bench/cli/app.py.
     console = terminal_console()

@@ -41,7 +41,7 @@ def baseline_save(
 ) -> None:
     """Make a baseline file (to commit) from runs of one scenario on one machine."""
     from bench.gate.baseline import BaselineError, save_baseline
-    from results.run_folder import sanitize_name
+    from results.folder.run_folder import sanitize_name
 
     target = output or Path("baselines") / f"{sanitize_name(name)}.json"
     try:

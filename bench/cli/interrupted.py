@@ -1,10 +1,11 @@
-"""The end of a command that a signal cut short (bench.run.interrupt): what is shown, the status.
+"""The end of a command that a signal cut short (bench.run.end.interrupt): what is shown, the
+status.
 
 - :func:`end_interrupted`: the partial run's summary and report.html (unless a second signal
   said to skip it), then exit 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
 - :func:`report_then_exit_status`: report.html of a finished run, abandoned when a signal
   arrives meanwhile; returns the exit status the command ends with: the signal's, else the
-  run's usability verdict (bench.run.exit_codes; a run whose engine died is not usable).
+  run's usability verdict (bench.run.end.exit_codes; a run whose engine died is not usable).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from bench.run.interrupt import ReportSkipped, RunInterrupted, active_interrupts
+from bench.run.end.interrupt import ReportSkipped, RunInterrupted, active_interrupts
+from bench.run.end.verdict import exit_code
 from bench.run.messages import print_error, print_path, print_warning
-from bench.run.verdict import exit_code
 
 __all__ = ["end_interrupted", "report_then_exit_status"]
 
@@ -35,7 +36,7 @@ def _report(folder: Path, console: Console) -> None:
 
 def end_interrupted(exc: RunInterrupted, console: Console) -> NoReturn:
     """Show what the interrupted run left (module docstring) and exit with the signal's status."""
-    from bench.run.report import render_summary
+    from bench.run.end.report import render_summary
 
     if exc.folder is not None and exc.summary is not None:
         render_summary(exc.summary, console)

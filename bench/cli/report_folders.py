@@ -2,8 +2,8 @@
 ablation.
 
 The kind of a folder is told by the one file that defines it (:func:`folder_kind`):
-run.json (a run folder, results.run_folder), group.json (`bench run --repeat N`,
-results.run_group), sweep.json (`bench sweep`, bench.experiments.sweep) or ablation.json
+run.json (a run folder, results.folder.run_folder), group.json (`bench run --repeat N`,
+results.folder.run_group), sweep.json (`bench sweep`, bench.experiments.sweep) or ablation.json
 (`bench ablate`, bench.experiments.ablate). Each kind is printed as the command that made it
 printed it, and ``--html`` writes the page that command writes.
 """
@@ -20,11 +20,11 @@ from rich.table import Table
 
 from bench.experiments.ablate import ABLATION_JSON
 from bench.experiments.sweep import SWEEP_JSON
-from bench.run.exit_codes import EXIT_REFUSED
+from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_path
 from bench.run.terminal import print_table
-from results.run_folder import RUN_JSON, RunFolderError, load_run
-from results.run_group import GROUP_JSON, expand_run_paths
+from results.folder.run_folder import RUN_JSON, RunFolderError, load_run
+from results.folder.run_group import GROUP_JSON, expand_run_paths
 
 __all__ = ["FOLDER_FILES", "FolderKind", "folder_kind", "group_table", "report_folder"]
 

@@ -4,7 +4,8 @@ Its engine options are not written here: one is made for every EngineConfig sett
 type, default, help and choices, in a help panel per group), so a setting added to
 engine.config appears here untouched. The server's own options (address, core process, log
 level, API key, reasoning prefix) are the only ones declared in this module; its limits (body
-size, timeouts, connection cap) are engine.serving.limits.ServerLimits' fields, one option each.
+size, timeouts, connection cap) are engine.serving.guards.limits.ServerLimits' fields, one option
+each.
 The key is a server option, not an engine setting: it is in no EngineConfig, so it never reaches
 the engine core, /debug/engine or run.json.
 """
@@ -18,8 +19,8 @@ from typing import Annotated, Any, Literal
 import typer
 
 from engine.config import SETTINGS, EngineConfig, Setting
-from engine.serving.auth import API_KEY_ENV
-from engine.serving.limits import ServerLimits, server_limit_fields
+from engine.serving.guards.auth import API_KEY_ENV
+from engine.serving.guards.limits import ServerLimits, server_limit_fields
 
 __all__ = ["config_from_options", "register", "serve"]
 

@@ -61,7 +61,7 @@ def simulate(
     html: Annotated[bool, typer.Option(help="Write the run's dashboard, report.html.")] = True,
 ) -> None:
     """Run a scenario on a simulated device in virtual time (no HTTP) and write a run folder."""
-    from bench.run.report import render_summary
+    from bench.run.end.report import render_summary
     from bench.scenario.scenario import ScenarioError, load_scenario
     from bench.sim.simulate import SimulateError
     from bench.sim.simulate import simulate as run_simulation
@@ -81,7 +81,7 @@ def simulate(
         from bench.cli.dashboards import report_after_run
 
         report_after_run(folder, console)
-    from bench.run.verdict import exit_code
+    from bench.run.end.verdict import exit_code
 
     raise typer.Exit(exit_code([summary.get("usability")]))
 
@@ -141,7 +141,7 @@ def _steps_of_runs(paths: list[Path], model: str) -> tuple[dict[str, Any], int |
     engines' torch threads; Exit(2) when one is not a run of ``model`` with steps."""
     import numpy as np
 
-    from results.run_folder import RunFolderError, load_run
+    from results.folder.run_folder import RunFolderError, load_run
 
     frames, threads = [], None
     for offset, path in enumerate(paths):

@@ -32,11 +32,11 @@ from bench.experiments.sweep import (
     search_slo,
     write_sweep,
 )
-from bench.run.exit_codes import EXIT_REFUSED
-from bench.run.interrupt import catching_signals
+from bench.run.end.exit_codes import EXIT_REFUSED
+from bench.run.end.interrupt import catching_signals
 from bench.run.messages import print_error, print_info, print_path, print_warning
 from bench.run.terminal import print_table, terminal_console
-from results.usability import DEFAULT_MAX_ERROR_RATE
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 __all__ = ["make_run_point", "register", "render_sweep", "write_sweep_page"]
 
@@ -155,8 +155,8 @@ def register(app: typer.Typer) -> None:
         ] = DEFAULT_MAX_ERROR_RATE,
     ) -> None:
         """Run a scenario at several users or rates (one run folder each), or search SLOs."""
+        from bench.run.end.verdict import exit_code, print_unusable_runs
         from bench.run.orchestrate import RunError
-        from bench.run.verdict import exit_code, print_unusable_runs
         from bench.scenario.scenario import ScenarioError, load_scenario
 
         # Piped output (CI logs, files) gets room for the whole table.

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from bench.run.exit_codes import EXIT_REFUSED
+from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_path
 from bench.run.terminal import terminal_console
 
@@ -33,7 +33,7 @@ def techniques(
 ) -> None:
     """Measure what each optimization buys on the reference engine, beside the lectures' claim
     and the simulated device's prediction for Llama-3-8B and -70B on A100 and H100."""
-    from bench.run.interrupt import RunInterrupted
+    from bench.run.end.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError
     from bench.techniques.render import render_techniques
     from bench.techniques.table import run_techniques

@@ -18,15 +18,15 @@ from rich.console import Console
 from rich.text import Text
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
-from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
 from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
 from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from perfmodel.files import atomic_write_text
-from results.run_folder import load_run, sanitize_name
-from results.usability import DEFAULT_MAX_ERROR_RATE
+from results.folder.run_folder import load_run, sanitize_name
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 # The file in an ablation's folder that holds its table (run_ablation, render_ablation).
 ABLATION_JSON = "ablation.json"
@@ -105,7 +105,7 @@ def run_ablation(
 
     Each row keeps its run's usability verdict (summary.json's ``usability``), so a setting whose
     run is not usable is named after all of them ran. A signal ends it: ablation.json keeps the
-    settings that finished, with "interrupted" (see bench.run.interrupt.interruption_note);
+    settings that finished, with "interrupted" (see bench.run.end.interrupt.interruption_note);
     RunInterrupted propagates when none had.
     """
     grid = settings_grid(switches, scenario)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from results.run_folder import RunData
+from results.folder.run_folder import RunData
 
 # (key, title, unit)
 ABLATION_COLUMNS: tuple[tuple[str, str, str], ...] = (

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
 from perfmodel.files import write_json
-from results.run_folder import RunFolder
-from results.run_group import GROUP_FORMAT, GROUP_JSON
+from results.folder.run_folder import RunFolder
+from results.folder.run_group import GROUP_FORMAT, GROUP_JSON
 
 if TYPE_CHECKING:
     from rich.console import Console

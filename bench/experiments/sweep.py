@@ -26,11 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.run.interrupt import RunInterrupted, interruption_note
+from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
 from perfmodel.files import json_safe, write_json
-from results.percentile_samples import thin_percentile
+from results.figures.percentile_samples import thin_percentile
 
 __all__ = [
     "SWEEP_JSON",
@@ -178,7 +178,8 @@ def slo_failures(summary: Mapping[str, Any], targets: Mapping[str, float]) -> li
 
 
 def thin_targets(summary: Mapping[str, Any], targets: Mapping[str, float]) -> list[str]:
-    """The percentile targets this run has too few requests to judge (results.percentile_samples),
+    """The percentile targets this run has too few requests to judge
+    (results.figures.percentile_samples),
     e.g. ``"ttft_p99: p99 from 3 samples (needs >= 100 ...)"``."""
     thin = []
     for key in targets:
@@ -217,7 +218,7 @@ class SweepResult:
     axis: Axis
     points: list[SweepPoint] = field(default_factory=list)
     search: dict[str, Any] | None = None
-    # Set when a signal ended the sweep (bench.run.interrupt.interruption_note): the points
+    # Set when a signal ended the sweep (bench.run.end.interrupt.interruption_note): the points
     # are those that finished.
     interrupted: dict[str, Any] | None = None
 

@@ -32,10 +32,10 @@ from typing import Any
 from bench.gate.samples import RunSamples, samples_from_run
 from bench.scenario.scenario import ScenarioError, scenario_from_dict
 from perfmodel.files import atomic_write_text, json_safe
-from results.machine_load import busy_line
-from results.run_folder import RunFolderError, load_run
-from results.run_group import expand_run_paths
-from results.run_validity import violation_lines
+from results.figures.machine_load import busy_line
+from results.folder.run_folder import RunFolderError, load_run
+from results.folder.run_group import expand_run_paths
+from results.validity.run_validity import violation_lines
 
 __all__ = [
     "FORMAT",
@@ -76,10 +76,10 @@ class RunGroup:
     versions: dict[str, Any]
     git_commits: tuple[str | None, ...]
     # "run ID: other processes used N% ..." for each run whose machine was busy (its summary's
-    # machine_load, results.machine_load); the gate will not judge them unless allowed.
+    # machine_load, results.figures.machine_load); the gate will not judge them unless allowed.
     busy: tuple[str, ...] = ()
     # "run ID: kind: why" for each other violation of a run (its summary's validity,
-    # results.run_validity: throttling, powersave, XID, ECC, token counts apart).
+    # results.validity.run_validity: throttling, powersave, XID, ECC, token counts apart).
     invalid: tuple[str, ...] = ()
 
 
@@ -153,7 +153,7 @@ def _check_same(label: str, run_ids: Sequence[str], items: Sequence[Any], what: 
 
 
 def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[dict[str, Any]]]:
-    """Read run folders (a group folder gives its runs: results.run_group.expand_run_paths)
+    """Read run folders (a group folder gives its runs: results.folder.run_group.expand_run_paths)
     into a RunGroup plus summaries.
 
     Raises BaselineError when a folder is unreadable or the runs differ in hardware, workload

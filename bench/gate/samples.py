@@ -2,7 +2,8 @@
 
 The gate compares distributions, not summary figures, so it needs what the summary was computed
 from: for every measured request (status ok, inside the measured window, exactly the requests
-``results.summary.compute_summary`` counts) its TTFT, TPOT, E2EL, queueing delay, completion time,
+``results.figures.summary.compute_summary`` counts) its TTFT, TPOT, E2EL, queueing delay,
+completion time,
 token counts, SLO verdict and ITL values. :class:`RunSamples` holds them; it is built from a run
 folder (:func:`samples_from_run`) or read from a baseline file (:meth:`RunSamples.from_dict`).
 
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from results.run_folder import RunData
+from results.folder.run_folder import RunData
 from results.run_summary import request_summary
 
 __all__ = [

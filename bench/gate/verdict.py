@@ -22,7 +22,7 @@ noise. The remedy is more or longer runs, or a quieter machine, which narrow the
 
 A busy machine: when any run of either side was marked busy (summary.json's machine_load),
 the verdict is inconclusive whatever the intervals say (`bench gate --allow-busy` judges it).
-So for a run with any other violation of summary.json's validity (results.run_validity: GPU
+So for a run with any other violation of summary.json's validity (results.validity.run_validity: GPU
 throttling, a powersave governor, XID or ECC errors, token counts apart): `--allow-invalid`.
 
 Minimum samples: per side, ``min_samples`` measured requests for per-request metrics,
@@ -340,7 +340,7 @@ def evaluate(
 ) -> GateReport:
     """Judge every rule (see the module doc). Raises GateInputError for unusable input.
 
-    A run whose machine was busy (other processes used results.machine_load's
+    A run whose machine was busy (other processes used results.figures.machine_load's
     BUSY_OTHER_CPU_SHARE of its CPU or more), in the candidate or the baseline, makes the
     verdict inconclusive, whatever the rules say: its figures measure the other work as much
     as the build. With

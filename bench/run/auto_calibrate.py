@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.run.environment import cpu_name
+from bench.run.endpoint.environment import cpu_name
 from bench.run.messages import print_note
 from perfmodel import calibration
 from perfmodel.cache import calibration_path

@@ -5,7 +5,7 @@ What changes from a run against one endpoint, and where:
 - the options: every ``--url`` of a fleet in order (:func:`fleet_urls`; one URL is an ordinary
   run), for a running engine only (no engine that bench starts);
 - the pre-flight (:func:`preflight_fleet`): every replica is checked as one endpoint is
-  (bench.run.preflight), against the model the first one serves, and the first that refuses
+  (bench.run.endpoint.preflight), against the model the first one serves, and the first that refuses
   stops the run (exit 2), named with its place in the fleet;
 - run.json's engine section lists the replicas and the policy (:func:`fleet_engine_fields`);
   the engine's description is the first replica's, and neither steps.parquet nor the engine's
@@ -14,8 +14,8 @@ What changes from a run against one endpoint, and where:
 - the load: each request goes to the replica its client's router picks
   (loadgen.client.routing); the probes scrape every replica's /metrics, each series labelled
   ``endpoint`` (bench.run.probing);
-- the summary: per replica beside the totals (results.fleet), and its terminal table
-  (bench.run.fleet_report).
+- the summary: per replica beside the totals (results.figures.fleet), and its terminal table
+  (bench.run.end.fleet_report).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from bench.run.preflight import Preflight, PreflightError, preflight
+from bench.run.endpoint.preflight import Preflight, PreflightError, preflight
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.routing import check_route
 from loadgen.drivers.driver import LoadPlan
-from results.records import endpoint_of
+from results.folder.records import endpoint_of
 from results.schema import EngineSection
 
 __all__ = ["fleet_engine_fields", "fleet_urls", "preflight_fleet"]
@@ -67,7 +67,8 @@ def preflight_fleet(
     model: str | None,
     headers: Mapping[str, str] | None = None,
 ) -> Preflight:
-    """bench.run.preflight.preflight on every replica, in order; the model is ``model``, else
+    """bench.run.endpoint.preflight.preflight on every replica, in order; the model is ``model``,
+    else
     the one the first replica serves first, which every other must serve. Returns the first
     replica's findings with every replica's notes.
 

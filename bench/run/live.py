@@ -16,7 +16,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from loadgen.drivers.closed_loop import LiveCounters
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 
 _RATE_WINDOW_S = 10.0
 

@@ -19,7 +19,7 @@ from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.sharegpt import sharegpt_requests
 from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_entries
 from loadgen.workloads.trace_prompts import trace_requests
-from results.arrival_plan import ArrivalRow
+from results.folder.arrival_plan import ArrivalRow
 
 __all__ = [
     "DURATION_REQUESTS_CAP",
@@ -70,7 +70,7 @@ def trace_entries(scenario: Scenario) -> list[TraceEntry]:
 
 
 def arrival_rows(scenario: Scenario, plan: LoadPlan) -> list[ArrivalRow] | None:
-    """The arrival plan of a trace run (results.arrival_plan), one row per planned request;
+    """The arrival plan of a trace run (results.folder.arrival_plan), one row per planned request;
     None for other workloads."""
     if scenario.workload.kind != "trace" or plan.schedule_s is None:
         return None

@@ -33,8 +33,8 @@ from loadgen.drivers.locust_driver import LocustError, run_locust
 from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
-from results.arrival_plan import ARRIVAL_PLAN_PARQUET, write_arrival_plan
-from results.client_check import write_client_table
+from results.figures.client_check import write_client_table
+from results.folder.arrival_plan import ARRIVAL_PLAN_PARQUET, write_arrival_plan
 
 __all__ = ["DRIVERS", "LoadError", "drive_load", "prepare_load", "record_load"]
 
@@ -131,7 +131,7 @@ def record_load(
     remote: RemoteWorkers | None = None, scenario: Scenario | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Write the client table (client.parquet) and, for a trace ``scenario``, the arrival plan
-    (arrival_plan.parquet, results.arrival_plan); return run.json's "load" section: with
+    (arrival_plan.parquet, results.folder.arrival_plan); return run.json's "load" section: with
     Locust, ``locust_workers`` lists each worker's host, status and measured clock offset."""
     write_client_table(folder, result.client)
     section = load_section(plan, driver, result.workers)

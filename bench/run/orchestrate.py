@@ -21,31 +21,31 @@ from typing import Any
 from rich.console import Console
 
 from bench.run.auto_calibrate import calibrate_before_load
-from bench.run.cache_state import prepare_prefix_cache
-from bench.run.engine_launch import collect_nsys_report, launch_reference
-from bench.run.engine_watch import EngineWatch
-from bench.run.environment import cpu_name, git_commit, hardware, package_versions
-from bench.run.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
+from bench.run.end.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
+from bench.run.end.interrupt import RunInterrupted, active_interrupts, run_end_sections
+from bench.run.endpoint.cache_state import prepare_prefix_cache
+from bench.run.endpoint.environment import cpu_name, git_commit, hardware, package_versions
+from bench.run.endpoint.preflight import PreflightError, preflight
+from bench.run.endpoint.run_fingerprint import RunFingerprint, engine_identity
+from bench.run.endpoint.server_tokenizer import ServerTokenizer
+from bench.run.endpoint.tokenizer_source import (
+    ResolvedTokenizer,
+    TokenizerNotFoundError,
+    resolve_tokenizer,
+    tokenizer_for_endpoint,
+)
 from bench.run.fleet import fleet_engine_fields, preflight_fleet
-from bench.run.interrupt import RunInterrupted, active_interrupts, run_end_sections
+from bench.run.launch.engine_launch import collect_nsys_report, launch_reference
+from bench.run.launch.engine_watch import EngineWatch
 from bench.run.live import LiveDisplay
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.messages import print_info, print_note
-from bench.run.preflight import PreflightError, preflight
 from bench.run.probing import (
     gpu_scope_of,
     samples_frame,
     start_probes,
 )
 from bench.run.remote_workers import RemoteWorkers
-from bench.run.run_fingerprint import RunFingerprint, engine_identity
-from bench.run.server_tokenizer import ServerTokenizer
-from bench.run.tokenizer_source import (
-    ResolvedTokenizer,
-    TokenizerNotFoundError,
-    resolve_tokenizer,
-    tokenizer_for_endpoint,
-)
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from engine_adapters.base import EngineAdapter
@@ -59,11 +59,11 @@ from loadgen.drivers.driver import LoadPlan, LoadResult
 from loadgen.drivers.stop import LoadStop
 from probes import nsys
 from probes.session import ProbeResult
-from results.analytic import analytic_section
-from results.engine_facts import engine_folder_name
-from results.engine_steps import fetch_json, fetch_steps, same_host
-from results.redact import redact_command
-from results.run_folder import RunFolder, load_run
+from results.figures.analytic import analytic_section
+from results.figures.engine_facts import engine_folder_name
+from results.folder.engine_steps import fetch_json, fetch_steps, same_host
+from results.folder.redact import redact_command
+from results.folder.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from results.schema import (
     RUN_JSON_VERSION,
@@ -73,7 +73,7 @@ from results.schema import (
     RunJson,
     SummaryJson,
 )
-from results.usability import DEFAULT_MAX_ERROR_RATE
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 
 class RunError(RuntimeError):
@@ -116,7 +116,8 @@ class RunOptions:
     launch_model: str | None = None
     # --api-key and --header: sent with every request to the endpoint, never written down.
     headers: RequestHeaders = field(default_factory=RequestHeaders)
-    # The share of failed requests (0..1) above which the run is not usable (results.usability).
+    # The share of failed requests (0..1) above which the run is not usable
+    # (results.validity.usability).
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     # Locust: workers that join with `bench worker`, the master's address
     # (bench.run.remote_workers).
@@ -152,7 +153,8 @@ def total_known(scenario: Scenario) -> bool:
 def _resolve_tokenizer(
     opts: RunOptions, spec: str | None, adapter: EngineAdapter
 ) -> ResolvedTokenizer:
-    """The prompts' tokenizer (bench.run.tokenizer_source): ``spec``, else the endpoint's."""
+    """The prompts' tokenizer (bench.run.endpoint.tokenizer_source): ``spec``, else the
+    endpoint's."""
     try:
         if spec is not None:
             # Without --tokenizer, the launched engine's model names the tokenizer too.
@@ -177,7 +179,7 @@ def _resolve_tokenizer(
 def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson]:
     """Run ``opts.scenario`` end to end; returns the run folder and its summary.
 
-    Raises RunInterrupted (bench.run.interrupt) after writing the partial run folder when a
+    Raises RunInterrupted (bench.run.end.interrupt) after writing the partial run folder when a
     signal cut the load (or before any folder, when it came before the load).
     """
     interrupts = active_interrupts()
@@ -297,7 +299,8 @@ def _run_against(
     identity = engine_identity(base_url, adapter, headers, served)
     fingerprint = RunFingerprint(local).begin()
     probe_result: ProbeResult | None = None
-    # Set by a signal (bench.run.interrupt) or the engine's death (bench.run.engine_watch).
+    # Set by a signal (bench.run.end.interrupt) or the engine's death
+    # (bench.run.launch.engine_watch).
     stop = LoadStop()
     try:
         with active_interrupts().load(stop), EngineWatch(engine_process, stop) as watch:

@@ -12,8 +12,9 @@
 - :func:`samples_frame`: the probes' readings on the run's clock (t_s = seconds since t0_ns).
 - :func:`start_probes`: the probe process, each unavailable probe said once.
 
-Starting the engine itself (and Nsight Systems around it) is bench.run.engine_launch; run.json's
-analytic section (model shape, dtypes, roofs) is results.analytic.
+Starting the engine itself (and Nsight Systems around it) is bench.run.launch.engine_launch;
+run.json's
+analytic section (model shape, dtypes, roofs) is results.figures.analytic.
 """
 
 from __future__ import annotations

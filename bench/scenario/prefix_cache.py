@@ -10,7 +10,7 @@
     state = "leave"        # (default) touch nothing
     prime_requests = 32    # prime only: the first N requests of the plan (default: all)
 
-bench.run.cache_state does it and records what was done in run.json's ``prefix_cache``.
+bench.run.endpoint.cache_state does it and records what was done in run.json's ``prefix_cache``.
 """
 
 from __future__ import annotations

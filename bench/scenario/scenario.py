@@ -68,7 +68,7 @@ class SLO:
     e2el_ms: float | None = None
 
     def to_dict(self) -> dict[str, float | None]:
-        """All three targets (None where unset); ``results.summary.compute_summary`` accepts
+        """All three targets (None where unset); ``results.figures.summary.compute_summary`` accepts
         this."""
         return asdict(self)
 

@@ -24,7 +24,7 @@ from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import RequestSpec
-from results.records import ChunkRecord, RequestRecord
+from results.folder.records import ChunkRecord, RequestRecord
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"
 

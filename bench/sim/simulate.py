@@ -18,16 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.run.environment import git_commit, hardware, package_versions
+from bench.run.endpoint.environment import git_commit, hardware, package_versions
 from bench.run.load_plan import build_plan, load_section
 from bench.scenario.scenario import Scenario
 from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from results.analytic import simulated_analytic
-from results.engine_facts import engine_folder_name
-from results.engine_steps import steps_frame
-from results.run_folder import RunFolder, load_run
+from results.figures.analytic import simulated_analytic
+from results.figures.engine_facts import engine_folder_name
+from results.folder.engine_steps import steps_frame
+from results.folder.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from results.schema import (
     RUN_JSON_VERSION,

@@ -25,7 +25,7 @@ from bench.techniques.studies import Study
 from perfmodel.capacity import capacity
 from perfmodel.hardware import get_gpu
 from perfmodel.models import dtype_bytes, resolve_model
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from results.run_folder import RunData
+from results.folder.run_folder import RunData
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from bench.experiments.ablate import Switch, run_ablation
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS
-from bench.run.environment import hardware
+from bench.run.endpoint.environment import hardware
 from bench.techniques.claims import CLAIMS, Claim
 from bench.techniques.predictions import DEVICES, SimCache, predict
 from bench.techniques.reasons import verdict
@@ -29,7 +29,7 @@ from bench.techniques.studies import ROWS, STUDIES, Study, study
 from perfmodel.files import atomic_write_text
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, CostModel
-from results.run_folder import RunData, load_run
+from results.folder.run_folder import RunData, load_run
 
 TECHNIQUES_JSON = "techniques.json"
 _TITLES = {key: (title, unit) for key, title, unit in ABLATION_COLUMNS}

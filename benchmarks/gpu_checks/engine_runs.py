@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.run.environment import cpu_name
+from bench.run.endpoint.environment import cpu_name
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
-from results.analytic import analytic_section
-from results.engine_steps import steps_frame
+from results.figures.analytic import analytic_section
+from results.folder.engine_steps import steps_frame
 
 # Settings every 8B engine of the checks shares: a fixed KV budget (the default takes 90% of
 # free memory, seconds to allocate, and leaves none for the next engine) and a short context.
@@ -48,9 +48,9 @@ def prompts(num_seqs: int, prompt_tokens: int, vocab_size: int, seed: int = 0) -
 @dataclass
 class GreedyRun:
     """What one greedy batch through an engine gave: each sequence's tokens, the engine's step
-    records of the batch (results.engine_steps' table), each of those steps' CUDA-event time
+    records of the batch (results.folder.engine_steps' table), each of those steps' CUDA-event time
     (seconds, same order), the logits of the first captured ``compute_logits`` calls (fp32,
-    on the host) and the run's analytic section (results.analytic), for MBU."""
+    on the host) and the run's analytic section (results.figures.analytic), for MBU."""
 
     tokens: list[list[int]]
     steps: pd.DataFrame

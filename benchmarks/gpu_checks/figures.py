@@ -1,6 +1,6 @@
 """The figures the GPU checks judge by, computed from plain arrays and step tables (no GPU).
 
-MBU is the project's own (results.attribution): analytic bytes of each step (the same
+MBU is the project's own (results.figures.attribution): analytic bytes of each step (the same
 step_costs a run folder's attribution uses) / its forward time / the part's peak bytes/s.
 """
 
@@ -13,15 +13,16 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.roofs import Roofs
-from results.attribution import step_costs
+from results.figures.attribution import step_costs
 
 # The largest |host - truth| / truth allowed for the sum of forward_s over a run's steps.
 TIMING_TOLERANCE = 0.02
 
 
 def decode_mbu(steps: pd.DataFrame, analytic: Mapping[str, Any], num_seqs: int) -> dict[str, Any]:
-    """MBU of the pure decode steps of ``num_seqs`` sequences in ``steps`` (results.engine_steps'
-    table), against ``analytic``'s roofs (run.json's analytic section, results.analytic).
+    """MBU of the pure decode steps of ``num_seqs`` sequences in ``steps``
+    (results.folder.engine_steps'
+    table), against ``analytic``'s roofs (run.json's analytic section, results.figures.analytic).
 
     Returns ``steps`` (how many such steps), ``forward_s`` (their median forward time,
     seconds), ``bytes`` (their median analytic bytes) and ``mbu`` (the median of each step's

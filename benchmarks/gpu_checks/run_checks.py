@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.gpu_checks.rows import Row, passed, skipped
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 
 SCENARIO = """
 name = "gpu-check"

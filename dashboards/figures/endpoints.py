@@ -1,6 +1,6 @@
 """A fleet run's replicas side by side (several ``bench run --url``).
 
-Drawn only for a run whose summary.json has ``endpoints`` (results.fleet); one color per
+Drawn only for a run whose summary.json has ``endpoints`` (results.figures.fleet); one color per
 replica, in ``--url`` order, the same in every panel. Left: the requests each replica took
 (measured window), with its share. Middle: each replica's output tokens per second of the
 window. Right: TTFT, ITL and TPOT p50 and p99 per replica (ms), the figures the terminal

@@ -8,7 +8,8 @@ meet. The first roof is drawn solid, others (another compute dtype) dashed.
   at its intensity and at the FLOP/s the roofline lets it reach.
 - :func:`roofline_figure` (the run dashboard, inputs from
 :mod:`dashboards.figures.roofline_inputs`):
-  each step a faint dot, the prefill and decode parts of all steps (results.attribution) large
+  each step a faint dot, the prefill and decode parts of all steps (results.figures.attribution)
+  large
   ones sized by their share of step time, at their achieved FLOP/s over executor time; right,
   where the step time went: prefill vs decode, memory- vs compute-bound.
 """
@@ -218,7 +219,7 @@ def _phase_marker(point: PhasePoint, roofs: Roofs | None) -> RooflinePoint:
 
 
 def _attribution_bars(attribution: dict[str, Any]) -> list[tuple[str, str, float]]:
-    """(group, name, seconds) of results.attribution's parts and bound times."""
+    """(group, name, seconds) of results.figures.attribution's parts and bound times."""
     parts = [(p, (attribution.get(p) or {}).get("time_s")) for p in ("prefill", "decode")]
     bound = attribution.get("bound_time_s") or {}
     bars = [("time by phase", name, seconds) for name, seconds in parts]

@@ -2,14 +2,16 @@
 
 - Roofs: summary.json's ``attribution.roofs``, else run.json's ``analytic.roofs``
   (perfmodel.roofs; for a folder written before run.json had "analytic", rebuilt by
-  results.analytic.run_analytic, the lookup `bench run` makes).
+  results.figures.analytic.run_analytic, the lookup `bench run` makes).
 - Attribution (prefill and decode parts, memory- and compute-bound time, MFU, MBU):
-  summary.json's ``attribution``, as results.attribution computed it; for a folder whose
-  summary.json lacks it, results.attribution.step_attribution over the folder. Either way each
+  summary.json's ``attribution``, as results.figures.attribution computed it; for a folder whose
+  summary.json lacks it, results.figures.attribution.step_attribution over the folder. Either way
+  each
   step's time is split between prefill and decode by the roofline time of each part (by FLOPs
   when the run has no roofs), the definition of docs/probes.md ("Attribution").
 - The faint per-step dots: steps.parquet's ``flops`` and ``bytes`` columns when the engine
-  wrote them, else results.attribution.step_costs (the same analytic model), each step classed
+  wrote them, else results.figures.attribution.step_costs (the same analytic model), each step
+  classed
   prefill, decode or mixed by its tokens for its color.
 
 Achieved FLOP/s is FLOPs over executor time (steps.parquet's forward_s), as MFU is; shares of
@@ -29,8 +31,8 @@ import pandas as pd
 from dashboards.figures.steps import phase_of_steps
 from dashboards.runview import RunView
 from perfmodel.roofs import Roofs
-from results.analytic import roofs_reason, run_analytic
-from results.attribution import step_attribution, step_costs
+from results.figures.analytic import roofs_reason, run_analytic
+from results.figures.attribution import step_attribution, step_costs
 
 __all__ = ["PhasePoint", "RooflineInputs", "phase_points", "roofline_inputs"]
 
@@ -67,7 +69,7 @@ class PhasePoint:
 @dataclass
 class RooflineInputs:
     """``steps``: per-step flops, bytes, time_s, busy_s, phase (or None); ``attribution``:
-    results.attribution.step_attribution's dict (summary.json's "attribution"), or {}."""
+    results.figures.attribution.step_attribution's dict (summary.json's "attribution"), or {}."""
 
     roofs: Roofs | None = None
     steps: pd.DataFrame | None = None
@@ -86,7 +88,8 @@ def _number(value: Any) -> float | None:
 def _attribution(
     view: RunView, analytic: Mapping[str, Any], notes: list[str]
 ) -> tuple[dict[str, Any], str]:
-    """summary.json's attribution, else results.attribution's over the folder; and whence."""
+    """summary.json's attribution, else results.figures.attribution's over the folder; and
+    whence."""
     recorded = view.summary.get("attribution")
     if isinstance(recorded, Mapping) and recorded.get("available"):
         return dict(recorded), "summary.json"
@@ -100,7 +103,7 @@ def _attribution(
     if not computed.get("available"):
         notes.append(f"No attribution: {computed.get('reason')}.")
         return {}, ""
-    return computed, "results.attribution over this folder (its summary.json has none)"
+    return computed, "results.figures.attribution over this folder (its summary.json has none)"
 
 
 def _roofs(
@@ -132,7 +135,7 @@ def _step_costs(
         except (ValueError, KeyError, TypeError) as exc:
             notes.append(f"The analytic model could not cost the steps: {exc}.")
             return None, ""
-        source = "results.attribution's analytic model of each step"
+        source = "results.figures.attribution's analytic model of each step"
     time_s = (steps["end_s"] - steps["start_s"]).to_numpy(np.float64)
     forward_s = steps["forward_s"].to_numpy(np.float64)
     frame = pd.DataFrame(
@@ -149,7 +152,8 @@ def _step_costs(
 
 
 def phase_points(attribution: Mapping[str, Any]) -> list[PhasePoint]:
-    """The prefill and decode points of an attribution (results.attribution's per-part sums),
+    """The prefill and decode points of an attribution (results.figures.attribution's per-part
+    sums),
     each sized by its part's share of step time."""
     parts = {p: attribution.get(p) for p in ("prefill", "decode")}
     rows = {p: v for p, v in parts.items() if isinstance(v, Mapping) and _number(v.get("flops"))}

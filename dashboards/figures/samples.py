@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from results.machine_load import process_labels
+from results.figures.machine_load import process_labels
 
 __all__ = ["CONCEPTS", "Concept", "Series", "all_series", "find"]
 

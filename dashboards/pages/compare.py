@@ -168,7 +168,7 @@ def write_compare_report(
     """Write the compare page of ``run_folders`` (2 or more) to ``out`` and return its path.
 
     Raises ValueError for fewer than two runs or a wrong number of labels, and
-    results.run_folder.RunFolderError for a path that is not a run folder.
+    results.folder.run_folder.RunFolderError for a path that is not a run folder.
     """
     if len(run_folders) < 2:
         raise ValueError(f"compare needs at least two run folders, got {len(run_folders)}")

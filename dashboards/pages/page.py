@@ -49,7 +49,8 @@ class Page:
     notes: Sequence[str] = ()
     sections: Sequence[Section] = field(default_factory=tuple)
     notes_heading: str = "What this run did not record"
-    # Shown first, in red: what makes the figures below partial or unusable (results.run_end).
+    # Shown first, in red: what makes the figures below partial or unusable
+    # (results.validity.run_end).
     banner: Sequence[str] = ()
 
 

@@ -28,13 +28,13 @@ from dashboards.figures.user_tps import per_user_tps_figure
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
-from results.energy_phase import energy_phase_line
-from results.engine_facts import prefix_cache_line, simulated_line
-from results.machine_load import busy_lines
-from results.run_end import engine_death_line, run_end_lines
-from results.run_validity import violation_lines
-from results.token_reconciliation import reconciliation_lines
-from results.usability import describe_failures
+from results.figures.energy_phase import energy_phase_line
+from results.figures.engine_facts import prefix_cache_line, simulated_line
+from results.figures.machine_load import busy_lines
+from results.validity.run_end import engine_death_line, run_end_lines
+from results.validity.run_validity import violation_lines
+from results.validity.token_reconciliation import reconciliation_lines
+from results.validity.usability import describe_failures
 
 __all__ = ["REPORT_HTML", "build_run_page", "run_facts", "write_run_report"]
 
@@ -79,7 +79,7 @@ def _utilization_notes(summary: Mapping[str, Any]) -> list[str]:
 
 def _engine_notes(summary: Mapping[str, Any]) -> tuple[str | None, list[str]]:
     """The simulated-device line (None for a real device) and the prefix cache note, as
-    summary.json's "simulated" and "prefix_cache" (results.engine_facts) give them."""
+    summary.json's "simulated" and "prefix_cache" (results.figures.engine_facts) give them."""
     sim = summary.get("simulated")
     reuse = summary.get("prefix_cache")
     line = prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)
@@ -244,7 +244,7 @@ def build_run_page(view: RunView) -> Page:
 def write_run_report(run_folder: Path) -> Path:
     """Write ``run_folder/report.html`` and return its path.
 
-    Raises results.run_folder.RunFolderError when ``run_folder`` is not a run folder; any
+    Raises results.folder.run_folder.RunFolderError when ``run_folder`` is not a run folder; any
     optional file it lacks (summary.json, steps.parquet, samples.parquet) is a note in the page.
     """
     view = load_run_view(run_folder)

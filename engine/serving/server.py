@@ -5,7 +5,8 @@ Routes: POST /v1/completions and /v1/chat/completions (streaming as server-sent 
 does), GET /v1/models, /health and /metrics, vLLM's POST /tokenize and /detokenize
 (engine/serving/tokenization.py). Every bad request gets a 400 with OpenAI's error body; the
 server keeps serving. What one client may hold (body size, read deadline, connections) is
-ServerLimits' (engine/serving/limits.py); prompts are checked and tokenized off the event loop
+ServerLimits' (engine/serving/guards/limits.py); prompts are checked and tokenized off the event
+loop
 (engine/serving/prompt_input.py). When the engine dies, in-flight requests get a 503 and
 ``run_server`` stops with EngineDiedError, so that a supervisor can restart it.
 """
@@ -33,14 +34,14 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.native.cpu_allocator import retain_freed_memory
 from engine.serving.async_engine import AsyncLLM, EngineDeadError, RemoteAsyncLLM
-from engine.serving.auth import ApiKeyMiddleware
-from engine.serving.body_limit import BodyLimit
-from engine.serving.connection_guard import ServerConfig, within_file_limit
 from engine.serving.core_messages import Describe, ResetPrefixCache, StepsSince
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
-from engine.serving.disconnect import ClientDisconnected, until_disconnected
 from engine.serving.errors import BadRequest, error_response, install_error_handlers
-from engine.serving.limits import ServerLimits
+from engine.serving.guards.auth import ApiKeyMiddleware
+from engine.serving.guards.body_limit import BodyLimit
+from engine.serving.guards.connection_guard import ServerConfig, within_file_limit
+from engine.serving.guards.disconnect import ClientDisconnected, until_disconnected
+from engine.serving.guards.limits import ServerLimits
 from engine.serving.metrics import EngineMetrics
 from engine.serving.output_processor import RequestTextState, TextDelta
 from engine.serving.process_title import FRONT_TITLE, SINGLE_PROCESS_TITLE, set_process_title
@@ -94,7 +95,7 @@ def build_app(
     """The OpenAI-compatible app over an in-process engine (stepped in a thread) or an engine
     core process. ``on_engine_dead`` is called on the event loop when the engine dies, after
     every in-flight request has its error (run_server stops the server there). With
-    ``api_key``, /v1 needs ``Authorization: Bearer <api_key>`` (engine.serving.auth);
+    ``api_key``, /v1 needs ``Authorization: Bearer <api_key>`` (engine.serving.guards.auth);
     ``reasoning`` labels a prefix of each chat answer as reasoning."""
     limits = limits or ServerLimits()
     prefix = reasoning or ReasoningPrefix()
@@ -390,7 +391,8 @@ def run_server(
     reasoning: ReasoningPrefix | None = None,
 ) -> None:
     """Load the engine, then serve until interrupted. /health answers once the model is loaded.
-    ``api_key`` guards /v1 (engine.serving.auth); it stays in this process. ``reasoning``: the
+    ``api_key`` guards /v1 (engine.serving.guards.auth); it stays in this process. ``reasoning``:
+    the
     reasoning prefix of chat answers (engine.serving.reasoning).
 
     ``core_process`` runs the engine in its own process (engine/serving/core_process.py); without it

@@ -4,7 +4,8 @@ POST /tokenize ``{"model"?, "prompt", "add_special_tokens" = true, "return_token
 or the chat form ``{"model"?, "messages", "add_generation_prompt" = true,
 "add_special_tokens" = false}`` -> ``{"count", "max_model_len", "tokens", "token_strs"}``.
 POST /detokenize ``{"model"?, "tokens"}`` -> ``{"prompt"}``. A client that finds no tokenizer
-of its own (bench.run.server_tokenizer) builds prompts of exact lengths with these. Encoding and
+of its own (bench.run.endpoint.server_tokenizer) builds prompts of exact lengths with these.
+Encoding and
 decoding run in a worker thread, so a long text never holds the event loop.
 """
 

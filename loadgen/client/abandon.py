@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from loadgen.client.openai_stream import StreamAccumulator
 from loadgen.clock import RunClock
 from loadgen.request_spec import Abandon, Api
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 
 __all__ = ["AbandoningAccumulator", "send_abandoning"]
 

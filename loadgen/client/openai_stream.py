@@ -1,7 +1,8 @@
 """The meaning of an OpenAI-compatible SSE stream: content chunks, usage, finish, errors.
 
 :class:`StreamAccumulator` is fed the data of each event with the arrival time of the network
-read that carried it, and turns the stream into a :class:`~results.records.RequestRecord` once
+read that carried it, and turns the stream into a :class:`~results.folder.records.RequestRecord`
+once
 it has ended. It knows the differences between engines that matter for counting:
 
     * vLLM sends usage in a final chunk whose ``choices`` is empty; llama-server puts it beside
@@ -34,7 +35,7 @@ from loadgen.client.token_counts import (
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Api, RequestSpec
-from results.records import ChunkRecord, RequestRecord, Status, TokenSource
+from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSource
 
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 
 __all__ = ["DEFAULT_ROUTE", "ROUTES", "RoutedClient", "Router", "check_route"]
 

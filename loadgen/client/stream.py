@@ -13,7 +13,7 @@ connection: a few microseconds of CPU per chunk instead of httpx's tens); ``http
 (``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way.
 
 Failures are data: every outcome of :meth:`StreamingClient.send` is a
-:class:`~results.records.RequestRecord` (status ok, error or cancelled); it never raises.
+:class:`~results.folder.records.RequestRecord` (status ok, error or cancelled); it never raises.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord, Status, endpoint_of
+from results.folder.records import RequestRecord, Status, endpoint_of
 
 __all__ = ["ServerUnreachableError", "StreamingClient"]
 
@@ -104,7 +104,7 @@ class StreamingClient:
                 f"got {connect_timeout_s!r}"
             )
         root = base_url.rstrip("/")
-        # What each record names as its replica (results.fleet).
+        # What each record names as its replica (results.figures.fleet).
         self.endpoint = endpoint_of(base_url)
         self.api_root = root if root.endswith("/v1") else root + "/v1"
         self.model = model

@@ -25,7 +25,7 @@ from typing import Any
 
 from loadgen.client.apportion import apportion_tokens, chunk_token_weights
 from loadgen.protocols import TokenizerLike
-from results.records import TokenSource
+from results.folder.records import TokenSource
 
 __all__ = ["StreamTokens", "count_stream_tokens", "recount_output_tokens", "usage_int"]
 
@@ -77,7 +77,7 @@ def recount_output_tokens(
 ) -> int | None:
     """The stream's text re-encoded with ``tokenizer``, reasoning and answer apart (each part's
     text joined, so a token split across chunks counts once), or None without a tokenizer: the
-    client's side of results.token_reconciliation."""
+    client's side of results.validity.token_reconciliation."""
     if tokenizer is None:
         return None
     thinking = [t for t, r in zip(texts, reasoning, strict=True) if r]

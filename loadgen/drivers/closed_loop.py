@@ -21,7 +21,7 @@ from typing import Protocol
 from loadgen.clock import RunClock
 from loadgen.drivers.stop import LoadStop, cancelled_message
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 
 __all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "run_closed_loop"]
 

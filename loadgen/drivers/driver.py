@@ -26,8 +26,8 @@ from loadgen.drivers.selfcheck import ClientMonitor
 from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
-from results.client_samples import ClientSamples
-from results.records import RequestRecord
+from results.folder.client_samples import ClientSamples
+from results.folder.records import RequestRecord
 
 __all__ = ["ClientConfig", "LoadMode", "LoadPlan", "LoadResult", "run_plan"]
 

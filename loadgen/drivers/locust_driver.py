@@ -41,8 +41,8 @@ from loadgen.drivers.locust_job import (
     write_job,
 )
 from loadgen.drivers.stop import LoadStop
-from results.client_samples import ClientSamples
-from results.records import RequestRecord
+from results.folder.client_samples import ClientSamples
+from results.folder.records import RequestRecord
 
 __all__ = ["LocustError", "run_locust", "worker_command"]
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from loadgen.drivers.clock_sync import ClockOffset
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 
 __all__ = ["Fleet", "WorkerSlot", "lost_cause"]
 

@@ -44,7 +44,7 @@ from typing import Any
 from loadgen.client.auth import RequestHeaders
 from loadgen.drivers.driver import ClientConfig, LoadPlan
 from loadgen.request_spec import RequestSpec
-from results.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
+from results.folder.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
     "MSG_CLIENT",

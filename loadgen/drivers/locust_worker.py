@@ -53,8 +53,8 @@ from loadgen.drivers.locust_job import (
     spec_from_wire,
 )
 from loadgen.request_spec import RequestSpec
-from results.client_samples import ClientSamples
-from results.records import RequestRecord, endpoint_of
+from results.folder.client_samples import ClientSamples
+from results.folder.records import RequestRecord, endpoint_of
 
 __all__ = ["PlanUser", "WorkerState", "main"]
 

@@ -30,7 +30,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _cancelled_record
 from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 
 __all__ = ["run_open_loop"]
 

@@ -25,7 +25,7 @@ import contextlib
 import time
 
 from loadgen.clock import RunClock
-from results.client_samples import ClientSamples
+from results.folder.client_samples import ClientSamples
 
 __all__ = ["ClientMonitor"]
 

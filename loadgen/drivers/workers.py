@@ -38,8 +38,8 @@ from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
 from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
-from results.client_samples import ClientSamples
-from results.records import RequestRecord
+from results.folder.client_samples import ClientSamples
+from results.folder.records import RequestRecord
 
 __all__ = ["ShardError", "run_load", "run_plan_sharded", "shard_plan"]
 

@@ -2,10 +2,12 @@
 
 Each is a TypedDict (the file's JSON shape stays visible and readers keep indexing it as a dict)
 with an integer ``schema_version`` written first into the file. Writers go through
-results.run_folder.RunFolder (``write_run_json``, ``write_summary``), which check a document with
-``check_*`` before it lands; results.run_folder.load_run reads through ``upgrade_*``, the one place
+results.folder.run_folder.RunFolder (``write_run_json``, ``write_summary``), which check a document
+with
+``check_*`` before it lands; results.folder.run_folder.load_run reads through ``upgrade_*``, the
+one place
 that turns an older version into the current one and refuses a newer one, naming the file. The
-parquet tables' columns are declared by results.records and results.tables.
+parquet tables' columns are declared by results.folder.records and results.folder.tables.
 """
 
 from results.schema.check import SchemaError, check_document, schema_version_of

@@ -1,8 +1,9 @@
 """run.json: what a run was (scenario, engine, machine, code, clock), declared once.
 
 Written by `bench run` (bench.run.orchestrate) and `bench simulate` (bench.sim.simulate) through
-results.run_folder.RunFolder.write_run_json, which checks the document against :class:`RunJson`
-and refuses an undeclared top-level key; read by results.run_folder.load_run through
+results.folder.run_folder.RunFolder.write_run_json, which checks the document against
+:class:`RunJson`
+and refuses an undeclared top-level key; read by results.folder.run_folder.load_run through
 :func:`upgrade_run_json`, the one place that knows older versions.
 
 Versions:
@@ -46,7 +47,8 @@ __all__ = [
 
 RUN_JSON_VERSION = 2
 
-# Where a run's tokenizer came from (bench.run.tokenizer_source): a local folder, a preset, a
+# Where a run's tokenizer came from (bench.run.endpoint.tokenizer_source): a local folder, a
+# preset, a
 # Hugging Face Hub id, the endpoint's /tokenize; "unrecorded" for a run.json before version 2.
 TokenizerSourceKind = Literal["folder", "preset", "hub", "server", "unrecorded"]
 
@@ -61,7 +63,7 @@ class EngineSection(TypedDict, total=False):
     model: the served model name the requests named. description: the engine's /debug/engine at
     the start, as it returned it (None when it offers none). stats_end: its cumulative counters
     after the load (minus description["stats"]: this run's). A fleet run (several ``--url``,
-    results.fleet) adds endpoints: every replica's base URL in ``--url`` order (url is the
+    results.figures.fleet) adds endpoints: every replica's base URL in ``--url`` order (url is the
     first), and route: the routing policy that spread the requests over them.
     """
 
@@ -171,7 +173,7 @@ class TokenizerSection(TypedDict):
 
 
 class Interruption(TypedDict):
-    """A run ended early by a signal (bench.run.interrupt). signal: the first one's name
+    """A run ended early by a signal (bench.run.end.interrupt). signal: the first one's name
     ("SIGINT", "SIGTERM"); signals: how many arrived (2 or more: report.html was skipped); t_s:
     the first one's time on the run clock, s; utc: its UTC ISO 8601 time; phase: "load" (the load
     was cut) or "after the load" (it had finished); requests_recorded: rows in requests.parquet;
@@ -191,7 +193,8 @@ class Interruption(TypedDict):
 
 
 class EngineDeath(TypedDict):
-    """The engine died during the run (bench.run.engine_watch). t_s: when, on the run clock, s
+    """The engine died during the run (bench.run.launch.engine_watch). t_s: when, on the run clock,
+    s
     (the first failure of the final run of failures, or the launched process's exit as seen if
     earlier; None when no request failed); detected_by: "process exit" or "health check"
     (unreachable after the load); exit_code: the process's exit status (None when not launched
@@ -234,14 +237,16 @@ class RunJson(TypedDict):
     # `bench simulate` only.
     simulation: NotRequired[Simulation]
     # Since the exit codes: the share of failed requests (0..1) above which the run is not usable
-    # (`bench run --max-error-rate`; results.usability, whose default applies where absent).
+    # (`bench run --max-error-rate`; results.validity.usability, whose default applies where
+    # absent).
     max_error_rate: NotRequired[float]
-    # Since run validity: bench.run.run_fingerprint's snapshots, XID watch and engine identity,
-    # judged by results.run_validity.
+    # Since run validity: bench.run.endpoint.run_fingerprint's snapshots, XID watch and engine
+    # identity,
+    # judged by results.validity.run_validity.
     fingerprint: NotRequired[dict[str, Any]]
     # Since [prefix_cache]: the state asked (flush, prime, leave), the reset endpoint's answer
     # or "not supported by <engine>", the priming pass, and the load's prefix-cache hit rate
-    # (bench.run.cache_state).
+    # (bench.run.endpoint.cache_state).
     prefix_cache: NotRequired[dict[str, Any]]
     # A run ended early: by a signal, or by its engine's death.
     interrupted: NotRequired[Interruption]

@@ -1,8 +1,8 @@
-"""summary.json: a run's figures, declared once (their definitions: results.summary).
+"""summary.json: a run's figures, declared once (their definitions: results.figures.summary).
 
-Written by results.run_folder.RunFolder.write_summary (checked against :class:`SummaryJson`,
-undeclared top-level keys refused); read by results.run_folder.load_run through
-:func:`upgrade_summary_json`. The request figures come from results.summary.compute_summary;
+Written by results.folder.run_folder.RunFolder.write_summary (checked against :class:`SummaryJson`,
+undeclared top-level keys refused); read by results.folder.run_folder.load_run through
+:func:`upgrade_summary_json`. The request figures come from results.figures.summary.compute_summary;
 results.run_summary.summarize_run adds per_user_tps_by_phase, attribution, probes,
 engine_estimates and client (a summary of the request tables alone lacks them), each section
 owned by the module that computes it and opaque here.
@@ -45,7 +45,7 @@ __all__ = [
 
 SUMMARY_JSON_VERSION = 1
 
-# count, mean, std, min, p<q> for each percentile, max (results.summary.distribution); every
+# count, mean, std, min, p<q> for each percentile, max (results.figures.summary.distribution); every
 # figure but count is null without values.
 Distribution = dict[str, float | None]
 
@@ -126,7 +126,8 @@ class TopError(TypedDict):
 
 
 class Usability(TypedDict):
-    """Whether the run can be used (results.usability): ``usable`` is false when it holds no
+    """Whether the run can be used (results.validity.usability): ``usable`` is false when it holds
+    no
     request, none succeeded, or ``error_rate`` (failed / all requests of the run, warm-up and
     cool-down included) is above ``max_error_rate``; ``reasons`` says which, ``top_errors`` the
     most frequent causes, most frequent first."""
@@ -177,32 +178,37 @@ class SummaryJson(TypedDict):
     queueing_delay_ms: Distribution
     per_user_tps: Distribution
     reasoning: NotRequired[Reasoning]  # only for a run in which some request reasoned
-    # results.run_summary.summarize_run's sections (results.attribution, results.samples_summary,
-    # results.client_check).
+    # results.run_summary.summarize_run's sections (results.figures.attribution,
+    # results.figures.samples_summary,
+    # results.figures.client_check).
     per_user_tps_by_phase: NotRequired[dict[str, Any]]
     attribution: NotRequired[dict[str, Any]]
     probes: NotRequired[dict[str, Any]]
-    machine_load: NotRequired[dict[str, Any]]  # results.machine_load; absent in older summaries
+    machine_load: NotRequired[
+        dict[str, Any]
+    ]  # results.figures.machine_load; absent in older summaries
     engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
     client: NotRequired[dict[str, Any]]
-    # results.engine_facts: the simulated device (None: a real one) and the prefix cache's share
+    # results.figures.engine_facts: the simulated device (None: a real one) and the prefix cache's
+    # share
     # of the prompt tokens (None: the engine reports no prefix cache counters).
     simulated: NotRequired[dict[str, Any] | None]
     prefix_cache: NotRequired[dict[str, Any] | None]
-    # Since run validity (results.token_reconciliation, results.energy_phase,
-    # results.run_validity); absent in older summaries.
+    # Since run validity (results.validity.token_reconciliation, results.figures.energy_phase,
+    # results.validity.run_validity); absent in older summaries.
     token_reconciliation: NotRequired[dict[str, Any]]
     energy_by_phase: NotRequired[dict[str, Any]]
     validity: NotRequired[dict[str, Any]]
-    # Only when the workload abandoned requests ([abandon]; results.abandoned).
+    # Only when the workload abandoned requests ([abandon]; results.figures.abandoned).
     abandoned: NotRequired[dict[str, Any]]
-    # Since the exit codes (results.usability); absent in older summaries.
+    # Since the exit codes (results.validity.usability); absent in older summaries.
     usability: NotRequired[Usability]
-    # A run ended early (results.run_end): run.json's sections, and the one line that says so.
+    # A run ended early (results.validity.run_end): run.json's sections, and the one line that says
+    # so.
     partial: NotRequired[str]
     interrupted: NotRequired[dict[str, Any]]
     engine_died: NotRequired[dict[str, Any]]
-    # A fleet run (several --url): the request figures per replica (results.fleet).
+    # A fleet run (several --url): the request figures per replica (results.figures.fleet).
     endpoints: NotRequired[dict[str, Any]]
 
 

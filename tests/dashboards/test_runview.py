@@ -12,7 +12,7 @@ import pytest
 
 from dashboards.figures.samples import find
 from dashboards.runview import load_run_view
-from results.run_folder import RunFolderError
+from results.folder.run_folder import RunFolderError
 from tests.support.dashboards_fakes import make_run
 
 

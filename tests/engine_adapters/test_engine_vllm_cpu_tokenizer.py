@@ -22,7 +22,7 @@ from bench.run.load_plan import build_plan
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.tokenizer.tokenizer import Tokenizer
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from tests.support.real_engines import SCENARIO, VLLM_CPU_MARKS, SharedVllm
 
 pytestmark = VLLM_CPU_MARKS

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from tests.support.real_engines import VLLM_CPU_MARKS, SharedVllm
 
 pytestmark = VLLM_CPU_MARKS

@@ -1,4 +1,4 @@
-"""results.analytic: run.json's "analytic" section from an engine's description, and rebuilt
+"""results.figures.analytic: run.json's "analytic" section from an engine's description, and rebuilt
 for a folder written before run.json had one."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.presets import TINY
-from results.analytic import analytic_section, engine_precision, roofs_reason, run_analytic
+from results.figures.analytic import analytic_section, engine_precision, roofs_reason, run_analytic
 from tests.support.calibration import save_calibration
 
 H100 = "NVIDIA H100 80GB HBM3"

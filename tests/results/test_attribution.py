@@ -10,11 +10,11 @@ import pytest
 
 from perfmodel.presets import TINY
 from perfmodel.roofline import Batch, CostModel, Precision
-from results.engine_steps import STEP_COUNT_COLUMNS
-from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder, load_run
+from results.figures.samples_summary import histogram_quantile
+from results.folder.engine_steps import STEP_COUNT_COLUMNS
+from results.folder.records import ChunkRecord, RequestRecord
+from results.folder.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
-from results.samples_summary import histogram_quantile
 from tests.support.run_json import fake_run_json
 
 FP32 = Precision("fp32", "fp32", "fp32")

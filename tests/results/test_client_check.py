@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from results.client_check import (
+from results.figures.client_check import (
     client_health,
     client_warning,
     read_client_table,
     write_client_table,
 )
-from results.client_samples import ClientSamples
+from results.folder.client_samples import ClientSamples
 
 
 def samples(loop_lag_s: float, schedule_lag_s: float, cpu_per_s: float, workers: int = 1):

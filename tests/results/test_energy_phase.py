@@ -1,4 +1,5 @@
-"""Energy by phase (results.energy_phase), through summarize_run on a folder the test writes:
+"""Energy by phase (results.figures.energy_phase), through summarize_run on a folder the test
+writes:
 GPU power known to the joule, steps known to the millisecond."""
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import pytest
 
 from perfmodel.presets import TINY
 from perfmodel.roofline import Batch, Precision
-from results.energy_phase import energy_by_phase, energy_phase_line
-from results.engine_steps import STEP_COUNT_COLUMNS
-from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder, load_run
+from results.figures.energy_phase import energy_by_phase, energy_phase_line
+from results.folder.engine_steps import STEP_COUNT_COLUMNS
+from results.folder.records import ChunkRecord, RequestRecord
+from results.folder.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from tests.support.run_json import fake_run_json
 

@@ -1,4 +1,5 @@
-"""results.engine_facts: "is simulated" from the engine's description, and the prefix cache's
+"""results.figures.engine_facts: "is simulated" from the engine's description, and the prefix
+cache's
 share of the prompt tokens from run.json's engine counters."""
 
 from __future__ import annotations
@@ -8,13 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-from results.engine_facts import (
+from results.figures.engine_facts import (
     engine_folder_name,
     prefix_cache_line,
     prefix_cache_reuse,
     simulated_device,
 )
-from results.run_folder import RunData
+from results.folder.run_folder import RunData
 
 
 def _run(engine: dict[str, Any], prompts: list[int], steps: pd.DataFrame | None) -> RunData:

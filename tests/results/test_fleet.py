@@ -1,4 +1,5 @@
-"""A fleet run's folder: each request's endpoint, and the figures per endpoint (results.fleet)."""
+"""A fleet run's folder: each request's endpoint, and the figures per endpoint
+(results.figures.fleet)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from results.fleet import endpoint_section, fill_endpoints, fleet_endpoints
-from results.run_folder import load_run
+from results.figures.fleet import endpoint_section
+from results.figures.summary import compute_summary
+from results.folder.endpoints import fill_endpoints, fleet_endpoints
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
-from results.summary import compute_summary
 from tests.support.paths import TEST_FIXTURES
 
 OLD_RUN = TEST_FIXTURES / "run-folder-v0"

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from bench.run.report import render_summary
+from bench.run.end.report import render_summary
 from perfmodel.hardware import get_gpu
 from perfmodel.presets import TINY
 from probes.nvml import NvmlSampler
 from probes.sampler import SampleBuffer
-from results.analytic import analytic_section
-from results.samples_summary import gpu_scope, gpu_warnings, samples_summary
+from results.figures.analytic import analytic_section
+from results.figures.samples_summary import gpu_scope, gpu_warnings, samples_summary
 from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess, eight_gpus
 
 ME = os.getpid()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from results.machine_load import BUSY_OTHER_CPU_SHARE, busy_lines, process_labels
+from results.figures.machine_load import BUSY_OTHER_CPU_SHARE, busy_lines, process_labels
 from tests.support.cpu_load import LOGICAL_CPUS
 from tests.support.gate_fakes import write_loaded_run
 

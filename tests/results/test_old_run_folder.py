@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from bench.cli.app import app
 from dashboards.pages.report import write_run_report
 from dashboards.runview import load_run_view
-from results.records import REQUEST_COLUMNS
-from results.run_folder import load_run
+from results.folder.records import REQUEST_COLUMNS
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
 from results.schema import RUN_JSON_VERSION, SUMMARY_JSON_VERSION
 from tests.support.paths import TEST_FIXTURES

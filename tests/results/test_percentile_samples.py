@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from results.percentile_samples import min_samples, thin_percentile
+from results.figures.percentile_samples import min_samples, thin_percentile
 
 
 @pytest.mark.parametrize(("p", "n"), [(50, 2), (90, 10), (95, 20), (99, 100), (99.9, 1000)])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder, load_run
-from results.summary import compute_summary
+from results.figures.summary import compute_summary
+from results.folder.records import ChunkRecord, RequestRecord
+from results.folder.run_folder import RunFolder, load_run
 from tests.support.paths import TEST_FIXTURES
 
 

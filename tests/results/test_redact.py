@@ -1,4 +1,4 @@
-"""Secrets out of launch command lines and messages (results.redact)."""
+"""Secrets out of launch command lines and messages (results.folder.redact)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from results.redact import (
+from results.folder.redact import (
     REDACTED,
     command_secrets,
     is_secret_assignment,

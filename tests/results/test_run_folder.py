@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from results.run_folder import (
+from results.figures.summary import compute_summary
+from results.folder.run_folder import (
     REQUESTS_SCHEMA,
     TOKENS_SCHEMA,
     RunFolder,
@@ -22,7 +23,6 @@ from results.run_folder import (
     requests_frame,
 )
 from results.schema import RUN_JSON_VERSION
-from results.summary import compute_summary
 from tests.support.run_json import fake_run_json
 
 REQUEST_COLUMNS = [
@@ -61,7 +61,8 @@ class Chunk:
 
 @dataclass
 class Record:
-    """Duck-typed like results.records.RequestRecord: the run folder needs only attributes."""
+    """Duck-typed like results.folder.records.RequestRecord: the run folder needs only
+    attributes."""
 
     request_id: str
     user_id: int = 0
@@ -207,7 +208,7 @@ def test_not_a_run_folder(tmp_path: Path) -> None:
 
 
 def test_real_request_records_are_accepted(tmp_path: Path) -> None:
-    records = pytest.importorskip("results.records")
+    records = pytest.importorskip("results.folder.records")
     chunk = records.ChunkRecord(request_id="a", index=0, t_s=0.2, n_tokens=3)
     record = records.RequestRecord(
         request_id="a",

@@ -1,10 +1,11 @@
-"""Run validity (results.run_validity): what marks a run, from its fingerprint and summary."""
+"""Run validity (results.validity.run_validity): what marks a run, from its fingerprint and
+summary."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from results.run_validity import run_validity, violation_lines
+from results.validity.run_validity import run_validity, violation_lines
 from tests.support.fingerprints import fingerprint, gpu, snapshot, throttled
 
 

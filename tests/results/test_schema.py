@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder, RunFolderError, load_run
+from results.figures.summary import compute_summary
+from results.folder.records import ChunkRecord, RequestRecord
+from results.folder.run_folder import RunFolder, RunFolderError, load_run
 from results.schema import (
     RUN_JSON_VERSION,
     SUMMARY_JSON_VERSION,
@@ -18,7 +19,6 @@ from results.schema import (
     check_run_json,
     upgrade_run_json,
 )
-from results.summary import compute_summary
 from tests.support.run_json import fake_run_json
 
 ROOFS = {"name": "Fake GPU", "source": "test", "compute_dtype": "bf16",

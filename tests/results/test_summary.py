@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from perfmodel.files import json_safe
-from results.summary import compute_summary, distribution
+from results.figures.summary import compute_summary, distribution
 
 
 def _req(request_id: str, **fields: Any) -> dict[str, Any]:
@@ -262,7 +262,7 @@ def test_json_safe_cleans_numpy_and_non_finite_values() -> None:
 def test_report_renders_figures_and_errors() -> None:
     from rich.console import Console
 
-    from bench.run.report import render_summary
+    from bench.run.end.report import render_summary
 
     rows = [_req("a"), _req("e", status="error", error="HTTP 500: boom", first_token_s=None)]
     console = Console(record=True, width=140)

@@ -1,11 +1,11 @@
-"""Token reconciliation (results.token_reconciliation): which disagreements mark a run."""
+"""Token reconciliation (results.validity.token_reconciliation): which disagreements mark a run."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from results.token_reconciliation import (
+from results.validity.token_reconciliation import (
     MAX_TOKEN_MISMATCH,
     reconciliation_lines,
     token_reconciliation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from results.usability import DEFAULT_MAX_ERROR_RATE, describe_failures, usability
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE, describe_failures, usability
 
 
 def table(*rows: tuple[str, str | None, int | None]) -> pd.DataFrame:

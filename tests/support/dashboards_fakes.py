@@ -1,4 +1,5 @@
-"""Fake-but-realistic run folders for the dashboard tests, written through results.run_folder.
+"""Fake-but-realistic run folders for the dashboard tests, written through
+results.folder.run_folder.
 
 A closed loop of ``users`` users is simulated with a seeded generator: each request waits for
 its user's previous one, streams one chunk per token (some chunks carry two) at a jittered
@@ -18,14 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfmodel.presets import get_preset
-from results.engine_steps import STEPS_SCHEMA
-from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder, load_run
+from results.folder.engine_steps import STEPS_SCHEMA
+from results.folder.records import ChunkRecord, RequestRecord
+from results.folder.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run
 from tests.support.run_json import fake_run_json
 
 H100 = "NVIDIA H100 80GB HBM3"
-# Roofs as run.json's "analytic" gives them (results.analytic): an A100 in BF16, ridge 156 FLOP/B.
+# Roofs as run.json's "analytic" gives them (results.figures.analytic): an A100 in BF16, ridge 156
+# FLOP/B.
 A100_ROOFS = {
     "name": "NVIDIA A100 80GB",
     "source": "test",

@@ -1,4 +1,5 @@
-"""run.json "fingerprint" sections for tests (bench.run.run_fingerprint's shape): a quiet H100
+"""run.json "fingerprint" sections for tests (bench.run.endpoint.run_fingerprint's shape): a quiet
+H100
 node, and the same node with one thing wrong."""
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from results.records import ChunkRecord, RequestRecord
-from results.run_folder import RunFolder
-from results.summary import compute_summary
+from results.figures.summary import compute_summary
+from results.folder.records import ChunkRecord, RequestRecord
+from results.folder.run_folder import RunFolder
 from tests.support.run_json import fake_run_json
 
 HARDWARE = {"cpu": "Fake CPU 9000", "cpu_count_logical": 2, "gpus": [], "memory_bytes": 1 << 34}
@@ -88,7 +88,7 @@ def write_fake_run(
     fingerprint: dict[str, Any] | None = None,
 ) -> Path:
     """Write a complete run folder under ``root``; returns its path. With ``fingerprint``
-    (run.json's, bench.run.run_fingerprint's shape) its summary is summarize_run's, so it
+    (run.json's, bench.run.endpoint.run_fingerprint's shape) its summary is summarize_run's, so it
     carries the validity a real run's does."""
     records = fake_records(seed, requests, users, slowdown, errors)
     folder = RunFolder.create(root, scenario_name, "fake")
@@ -116,7 +116,7 @@ def write_fake_run(
         )
     )
     if fingerprint is not None:
-        from results.run_folder import load_run
+        from results.folder.run_folder import load_run
         from results.run_summary import summarize_run
 
         folder.write_summary(summarize_run(load_run(folder.path)))
@@ -128,7 +128,7 @@ def write_loaded_run(root: Path, other_share: float, seed: int = 0, **kwargs: An
     machine (tests.support.cpu_load); its summary.json is recomputed by summarize_run, so it
     carries machine_load as a real run's does."""
     # Imported here: only the busy-machine tests need the CPU readings and the full summary.
-    from results.run_folder import load_run
+    from results.folder.run_folder import load_run
     from results.run_summary import summarize_run
     from tests.support.cpu_load import cpu_readings
 

@@ -7,7 +7,7 @@ from typing import Any
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import Handler, LocalServer
 
 

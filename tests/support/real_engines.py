@@ -30,7 +30,7 @@ from engine_adapters.engine_cache import vllm_cpu_python
 from engine_adapters.launch_command import LaunchPlan, launch_plan, start_engine
 from engine_adapters.registry import get_adapter
 from probes.engine_metrics import normalize
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from tests.support.hf_fixtures import make_hf_model_dir
 
 ENGINE_MODEL = {

@@ -19,9 +19,9 @@ import uvicorn
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from engine.serving.connection_guard import ServerConfig
 from engine.serving.core_process import EngineCoreProcess
-from engine.serving.limits import ServerLimits
+from engine.serving.guards.connection_guard import ServerConfig
+from engine.serving.guards.limits import ServerLimits
 from engine.serving.server import build_app
 from engine_adapters.launcher import free_port
 

@@ -12,9 +12,9 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
-from results.usability import DEFAULT_MAX_ERROR_RATE
+from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 from tests.support.openai_fakes import openai_handler, serving
 
 SCENARIO = """

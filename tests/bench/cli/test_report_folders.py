@@ -1,5 +1,6 @@
 """`bench report` on every folder bench prints: groups, sweeps and ablations made by the real
-experiment code (their engines replaced by run folders written through results.run_folder), and
+experiment code (their engines replaced by run folders written through results.folder.run_folder),
+and
 a folder that is none of them."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bench.experiments import ablate, repeat
 from bench.experiments.sweep import run_sweep, write_sweep
 from bench.run.orchestrate import RunOptions
 from bench.scenario.scenario import Scenario, load_scenario
-from results.run_folder import RunFolderError, load_run
+from results.folder.run_folder import RunFolderError, load_run
 from tests.support.dashboards_fakes import make_run
 
 runner = CliRunner()

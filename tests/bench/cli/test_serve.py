@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from bench.cli.app import app
 from bench.cli.serve import config_from_options
 from engine.config import SETTINGS, EngineConfig
-from engine.serving.limits import ServerLimits, server_limit_fields
+from engine.serving.guards.limits import ServerLimits, server_limit_fields
 
 
 def serve_command() -> Any:

@@ -16,7 +16,7 @@ from bench.run.orchestrate import RunError, RunOptions
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from engine_adapters.launcher import free_port
-from results.run_group import GROUP_JSON, expand_run_paths
+from results.folder.run_group import GROUP_JSON, expand_run_paths
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -20,8 +20,8 @@ from bench.gate.baseline import (
 from bench.gate.rules import metric_spec
 from bench.gate.stats import point_estimate
 from bench.gate.verdict import unit_data
-from results.run_folder import load_run
-from results.run_group import GROUP_FORMAT, GROUP_JSON, expand_run_paths
+from results.folder.run_folder import load_run
+from results.folder.run_group import GROUP_FORMAT, GROUP_JSON, expand_run_paths
 from tests.support.gate_fakes import HARDWARE, write_fake_run
 from tests.support.paths import REPO_ROOT
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import ScenarioError, load_scenario, scenario_from_dict
 from engine.config import EngineConfig
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 
 pytestmark = pytest.mark.timeout(300)
 

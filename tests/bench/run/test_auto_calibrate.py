@@ -12,9 +12,9 @@ import pytest
 from rich.console import Console
 
 from bench.run.auto_calibrate import needs_calibration
-from bench.run.environment import cpu_name
+from bench.run.end.report import render_summary
+from bench.run.endpoint.environment import cpu_name
 from bench.run.orchestrate import RunOptions, run_benchmark
-from bench.run.report import render_summary
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from perfmodel import cache

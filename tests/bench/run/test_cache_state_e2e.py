@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bench.run.cache_state import reset_prefix_cache
+from bench.run.endpoint.cache_state import reset_prefix_cache
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import ScenarioError, load_scenario, scenario_from_dict
 from engine.config import EngineConfig
 from engine_adapters.registry import get_adapter
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,4 +1,4 @@
-"""bench.run.engine_launch: nsys's report lands in the run folder and run.json says so."""
+"""bench.run.launch.engine_launch: nsys's report lands in the run folder and run.json says so."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.run.engine_launch import collect_nsys_report
+from bench.run.launch.engine_launch import collect_nsys_report
 from probes.nsys import report_path
-from results.run_folder import RunFolder, read_run_json
+from results.folder.run_folder import RunFolder, read_run_json
 from tests.support.run_json import fake_run_json
 
 

@@ -11,11 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from bench.run.engine_watch import EngineWatch, engine_death_section
+from bench.run.launch.engine_watch import EngineWatch, engine_death_section
 from engine_adapters.launcher import free_port
 from loadgen.drivers.stop import LoadStop
-from results.records import RequestRecord
-from results.run_end import engine_death_line
+from results.folder.records import RequestRecord
+from results.validity.run_end import engine_death_line
 
 pytestmark = pytest.mark.timeout(60)
 

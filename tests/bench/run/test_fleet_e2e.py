@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from tests.support.openai_fakes import openai_handler, serving
 from tests.support.paths import REPO_ROOT
 from tests.support.server_fixture import bench_serve

@@ -16,7 +16,7 @@ from rich.console import Console
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from benchmarks.gpu_checks.device_checks import check_nvml
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 
 pytestmark = pytest.mark.gpu
 

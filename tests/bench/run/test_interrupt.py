@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from tests.support.bench_process import BenchProcess
 
 # 4 users, 400 requests of 32-64 tokens: ~30 s of load on the tiny preset, cut after a few.

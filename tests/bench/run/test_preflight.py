@@ -16,9 +16,9 @@ import httpx
 import pytest
 from rich.console import Console
 
+from bench.run.endpoint.preflight import PreflightError, preflight, served_models
 from bench.run.load_plan import build_plan
 from bench.run.orchestrate import RunOptions, RunRefused, run_benchmark
-from bench.run.preflight import PreflightError, preflight, served_models
 from bench.scenario.scenario import Scenario, load_scenario
 from engine.config import EngineConfig
 from engine.llm_engine import load_tokenizer

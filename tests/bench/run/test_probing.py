@@ -11,13 +11,13 @@ import pytest
 from rich.console import Console
 
 from bench.experiments.calibrate import calibrate
-from bench.run.environment import cpu_name
+from bench.run.endpoint.environment import cpu_name
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from perfmodel import calibration as cal
-from results.machine_load import process_labels
-from results.run_folder import load_run
+from results.figures.machine_load import process_labels
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
 from tests.support.cache import isolated_cache
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from engine_adapters.launcher import free_port, launch
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
 from tests.support.paths import TEST_FIXTURES
 

@@ -18,9 +18,9 @@ from bench.run.orchestrate import RunError, RunOptions, RunRefused, run_benchmar
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from engine_adapters.launcher import free_port
-from results.run_folder import load_run
+from results.figures.summary import compute_summary
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
-from results.summary import compute_summary
 
 SCENARIO = """
 name = "small"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.run.server_tokenizer import ServerTokenizer
+from bench.run.endpoint.server_tokenizer import ServerTokenizer
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.spec import LengthDist
 from tests.support.threaded_http import Reply, SeenRequest, threaded_server

@@ -19,9 +19,9 @@ from bench.experiments.ablation_metrics import ABLATION_COLUMNS
 from bench.experiments.sweep import SweepPoint, SweepResult
 from bench.gate.report import render_gate
 from bench.gate.verdict import GateReport, MetricResult
-from bench.run.report import render_summary
+from bench.run.end.report import render_summary
 from bench.run.terminal import fit_table, print_table
-from results.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
+from results.figures.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 
 REPO = Path(__file__).resolve().parents[3]
 WIDE = 12_345.67  # a figure as wide as a long-context run's ITL max in ms

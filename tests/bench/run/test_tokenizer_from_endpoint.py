@@ -24,7 +24,7 @@ from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
 from engine.tokenizer.tokenizer import Tokenizer
 from perfmodel.presets import PRESETS
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from tests.support.hf_fixtures import make_hf_model_dir
 from tests.support.hf_hub_cache import lay_out_hub_repo, tokenizer_repo_files
 from tests.support.server_fixture import running_server

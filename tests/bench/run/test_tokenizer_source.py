@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.run.tokenizer_source import (
+from bench.run.endpoint.tokenizer_source import (
     HUB_TOKENIZER_FILES,
     TokenizerNotFoundError,
     resolve_tokenizer,
@@ -134,7 +134,7 @@ def test_a_spec_that_is_nothing_says_what_was_tried(tmp_path: Path) -> None:
 # Resolves one spec in a fresh interpreter: huggingface_hub reads HF_ENDPOINT when imported.
 RESOLVE = """
 import json, sys
-from bench.run.tokenizer_source import TokenizerNotFoundError, resolve_tokenizer
+from bench.run.endpoint.tokenizer_source import TokenizerNotFoundError, resolve_tokenizer
 try:
     print(json.dumps(resolve_tokenizer(sys.argv[1]).to_json()))
 except TokenizerNotFoundError as e:

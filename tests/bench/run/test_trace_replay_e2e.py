@@ -12,8 +12,8 @@ from rich.console import Console
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine.config import EngineConfig
-from results.arrival_plan import read_arrival_plan
-from results.run_folder import load_run
+from results.folder.arrival_plan import read_arrival_plan
+from results.folder.run_folder import load_run
 from tests.support.traces import write_azure_trace, write_mooncake_trace
 
 pytestmark = pytest.mark.timeout(180)

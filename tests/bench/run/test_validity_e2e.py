@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from bench.run.end.report import render_summary
 from bench.run.orchestrate import RunOptions, run_benchmark
-from bench.run.report import render_summary
 from bench.scenario.scenario import load_scenario
 from dashboards.pages.report import build_run_page
 from dashboards.runview import load_run_view

@@ -19,7 +19,7 @@ from engine.sim.cost import device_roofs
 from perfmodel.cache import sim_calibration_path
 from perfmodel.presets import get_preset
 from perfmodel.roofline import Precision
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
 from tests.support.sim_fixtures import sim_engine
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.techniques.speculation_estimate import speculation_estimate
-from results.run_folder import RunData
+from results.folder.run_folder import RunData
 
 
 def _run(steps: list[tuple[float, float, int, int, int]], stats: dict[str, int]) -> RunData:

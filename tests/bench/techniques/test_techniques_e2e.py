@@ -16,7 +16,7 @@ import pytest
 
 from bench.techniques.predictions import DEVICES
 from bench.techniques.reasons import place
-from results.run_folder import load_run
+from results.folder.run_folder import load_run
 
 ROWS = ("kv_cache", "flash_attention")
 

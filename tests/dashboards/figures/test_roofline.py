@@ -1,4 +1,4 @@
-"""The roofline's inputs read from a run folder (attribution from results.attribution only),
+"""The roofline's inputs read from a run folder (attribution from results.figures.attribution only),
 and the one figure module drawn from them."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dashboards.figures.roofline import roofline_figure
 from dashboards.figures.roofline_inputs import RooflineInputs, phase_points, roofline_inputs
 from dashboards.runview import load_run_view
 from perfmodel.roofs import Roofs
-from results.attribution import step_attribution
-from results.run_folder import load_run
+from results.figures.attribution import step_attribution
+from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
 from tests.support.dashboards_fakes import A100_ROOFS, make_run
 
@@ -71,7 +71,7 @@ def test_without_a_recorded_attribution_results_computes_it(tmp_path: Path) -> N
     run = make_run(tmp_path, samples=False, roofs=A100_ROOFS, attribution={})
     view = load_run_view(run)
     inputs = roofline_inputs(view)
-    assert "results.attribution" in inputs.attribution_source
+    assert "results.figures.attribution" in inputs.attribution_source
     # The same function, the same figures a fresh summary.json would hold.
     expected = step_attribution(view.steps, view.run_json["analytic"], view.summary["window"])
     assert inputs.attribution == expected

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from engine.core.telemetry import STEP_COLUMNS, NvtxRanges, StepRecorder
-from results.engine_steps import decode_overhead_share
+from results.folder.engine_steps import decode_overhead_share
 
 
 def _values(i: int) -> dict[str, int]:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from engine.config import EngineConfig
-from engine.serving.limits import ServerLimits
+from engine.serving.guards.limits import ServerLimits
 from tests.support.server_fixture import running_server
 
 CONFIG = EngineConfig.from_flat(

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.config import EngineConfig
-from engine.serving.limits import ServerLimits
+from engine.serving.guards.limits import ServerLimits
 from engine.serving.prompt_input import PromptInput
 from engine.serving.protocol import MAX_STOP_CHARS, MAX_STOP_STRINGS, SEED_MAX, SEED_MIN
 from engine.tokenizer.tokenizer import Tokenizer

@@ -18,7 +18,7 @@ import httpx
 import psutil
 import pytest
 
-from engine.serving.limits import ServerLimits
+from engine.serving.guards.limits import ServerLimits
 from engine.serving.protocol import MAX_MESSAGES
 from tests.support.server_fixture import ServeProcess, bench_serve
 

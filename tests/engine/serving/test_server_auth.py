@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from engine.config import EngineConfig
-from engine.serving.auth import unauthorized_body
+from engine.serving.guards.auth import unauthorized_body
 from tests.support.server_fixture import running_server
 
 pytestmark = pytest.mark.timeout(120)

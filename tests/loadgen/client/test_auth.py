@@ -8,7 +8,7 @@ import pytest
 from loadgen.client.auth import HEADERS_ENV, HeaderError, RequestHeaders, parse_header
 from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import Handler, HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import make_requests, send_once
 from tests.support.sse_streams import streaming_handler

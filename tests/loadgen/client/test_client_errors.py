@@ -15,7 +15,7 @@ import pytest
 from engine_adapters.launcher import free_port
 from loadgen.client.stream import ServerUnreachableError, StreamingClient
 from loadgen.clock import RunClock
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import send_once, spec
 from tests.support.sse_streams import fixture_events, replay_handler, sse_event, text_events

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loadgen.client.token_counts import count_stream_tokens
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import run
 from tests.support.loadgen_requests import send_once, spec
 from tests.support.sse_streams import chat_events, replay_handler

@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import send_once, spec
 from tests.support.sse_streams import FIXTURE_STREAMS, fixture_events, replay_handler, text_events

@@ -12,7 +12,7 @@ from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
 from loadgen.request_spec import RequestSpec
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests
 from tests.support.sse_streams import streaming_handler

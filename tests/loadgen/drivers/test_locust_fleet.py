@@ -14,7 +14,7 @@ from loadgen.drivers.locust_job import (
     spec_to_wire,
 )
 from loadgen.request_spec import RequestSpec
-from results.records import ChunkRecord, RequestRecord
+from results.folder.records import ChunkRecord, RequestRecord
 
 # What Locust's messages are encoded with (a dependency of locust).
 msgpack = pytest.importorskip("msgpack")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from loadgen.drivers.locust_job import record_from_wire, record_to_wire
-from results.records import ChunkRecord, RequestRecord
+from results.folder.records import ChunkRecord, RequestRecord
 
 
 def test_a_record_with_reasoning_survives_the_wire() -> None:

@@ -14,7 +14,7 @@ from loadgen.drivers.open_loop import run_open_loop
 from loadgen.drivers.selfcheck import ClientMonitor
 from loadgen.workloads.arrivals import ArrivalProcess, ramp_time_change
 from loadgen.workloads.spec import ParameterError
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests
 from tests.support.sse_streams import streaming_handler

@@ -13,7 +13,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan
 from loadgen.drivers.stop import LoadStop, cancelled_message
 from loadgen.drivers.workers import run_load
-from results.records import RequestRecord
+from results.folder.records import RequestRecord
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests
 from tests.support.sse_streams import streaming_handler

@@ -1,0 +1,169 @@
+"""The client table (client.parquet) and the verdict on it: was the client the bottleneck?
+
+client.parquet holds the load generator's self-check series (loadgen.drivers.selfcheck) in long
+form:
+``t_s`` (run seconds), ``worker`` (process index), ``name`` (``schedule_lag_s``, ``loop_lag_s``,
+``cpu_s``), ``value``. :func:`client_health` turns it into summary.json's ``"client"`` section,
+from the table alone, so the verdict is recomputed identically from the run folder:
+
+    * schedule lag (ms): started - due, per request (how late the client got to send);
+    * event-loop lag (ms): how late a 10 ms ticker woke (how late every timestamp may be);
+    * CPU: seconds used, and the busiest worker's share of one core over the load;
+      CPU seconds per 1,000 output tokens.
+
+The run is **client-bound** when any of these passes its threshold (defaults below, written
+into the summary): schedule lag p99 > 20 ms, loop lag p99 > 20 ms, or a worker busy > 90 % of
+a core. Then its latencies are the client's as much as the server's: shard the users over
+more processes (``--workers``), use fewer users, or a faster machine for the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from perfmodel.files import atomic_write, json_safe
+from results.figures.summary import LATENCY_PERCENTILES, distribution
+from results.folder.client_samples import ClientSamples
+
+__all__ = [
+    "CLIENT_PARQUET",
+    "CLIENT_SCHEMA",
+    "DEFAULT_THRESHOLDS",
+    "client_health",
+    "client_warning",
+    "read_client_table",
+    "write_client_table",
+]
+
+CLIENT_PARQUET = "client.parquet"
+CLIENT_SCHEMA = pa.schema(
+    [
+        pa.field("t_s", pa.float64(), nullable=False),
+        pa.field("worker", pa.int64(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "schedule_lag_p99_ms": 20.0,
+    "loop_lag_p99_ms": 20.0,
+    "cpu_utilization": 0.9,
+}
+
+
+def write_client_table(folder: Path | str, samples: ClientSamples) -> Path:
+    """Write ``samples`` as ``folder/client.parquet`` (through a temporary name)."""
+    path = Path(folder) / CLIENT_PARQUET
+    table = pa.Table.from_pydict(samples.columns(), schema=CLIENT_SCHEMA)
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_client_table(folder: Path | str) -> pd.DataFrame | None:
+    """``folder/client.parquet`` as a DataFrame, or None when the run has none."""
+    path = Path(folder) / CLIENT_PARQUET
+    if not path.is_file():
+        return None
+    return pq.read_table(path, schema=CLIENT_SCHEMA).to_pandas()
+
+
+def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> dict[str, Any]:
+    per_worker: dict[str, Any] = {}
+    total_s = 0.0
+    for worker, rows in frame[frame["name"] == "cpu_s"].groupby("worker", sort=True):
+        rows = rows.sort_values("t_s", kind="mergesort")
+        used_s = float(rows["value"].iloc[-1] - rows["value"].iloc[0])
+        span_s = float(rows["t_s"].iloc[-1] - rows["t_s"].iloc[0])
+        total_s += used_s
+        per_worker[str(worker)] = {
+            "cpu_s": used_s,
+            "wall_s": span_s,
+            "utilization": used_s / span_s if span_s > 0 else None,
+        }
+    busiest = [w["utilization"] for w in per_worker.values() if w["utilization"] is not None]
+    return {
+        "cpu_s": total_s if per_worker else None,
+        "utilization_max": max(busiest) if busiest else None,
+        "cpu_s_per_1k_output_tokens": (
+            total_s / output_tokens * 1000.0 if per_worker and output_tokens else None
+        ),
+        "per_worker": per_worker,
+    }
+
+
+def client_health(
+    client_df: pd.DataFrame | None,
+    output_tokens: int | None = None,
+    window: Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """summary.json's ``"client"`` section (module docstring).
+
+    ``output_tokens`` (the run's, for CPU per 1,000 tokens); ``window`` (the summary's, with
+    ``start_s``/``end_s``) limits the lag figures to the measured window; ``thresholds``
+    overrides :data:`DEFAULT_THRESHOLDS` by key. Without a table: ``recorded`` is False and
+    ``client_bound`` None (unknown).
+    """
+    limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    if client_df is None or client_df.empty:
+        return {"recorded": False, "client_bound": None, "reasons": [], "thresholds": limits}
+    frame = client_df
+    start = window.get("start_s") if window else None
+    end = window.get("end_s") if window else None
+    lags = frame[frame["name"] != "cpu_s"]
+    if start is not None and end is not None:
+        lags = lags[(lags["t_s"] >= start) & (lags["t_s"] <= end)]
+
+    def lag_ms(name: str) -> dict[str, Any]:
+        values = lags.loc[lags["name"] == name, "value"].to_numpy(dtype=np.float64)
+        return distribution(np.sort(values) * 1000.0, LATENCY_PERCENTILES)
+
+    schedule, loop = lag_ms("schedule_lag_s"), lag_ms("loop_lag_s")
+    cpu = _cpu(frame, output_tokens)
+    reasons = []
+    if (schedule["p99"] or 0.0) > limits["schedule_lag_p99_ms"]:
+        reasons.append(
+            f"requests went out late: schedule lag p99 {schedule['p99']:.1f} ms > "
+            f"{limits['schedule_lag_p99_ms']:g} ms"
+        )
+    if (loop["p99"] or 0.0) > limits["loop_lag_p99_ms"]:
+        reasons.append(
+            f"the event loop was busy: loop lag p99 {loop['p99']:.1f} ms > "
+            f"{limits['loop_lag_p99_ms']:g} ms (timestamps may be that late)"
+        )
+    if (cpu["utilization_max"] or 0.0) > limits["cpu_utilization"]:
+        reasons.append(
+            f"a client process used {cpu['utilization_max']:.0%} of a core > "
+            f"{limits['cpu_utilization']:.0%}"
+        )
+    return json_safe(
+        {
+            "recorded": True,
+            "workers": int(frame["worker"].nunique()),
+            "schedule_lag_ms": schedule,
+            "loop_lag_ms": loop,
+            "cpu": cpu,
+            "thresholds": limits,
+            "client_bound": bool(reasons),
+            "reasons": reasons,
+        }
+    )
+
+
+def client_warning(summary: Mapping[str, Any]) -> str | None:
+    """A one-paragraph warning when summary.json says the client was the bottleneck."""
+    client = summary.get("client") or {}
+    if not client.get("client_bound"):
+        return None
+    return (
+        "the load generator was a bottleneck, so latencies include its own delays: "
+        + "; ".join(client.get("reasons") or [])
+        + ". Shard the users over more processes (--workers N), use fewer users, or run the "
+        "client on another machine."
+    )

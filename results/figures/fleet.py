@@ -1,0 +1,112 @@
+"""Fleets: one run against several replicas (`bench run --url A --url B ...`).
+
+The run folder says which replica served what, and every figure is broken down by it:
+
+- requests.parquet's ``endpoint`` (results.folder.records.RequestRecord) names each request's
+  replica,
+  as its base URL; a folder written before fleets has no such column, and reads it as
+  run.json's ``engine.url`` (results.folder.endpoints.fill_endpoints), the one engine it ran
+  against;
+- run.json's ``engine`` section lists the replicas, in ``--url`` order (``endpoints``), and the
+  routing policy (``route``) for a fleet run, and nothing more for a run against one URL;
+- summary.json's ``endpoints`` section (:func:`endpoint_section`, only for a fleet run) holds,
+  per replica, the same request figures as the run's totals (:data:`ENDPOINT_FIGURES`), computed
+  by the same function (results.figures.summary.compute_summary) on that replica's requests, over
+  the
+  run's window: the replicas' request counts and throughputs add up to the totals; and, where
+  the probes scraped the replicas' /metrics, each replica's engine figures (``engine``: the
+  gauges, counters and rates of summary.json's ``probes.engine``, from the series labelled with
+  its endpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from results.figures.samples_summary import samples_summary
+from results.figures.summary import compute_summary
+from results.folder.endpoints import fleet_endpoints
+
+__all__ = [
+    "ENDPOINT_FIGURES",
+    "endpoint_section",
+]
+
+# The summary.json sections repeated per replica: requests by status, errors, tokens,
+# throughput, and the latency distributions (ms).
+ENDPOINT_FIGURES = (
+    "counts",
+    "errors",
+    "tokens",
+    "throughput",
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2el_ms",
+)
+
+
+def _endpoint_label(labels: str) -> str | None:
+    """The ``endpoint`` label of a samples.parquet ``labels`` text (JSON), or None."""
+    try:
+        parsed = json.loads(labels)
+    except (TypeError, ValueError):
+        return None
+    return parsed.get("endpoint") if isinstance(parsed, dict) else None
+
+
+def _replica_samples(samples: pd.DataFrame | None, url: str) -> pd.DataFrame | None:
+    """The engine /metrics readings of the replica ``url`` (labelled ``endpoint``), or None."""
+    if samples is None or samples.empty:
+        return None
+    engine = samples[samples["source"] == "engine"]
+    ours = {text for text in engine["labels"].unique() if _endpoint_label(text) == url}
+    part = engine[engine["labels"].isin(ours)]
+    return part if not part.empty else None
+
+
+def endpoint_section(
+    requests: pd.DataFrame,
+    tokens: pd.DataFrame,
+    run_json: Mapping[str, Any],
+    window: Mapping[str, Any],
+    samples: pd.DataFrame | None = None,
+) -> dict[str, Any] | None:
+    """summary.json's ``endpoints`` section, or None for a run against one endpoint.
+
+    ``window`` is the run's (summary.json's ``window``): each replica's figures are cut to the
+    same seconds. Returns ``{"route": policy, "by_endpoint": {url: {figure: ...}}}``, the
+    replicas in ``--url`` order, each with :data:`ENDPOINT_FIGURES`, ``share``, its part of
+    the run's requests (0..1), and ``engine``, its engine figures from ``samples``
+    (samples.parquet; None where no reading of it was taken).
+    """
+    urls = fleet_endpoints(run_json)
+    if len(urls) < 2:
+        return None
+    scenario = run_json.get("scenario") or {}
+    engine = run_json.get("engine") or {}
+    start, end = window.get("run_start_s"), window.get("run_end_s")
+    span = (float(start), float(end)) if start is not None and end is not None else None
+    by_endpoint: dict[str, Any] = {}
+    total = len(requests)
+    for url in urls:
+        part = requests[requests["endpoint"] == url]
+        part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
+        figures = compute_summary(
+            part,
+            part_tokens,
+            scenario.get("warmup_s") or 0.0,
+            scenario.get("cooldown_s") or 0.0,
+            scenario.get("slo"),
+            span_s=span if not part.empty else None,
+        )
+        by_endpoint[url] = {name: figures[name] for name in ENDPOINT_FIGURES}  # type: ignore[literal-required]
+        by_endpoint[url]["share"] = len(part) / total if total else None
+        readings = _replica_samples(samples, url)
+        probes = samples_summary(readings, part_tokens, window) if readings is not None else {}
+        by_endpoint[url]["engine"] = probes.get("engine")
+    return {"route": engine.get("route"), "by_endpoint": by_endpoint}

@@ -1,0 +1,275 @@
+"""The run folder: the one contract between a run and everything that reads it.
+
+``runs/<UTC %Y%m%dT%H%M%SZ>-<scenario>-<engine>/`` holds ``run.json``, ``requests.parquet``,
+``tokens.parquet`` and ``summary.json`` (other writers add their own files beside them). Every
+file is written to a temporary name and renamed, so a crash never leaves a half-written file.
+
+run.json and summary.json are declared by results.schema (RunJson, SummaryJson, each with its
+``schema_version``): the writers check a document before writing it, and :func:`load_run` reads
+through the schema's upgrade, so a folder written by an older version opens as the current one.
+The parquet files have fixed Arrow schemas (results.folder.tables, from results.folder.records),
+and the
+DataFrames returned by the writers and by :func:`load_run` both come from the same Arrow ->
+pandas conversion, so a summary computed in the run equals one recomputed from the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from perfmodel.files import atomic_write, json_safe, write_json
+from results.folder.endpoints import fill_endpoints
+from results.folder.engine_steps import STEPS_SCHEMA
+from results.folder.redact import redact_command
+from results.folder.tables import (
+    REQUESTS_SCHEMA,
+    SAMPLES_SCHEMA,
+    TOKENS_SCHEMA,
+    TableError,
+    requests_frame,
+    requests_table,
+    to_frame,
+    tokens_frame,
+    tokens_table,
+)
+from results.schema import (
+    RunJson,
+    SchemaError,
+    SummaryJson,
+    check_run_json,
+    check_summary_json,
+    upgrade_run_json,
+    upgrade_summary_json,
+)
+
+__all__ = [
+    "REQUESTS_PARQUET",
+    "REQUESTS_SCHEMA",
+    "RUN_JSON",
+    "SAMPLES_PARQUET",
+    "SAMPLES_SCHEMA",
+    "STEPS_PARQUET",
+    "SUMMARY_JSON",
+    "TOKENS_PARQUET",
+    "TOKENS_SCHEMA",
+    "RunData",
+    "RunFolder",
+    "RunFolderError",
+    "load_run",
+    "read_run_json",
+    "read_summary_json",
+    "requests_frame",
+    "tokens_frame",
+]
+
+RUN_JSON = "run.json"
+REQUESTS_PARQUET = "requests.parquet"
+TOKENS_PARQUET = "tokens.parquet"
+SUMMARY_JSON = "summary.json"
+STEPS_PARQUET = "steps.parquet"
+SAMPLES_PARQUET = "samples.parquet"
+
+
+class RunFolderError(ValueError):
+    """A path that is not a (complete, readable) run folder; the message says what is missing."""
+
+
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def sanitize_name(name: str) -> str:
+    """A name safe in a folder name: [A-Za-z0-9._-] only, at most 64 characters."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:64]
+    return cleaned or "unnamed"
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run folder read back. ``summary`` is None when summary.json was never written (the run
+    stopped early); it can be recomputed from the tables with
+    ``results.figures.summary.compute_summary``."""
+
+    path: Path
+    run_json: RunJson
+    requests: pd.DataFrame
+    tokens: pd.DataFrame
+    summary: SummaryJson | None
+    steps: pd.DataFrame | None = None
+    samples: pd.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A run folder being written."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def create(
+        cls, root: Path | str, scenario_name: str, engine_name: str, now: datetime | None = None
+    ) -> RunFolder:
+        """Create ``root/<UTC time>-<scenario>-<engine>`` (``-2``, ``-3``... if it exists).
+
+        ``now`` (default: the current time) is converted to UTC for the name.
+        """
+        stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+        base = f"{stamp}-{sanitize_name(scenario_name)}-{sanitize_name(engine_name)}"
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        suffix = 1
+        while True:
+            path = root / (base if suffix == 1 else f"{base}-{suffix}")
+            try:
+                # mkdir without exist_ok claims the name atomically, even against a parallel run.
+                path.mkdir()
+            except FileExistsError:
+                suffix += 1
+                continue
+            return cls(path)
+
+    def write_run_json(self, data: RunJson) -> Path:
+        """Write run.json (indent 2; NaN/inf become null, Paths and numpy scalars plain JSON).
+
+        Raises results.schema.SchemaError (nothing written) when ``data`` does not fit
+        results.schema.RunJson at the current RUN_JSON_VERSION, naming the key. The engine's
+        launch command is stored redacted (results.folder.redact), whoever built the document.
+        """
+        path = self.path / RUN_JSON
+        engine = data.get("engine")
+        if isinstance(engine, dict) and engine.get("launch_command"):
+            redacted = {**engine, "launch_command": redact_command(engine["launch_command"])}
+            data = {**data, "engine": redacted}  # type: ignore[typeddict-item]
+        write_json(path, check_run_json(json_safe(data), str(path)))
+        return path
+
+    def write_requests(self, records: Iterable[Any]) -> pd.DataFrame:
+        """Write requests.parquet from RequestRecord-like objects; returns the frame written."""
+        # Records may be a one-shot iterator: build the table once, write it and convert it.
+        table = requests_table(records)
+        _write_parquet(self.path / REQUESTS_PARQUET, table)
+        return to_frame(table, REQUESTS_SCHEMA, REQUESTS_PARQUET)
+
+    def write_tokens(self, records: Iterable[Any]) -> pd.DataFrame:
+        """Write tokens.parquet from the records' chunks; returns the frame written."""
+        table = tokens_table(records)
+        _write_parquet(self.path / TOKENS_PARQUET, table)
+        return to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
+
+    def write_steps(self, steps: pd.DataFrame) -> Path:
+        """Write steps.parquet (results.folder.engine_steps.STEPS_SCHEMA) from
+        engine_steps.steps_frame."""
+        path = self.path / STEPS_PARQUET
+        table = pa.Table.from_pandas(steps, schema=STEPS_SCHEMA, preserve_index=False)
+        _write_parquet(path, table)
+        return path
+
+    def write_samples(self, samples: pd.DataFrame) -> pd.DataFrame:
+        """Write samples.parquet (SAMPLES_SCHEMA's columns); returns the frame as read back."""
+        try:
+            table = pa.Table.from_pandas(samples, schema=SAMPLES_SCHEMA, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
+            raise TypeError(f"samples do not fit the run folder schema: {exc}") from exc
+        _write_parquet(self.path / SAMPLES_PARQUET, table)
+        return to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
+
+    def write_summary(self, summary: SummaryJson) -> Path:
+        """Write summary.json (indent 2). Raises results.schema.SchemaError (nothing written)
+        when ``summary`` does not fit results.schema.SummaryJson, naming the key."""
+        path = self.path / SUMMARY_JSON
+        write_json(path, check_summary_json(json_safe(summary), str(path)))
+        return path
+
+    @staticmethod
+    def load(path: Path | str) -> RunData:
+        return load_run(path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunFolderError(f"{path}: cannot be read as JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def read_run_json(path: Path | str) -> RunJson:
+    """The run.json at ``path``, upgraded to the current version (results.schema).
+
+    Raises RunFolderError naming the file when it cannot be read, is newer than this code reads,
+    or does not fit results.schema.RunJson.
+    """
+    path = Path(path)
+    try:
+        return upgrade_run_json(_read_json(path), str(path))
+    except SchemaError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
+def read_summary_json(path: Path | str) -> SummaryJson:
+    """The summary.json at ``path``, upgraded to the current version (as :func:`read_run_json`)."""
+    path = Path(path)
+    try:
+        return upgrade_summary_json(_read_json(path), str(path))
+    except SchemaError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
+def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise RunFolderError(f"{path}: cannot be read as parquet: {exc}") from exc
+    try:
+        return to_frame(table, schema, str(path))
+    except TableError as exc:
+        raise RunFolderError(str(exc)) from exc
+
+
+def load_run(path: Path | str) -> RunData:
+    """Read a run folder. Raises RunFolderError naming the missing files if it is not one, and
+    the file and key when one does not fit its schema.
+
+    run.json, requests.parquet and tokens.parquet are required; summary.json is optional. Both
+    JSON documents come back upgraded to their current schema_version (results.schema).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a directory"
+        raise RunFolderError(f"not a run folder: {path} {what}")
+    required = (RUN_JSON, REQUESTS_PARQUET, TOKENS_PARQUET)
+    missing = [name for name in required if not (path / name).is_file()]
+    if missing:
+        raise RunFolderError(
+            f"not a run folder: {path} lacks {', '.join(missing)} "
+            f"(a run folder holds {', '.join(required)} and {SUMMARY_JSON})"
+        )
+    summary_path = path / SUMMARY_JSON
+    steps_path = path / STEPS_PARQUET
+    samples_path = path / SAMPLES_PARQUET
+    run_json = read_run_json(path / RUN_JSON)
+    return RunData(
+        path=path,
+        run_json=run_json,
+        requests=fill_endpoints(_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA), run_json),
+        tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
+        summary=read_summary_json(summary_path) if summary_path.is_file() else None,
+        steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
+        samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
+    )
