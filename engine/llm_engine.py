@@ -162,44 +162,7 @@ class LLMEngine:
         if executor is None and self.simulated:
             executor = build_sim_executor(config, self.model_config, self.dtype)
         elif executor is None:
-            model, self.quant_report = load_quantized_model(
-                self.model_config, weights_dir, self.dtype, self.device, m.seed,
-                m.quantization, m.quant_group_size,
-            )  # fmt: skip
-            model.use_custom_ops(self._native_custom_ops())
-            # The draft first: the KV cache is then sized for both models' blocks.
-            draft = load_draft_model(config.speculative, self.dtype, self.device, m.seed)
-            draft_block_bytes = 0
-            if draft is not None:
-                draft_dtype = next(draft.parameters()).dtype
-                draft_block_bytes = kv_bytes_per_block(draft.config, cache.block_size, draft_dtype)
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
-            kv_dtype = resolve_kv_cache_dtype(cache.kv_cache_dtype, self.dtype)
-            num_blocks = num_kv_blocks_for(
-                self.model_config,
-                cache.block_size,
-                kv_dtype,
-                self.device,
-                cache.kv_cache_memory_bytes,
-                draft_block_bytes,
-            )
-            executor = ModelRunner(
-                model,
-                self.model_config,
-                cache.block_size,
-                num_blocks,
-                self.dtype,
-                self.device,
-                m.seed,
-                kv_cache_dtype=kv_dtype,
-                native_decode=self._native_decode(kv_dtype),
-                draft_model=draft,
-                cuda_graphs=config.kernels.cuda_graphs,
-                max_num_seqs=sched.max_num_seqs,
-                max_model_len=self.max_model_len,
-                naive_attention=config.kernels.attention_backend == "naive",
-            )
+            executor = self._build_model_runner(weights_dir)
         self.executor = executor
         # The simulated device may keep virtual time; the torch executor runs in real time.
         self.clock_ns: Callable[[], int] = executor.clock_ns
@@ -227,6 +190,50 @@ class LLMEngine:
         self.last_stats: StepStats | None = None
         self.steps = StepRecorder()
         self.nvtx = NvtxRanges()
+
+    def _build_model_runner(self, weights_dir: Path | None) -> ModelRunner:
+        """The torch executor: the model (quantized as config.model says, with its report in
+        ``self.quant_report``), the draft model if any, and a KV cache sized for both."""
+        config = self.config
+        m, cache, sched = config.model, config.cache, config.scheduler
+        model, self.quant_report = load_quantized_model(
+            self.model_config, weights_dir, self.dtype, self.device, m.seed,
+            m.quantization, m.quant_group_size,
+        )  # fmt: skip
+        model.use_custom_ops(self._native_custom_ops())
+        # The draft first: the KV cache is then sized for both models' blocks.
+        draft = load_draft_model(config.speculative, self.dtype, self.device, m.seed)
+        draft_block_bytes = 0
+        if draft is not None:
+            draft_dtype = next(draft.parameters()).dtype
+            draft_block_bytes = kv_bytes_per_block(draft.config, cache.block_size, draft_dtype)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # so that mem_get_info sees the float weights freed
+        kv_dtype = resolve_kv_cache_dtype(cache.kv_cache_dtype, self.dtype)
+        num_blocks = num_kv_blocks_for(
+            self.model_config,
+            cache.block_size,
+            kv_dtype,
+            self.device,
+            cache.kv_cache_memory_bytes,
+            draft_block_bytes,
+        )
+        return ModelRunner(
+            model,
+            self.model_config,
+            cache.block_size,
+            num_blocks,
+            self.dtype,
+            self.device,
+            m.seed,
+            kv_cache_dtype=kv_dtype,
+            native_decode=self._native_decode(kv_dtype),
+            draft_model=draft,
+            cuda_graphs=config.kernels.cuda_graphs,
+            max_num_seqs=sched.max_num_seqs,
+            max_model_len=self.max_model_len,
+            naive_attention=config.kernels.attention_backend == "naive",
+        )
 
     def _native_decode(self, kv_dtype: torch.dtype) -> bool:
         """Whether decode attention runs in the C kernel (config.kernels.attention_backend)."""

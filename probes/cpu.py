@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 
 from probes.sampler import Emit, Sampler
+from results.folder import sample_sources
 
 # Names that say which interpreter or shell runs a process, not which process it is.
 _GENERIC_NAMES = ("python", "pypy", "sh", "bash", "dash", "node", "uv")
@@ -80,7 +81,7 @@ class CpuSampler(Sampler):
     """The system's CPU and memory, and those of every process of the ``roots``' groups
     (role -> pid of the group's root), every ``interval_s``; see the module docstring."""
 
-    source = "cpu"
+    source = sample_sources.CPU
 
     def __init__(self, roots: Mapping[str, int], interval_s: float = 0.5) -> None:
         super().__init__(interval_s)

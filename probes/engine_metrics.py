@@ -20,6 +20,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from probes.sampler import Emit, Sampler
+from results.folder import sample_sources
 
 _SERIES_SUFFIXES = ("_sum", "_count", "_bucket")
 _SERIES_TYPES = ("histogram", "gaugehistogram", "summary")
@@ -64,7 +65,7 @@ class EngineMetricsSampler(Sampler):
     they are never stored or described. ``endpoint``: the replica's name, a label of every
     sample (a fleet's replica; None: the run's one engine, unlabelled)."""
 
-    source = "engine"
+    source = sample_sources.ENGINE
 
     def __init__(
         self,

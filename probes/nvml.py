@@ -48,6 +48,7 @@ from probes.gpu_scope import (
     running_processes,
 )
 from probes.sampler import Emit, Sampler
+from results.folder import sample_sources
 
 __all__ = ["GPM_MIN_INTERVAL_NS", "NvmlSampler", "gpm_metrics"]
 
@@ -145,7 +146,7 @@ class NvmlSampler(Sampler):
     first); ``gpus``: the user's --gpus. See probes.gpu_scope for the order they are tried in.
     """
 
-    source = "nvml"
+    source = sample_sources.NVML
 
     def __init__(
         self,
@@ -293,18 +294,19 @@ class NvmlSampler(Sampler):
         for target in device.gpm_targets:
             metrics, dropped = sample_gpm(nvml, target, t_ns)
             if dropped:
-                self.dropped_non_finite["gpm"] = self.dropped_non_finite.get("gpm", 0) + dropped
+                gpm = sample_sources.GPM
+                self.dropped_non_finite[gpm] = self.dropped_non_finite.get(gpm, 0) + dropped
             labels = device.labels
             share = 1.0
             if target.gpu_instance_id is not None:
                 labels = {**labels, "gpu_instance": str(target.gpu_instance_id)}
                 share = device.memory_fraction[target.gpu_instance_id]
             for name, value in metrics.items():
-                emit(name, value, labels, source="gpm")
+                emit(name, value, labels, source=sample_sources.GPM)
             util = metrics.get("dram_bw_util_pct")
             if util is not None and device.spec is not None:
                 bytes_per_s = util / 100.0 * device.spec.memory_bytes_per_s * share
-                emit("dram_bytes_per_s", bytes_per_s, labels, source="gpm")
+                emit("dram_bytes_per_s", bytes_per_s, labels, source=sample_sources.GPM)
 
     def close(self) -> None:
         nvml = self._nvml

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from probes.sampler import SAMPLE_COLUMNS, Sampler, SamplerThread
+from probes.sampler_kinds import SAMPLER_KINDS
 
 
 @dataclass(frozen=True)
@@ -63,36 +64,13 @@ class ProbeSpec:
         return cls(**{**data, "engine_metric_names": names, "engine_endpoints": endpoints})
 
     def build(self, engine_headers: Mapping[str, str] | None = None) -> list[Sampler]:
-        """The samplers; ``engine_headers`` go with each /metrics scrape. They are an argument,
-        not a field, so that a spec, which may be shown or stored, never holds a secret."""
-        # Imported here so that a spec can be pickled without loading every sampler's module.
-        from probes.cpu import CpuSampler
-        from probes.engine_metrics import EngineMetricsSampler
-        from probes.nvml import NvmlSampler
-
+        """The samplers of every kind in probes.sampler_kinds that this spec wants, in that
+        order; ``engine_headers`` go with each /metrics scrape. They are an argument, not a field,
+        so that a spec, which may be shown or stored, never holds a secret."""
         samplers: list[Sampler] = []
-        if self.nvml:
-            nvml = NvmlSampler(
-                self.nvml_interval_s, gpm=self.gpm, engine_pid=self.processes.get("engine"),
-                cuda_visible_devices=self.cuda_visible_devices,
-                cuda_device_order=self.cuda_device_order, gpus=self.gpus,
-            )  # fmt: skip
-            samplers.append(nvml)
-        if self.cpu:
-            samplers.append(CpuSampler(self.processes, self.cpu_interval_s))
-        if self.engine_url:
-            replicas: tuple[str | None, ...] = self.engine_endpoints or (None,)
-            samplers += [
-                EngineMetricsSampler(
-                    replica or self.engine_url,
-                    self.engine_metric_names,
-                    self.engine_interval_s,
-                    path=self.engine_metrics_path,
-                    headers=engine_headers,
-                    endpoint=replica,
-                )
-                for replica in replicas
-            ]
+        for kind in SAMPLER_KINDS:
+            if kind.applies(self):
+                samplers += kind.build(self, engine_headers)
         return samplers
 
 

@@ -33,6 +33,7 @@ from bench.run.messages import print_warning
 from engine_adapters.base import EngineAdapter
 from probes.probe_process import ProbeProcess
 from probes.session import ProbeResult, ProbeSpec
+from results.folder import sample_sources
 
 
 def probe_spec(
@@ -93,7 +94,7 @@ def listening_pid(base_url: str) -> int | None:
 def gpu_scope_of(result: ProbeResult | None) -> dict[str, Any] | None:
     """The NVML sampler's GPU scope (probes.gpu_scope) in ``result``, or None."""
     for report in result.reports if result else []:
-        if report.get("source") == "nvml" and report.get("scope"):
+        if report.get("source") == sample_sources.NVML and report.get("scope"):
             return dict(report["scope"])
     return None
 

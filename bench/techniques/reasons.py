@@ -71,59 +71,76 @@ def _cause(claim: Claim, where: str, m: dict[str, Any], predictions: list[dict[s
             f"weights shrink to {_x(weights)} but {cpu} and dequantizes in software{gpu_mem}{rtn}"
         )
     if t == "speculative":
-        est = m.get("speculation") or {}
-        if not est:
-            return f"acceptance {_pct(m.get('acceptance_rate'))}; no step costs to estimate from"
-        return (
-            f"acceptance {_pct(est['acceptance_rate'])} of {est['draft_tokens_per_step']:.2f} "
-            f"tokens drafted per step (K={est['k']}; the simulated proposer always drafts K): "
-            f"E[accepted+1] = {est['expected_tokens_per_step']:.2f}, T_verify "
-            f"{est['t_verify_s'] * 1e3:.2f} ms vs T_target {est['t_target_s'] * 1e3:.2f} ms, "
-            f"so the formula gives {_x(est['speedup'])}"
-        )
+        return _speculative_cause(m)
     if t in ("continuous_batching", "paged_attention"):
-        running = m.get("also", {}).get("max_running") or [None, None]
-        waste = m.get("also", {}).get("kv_waste")
-        waste_text = (
-            f", KV waste {_pct(waste[0])} -> {_pct(waste[1])}"
-            if waste and None not in waste
-            else ""
-        )
-        gpu_running = next(
-            (p["also"]["max_running"] for p in predictions if p.get("also", {}).get("max_running")),
-            None,
-        )
-        gpu_text = (
-            f"; on the first simulated GPU {gpu_running[1]} ran at once against {gpu_running[0]}"
-            if gpu_running
-            else ""
-        )
-        return (
-            f"{running[1]} requests ran at once against {running[0]}{waste_text}, but {cpu}, "
-            f"where a bigger batch costs proportionally more time{gpu_mem}{gpu_text}"
-        )
+        return _batching_cause(m, predictions, cpu, gpu_mem)
     if t == "flash_attention":
-        share = m.get("attention_flop_share")
-        bound = 1 / (1 - share) if share is not None and share < 1 else None
-        tokens = m.get("prompt_tokens") or 0
-        parts = []
-        if where == "below":
-            parts.append(
-                f"attention is {_pct(share)} of a {tokens:,.0f}-token prefill's FLOPs on the "
-                f"model measured, so by FLOPs the whole prefill could gain at most {_x(bound)}"
-            )
-        parts.append(
-            f"the predictions time attention alone, where at {tokens:,.0f} tokens naive attention "
-            "moves the whole score matrix through memory and the fused kernel only Q, K, V and "
-            "the output"
-        )
-        return "; ".join(parts)
+        return _flash_attention_cause(m, where)
     if t == "prefix_caching":
         return (
             f"{_pct(m.get('prefix_hit_rate'))} of the prompt tokens came from the cache; TTFT "
             "also holds the queueing and the decode steps a new request waits behind"
         )
     return "no cause recorded for this technique"
+
+
+def _speculative_cause(m: dict[str, Any]) -> str:
+    """Speculative decoding's cause: the acceptance and the step costs in the speedup formula."""
+    est = m.get("speculation") or {}
+    if not est:
+        return f"acceptance {_pct(m.get('acceptance_rate'))}; no step costs to estimate from"
+    return (
+        f"acceptance {_pct(est['acceptance_rate'])} of {est['draft_tokens_per_step']:.2f} "
+        f"tokens drafted per step (K={est['k']}; the simulated proposer always drafts K): "
+        f"E[accepted+1] = {est['expected_tokens_per_step']:.2f}, T_verify "
+        f"{est['t_verify_s'] * 1e3:.2f} ms vs T_target {est['t_target_s'] * 1e3:.2f} ms, "
+        f"so the formula gives {_x(est['speedup'])}"
+    )
+
+
+def _batching_cause(
+    m: dict[str, Any], predictions: list[dict[str, Any]], cpu: str, gpu_mem: str
+) -> str:
+    """Continuous batching's and paged attention's cause: how many requests ran at once here
+    and on the simulated GPUs, against what a bigger batch costs on this CPU (``cpu``)."""
+    running = m.get("also", {}).get("max_running") or [None, None]
+    waste = m.get("also", {}).get("kv_waste")
+    waste_text = (
+        f", KV waste {_pct(waste[0])} -> {_pct(waste[1])}" if waste and None not in waste else ""
+    )
+    gpu_running = next(
+        (p["also"]["max_running"] for p in predictions if p.get("also", {}).get("max_running")),
+        None,
+    )
+    gpu_text = (
+        f"; on the first simulated GPU {gpu_running[1]} ran at once against {gpu_running[0]}"
+        if gpu_running
+        else ""
+    )
+    return (
+        f"{running[1]} requests ran at once against {running[0]}{waste_text}, but {cpu}, "
+        f"where a bigger batch costs proportionally more time{gpu_mem}{gpu_text}"
+    )
+
+
+def _flash_attention_cause(m: dict[str, Any], where: str) -> str:
+    """Flash attention's cause: its share of a prefill's FLOPs (when the row is ``below`` its
+    claim) and what the predictions time."""
+    share = m.get("attention_flop_share")
+    bound = 1 / (1 - share) if share is not None and share < 1 else None
+    tokens = m.get("prompt_tokens") or 0
+    parts = []
+    if where == "below":
+        parts.append(
+            f"attention is {_pct(share)} of a {tokens:,.0f}-token prefill's FLOPs on the "
+            f"model measured, so by FLOPs the whole prefill could gain at most {_x(bound)}"
+        )
+    parts.append(
+        f"the predictions time attention alone, where at {tokens:,.0f} tokens naive attention "
+        "moves the whole score matrix through memory and the fused kernel only Q, K, V and "
+        "the output"
+    )
+    return "; ".join(parts)
 
 
 def verdict(

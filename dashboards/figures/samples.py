@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from results.figures.machine_load import process_labels
+from results.folder.sample_sources import CPU, ENGINE, GPM, NVML
 
 __all__ = ["CONCEPTS", "Concept", "Series", "all_series", "find"]
 
@@ -46,33 +47,31 @@ _PCT = r"(_pct|_percent|_perc|_frac|_ratio)?"
 CONCEPTS: dict[str, Concept] = {
     c.key: c
     for c in (
-        Concept("gpu_util", "GPU util", ("nvml",), rf"(gpu_)?util(ization)?(_gpu)?{_PCT}", True),
-        Concept("mem_util", "GPU memory busy", ("nvml",), rf"mem(ory)?_util(ization)?{_PCT}", True),
+        Concept("gpu_util", "GPU util", (NVML,), rf"(gpu_)?util(ization)?(_gpu)?{_PCT}", True),
+        Concept("mem_util", "GPU memory busy", (NVML,), rf"mem(ory)?_util(ization)?{_PCT}", True),
         Concept(
-            "sm_util", "SM active", ("gpm",), rf"sm_(util(ization)?|activity|active){_PCT}", True
+            "sm_util", "SM active", (GPM,), rf"sm_(util(ization)?|activity|active){_PCT}", True
         ),
-        Concept("sm_occupancy", "SM occupancy", ("gpm",), rf"sm_occupancy{_PCT}", True),
+        Concept("sm_occupancy", "SM occupancy", (GPM,), rf"sm_occupancy{_PCT}", True),
         Concept(
             "tensor",
             "Tensor active",
-            ("gpm",),
+            (GPM,),
             rf"tensor_(util(ization)?|activity|active){_PCT}",
             True,
         ),
         Concept(
             "cpu_process",
             "CPU",
-            ("cpu",),
+            (CPU,),
             rf"(process_cpu|cpu_process){_PCT}",
             True,
         ),
-        Concept(
-            "cpu_system", "CPU (system)", ("cpu",), rf"(system_cpu|cpu_system|cpu){_PCT}", True
-        ),
+        Concept("cpu_system", "CPU (system)", (CPU,), rf"(system_cpu|cpu_system|cpu){_PCT}", True),
         Concept(
             "dram_bytes",
             "DRAM GB/s",
-            ("gpm", "nvml"),
+            (GPM, NVML),
             r"dram_(bw|bandwidth|bytes)(_bytes)?_per_s",
             False,
             1e-9,
@@ -80,14 +79,14 @@ CONCEPTS: dict[str, Concept] = {
         Concept(
             "dram_util",
             "DRAM bandwidth used",
-            ("gpm",),
+            (GPM,),
             rf"dram_(bw|bandwidth)_util(ization)?{_PCT}",
             True,
         ),
-        Concept("power", "Power W", ("nvml",), r"power(_usage|_draw)?(_w|_watts)", False),
-        Concept("kv_cache", "KV cache used", ("engine",), rf"kv_cache_usage{_PCT}", True),
-        Concept("running", "Running (engine)", ("engine",), r"num_requests_running", False),
-        Concept("waiting", "Waiting (engine)", ("engine",), r"num_requests_waiting", False),
+        Concept("power", "Power W", (NVML,), r"power(_usage|_draw)?(_w|_watts)", False),
+        Concept("kv_cache", "KV cache used", (ENGINE,), rf"kv_cache_usage{_PCT}", True),
+        Concept("running", "Running (engine)", (ENGINE,), r"num_requests_running", False),
+        Concept("waiting", "Waiting (engine)", (ENGINE,), r"num_requests_waiting", False),
     )
 }
 

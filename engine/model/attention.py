@@ -353,7 +353,7 @@ def paged_attention(
     prefill chunk attends to its own fresh K/V, so it never sees the cache's rounding.
     `gather_budget_bytes` bounds one decode group's gathered K/V (module docstring).
     """
-    num_heads, head_dim = q.shape[1], q.shape[2]
+    head_dim = q.shape[2]
     num_kv_heads = k.shape[1]
     write_kv_cache(kv_cache, meta.slot_mapping, k, v, k_scale, v_scale)
     if meta.naive:
@@ -379,39 +379,59 @@ def paged_attention(
     # of 32, 128 tokens): widen, attend, round once at the end (as accurate, or more).
     widen = q.device.type == "cpu" and q.dtype == torch.bfloat16
     for chunk in plan.prefills:
-        rows = slice(chunk.token_start, chunk.token_end)
-        chunk_scale, out_scale = scale, 1.0
-        query = q[rows].transpose(0, 1)[None]
-        if chunk.kv_rows is None:  # a first chunk: its own K/V are the whole context
-            keys, values = k[rows].transpose(0, 1)[None], v[rows].transpose(0, 1)[None]
-            gqa, bias = num_heads != num_kv_heads, None
-        else:  # queries at the end of a longer context (module docstring)
-            kv = decode_kv(cache_rows.index_select(0, chunk.kv_rows), q.dtype)
-            keys, values = kv.view(2, 1, num_kv_heads, -1, head_dim).unbind(0)
-            chunk_scale, out_scale = scale * k_scale, v_scale
-            if chunk.allowed is not None:  # this device's SDPA fuses a mask with GQA
-                gqa, bias = num_heads != num_kv_heads, chunk.allowed
-            else:  # lower-right causal; CUDA's fused kernels take no GQA with it
-                if num_heads != num_kv_heads:
-                    group = num_heads // num_kv_heads
-                    keys = keys.repeat_interleave(group, dim=1)
-                    values = values.repeat_interleave(group, dim=1)
-                gqa, bias = False, causal_lower_right(query.shape[2], chunk.ctx)
-        if widen:
-            query, keys, values = query.float(), keys.float(), values.float()
-        attended = F.scaled_dot_product_attention(
-            query,
-            keys,
-            values,
-            attn_mask=bias,
-            is_causal=chunk.kv_rows is None,
-            scale=chunk_scale,
-            enable_gqa=gqa,
-        ).to(q.dtype)
-        if out_scale != 1.0:
-            attended = attended * out_scale
-        out[rows] = attended[0].transpose(0, 1)
+        out[chunk.token_start : chunk.token_end] = _prefill_attention(
+            q, k, v, cache_rows, chunk, scale, k_scale, v_scale, widen
+        )
     return out
+
+
+def _prefill_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cache_rows: torch.Tensor,
+    chunk: PrefillChunk,
+    scale: float,
+    k_scale: float,
+    v_scale: float,
+    widen: bool,
+) -> torch.Tensor:
+    """One prefill chunk's attention output [query_len, Hq, D] in q's dtype (paged_attention's
+    tensors; `cache_rows` the cache viewed as [-1, D]); `widen`: attend in fp32."""
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    num_kv_heads = k.shape[1]
+    rows = slice(chunk.token_start, chunk.token_end)
+    chunk_scale, out_scale = scale, 1.0
+    query = q[rows].transpose(0, 1)[None]
+    if chunk.kv_rows is None:  # a first chunk: its own K/V are the whole context
+        keys, values = k[rows].transpose(0, 1)[None], v[rows].transpose(0, 1)[None]
+        gqa, bias = num_heads != num_kv_heads, None
+    else:  # queries at the end of a longer context (module docstring)
+        kv = decode_kv(cache_rows.index_select(0, chunk.kv_rows), q.dtype)
+        keys, values = kv.view(2, 1, num_kv_heads, -1, head_dim).unbind(0)
+        chunk_scale, out_scale = scale * k_scale, v_scale
+        if chunk.allowed is not None:  # this device's SDPA fuses a mask with GQA
+            gqa, bias = num_heads != num_kv_heads, chunk.allowed
+        else:  # lower-right causal; CUDA's fused kernels take no GQA with it
+            if num_heads != num_kv_heads:
+                group = num_heads // num_kv_heads
+                keys = keys.repeat_interleave(group, dim=1)
+                values = values.repeat_interleave(group, dim=1)
+            gqa, bias = False, causal_lower_right(query.shape[2], chunk.ctx)
+    if widen:
+        query, keys, values = query.float(), keys.float(), values.float()
+    attended = F.scaled_dot_product_attention(
+        query,
+        keys,
+        values,
+        attn_mask=bias,
+        is_causal=chunk.kv_rows is None,
+        scale=chunk_scale,
+        enable_gqa=gqa,
+    ).to(q.dtype)
+    if out_scale != 1.0:
+        attended = attended * out_scale
+    return attended[0].transpose(0, 1)
 
 
 def write_kv_cache(

@@ -14,9 +14,9 @@ each after the previous answer (and the think time), so a session's history grow
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from loadgen.clock import RunClock
 from loadgen.drivers.stop import LoadStop, cancelled_message
@@ -148,6 +148,31 @@ async def run_closed_loop(
         The records of all started requests, in the order of ``requests`` (sessions: their
         turns, session by session); requests never started (the run was cut first) have none.
     """
+    _check_closed_loop_args(num_users, duration_s, think_time_s, ramp_up_s, user_ids)
+    work = _as_sessions(requests, sessions)
+    live = counters if counters is not None else LiveCounters()
+    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
+    user, cut = _closed_loop_users(
+        client, work, records, live, clock, num_users, think_time_s, ramp_up_s,
+        on_record=on_record, on_started=on_started, take_next=take_next, user_ids=user_ids,
+        stop=stop,
+    )  # fmt: skip
+    tasks = [asyncio.create_task(user(u), name=f"closed-loop-user-{u}") for u in range(num_users)]
+    outcomes = await _await_users(tasks, duration_s, stop, cut)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+    return [record for turns in records for record in turns if record is not None]
+
+
+def _check_closed_loop_args(
+    num_users: int,
+    duration_s: float | None,
+    think_time_s: float,
+    ramp_up_s: float,
+    user_ids: Sequence[int] | None,
+) -> None:
+    """Raise ValueError, naming the argument, for any of run_closed_loop's that is out of range."""
     if not isinstance(num_users, int) or num_users < 1:
         raise ValueError(f"run_closed_loop num_users: expected an int >= 1, got {num_users!r}")
     if duration_s is not None and not duration_s > 0:
@@ -162,12 +187,31 @@ async def run_closed_loop(
         raise ValueError(f"run_closed_loop ramp_up_s: expected seconds >= 0, got {ramp_up_s!r}")
     if user_ids is not None and len(user_ids) != num_users:
         raise ValueError(f"run_closed_loop user_ids: expected {num_users} ids, got {len(user_ids)}")
-    work = _as_sessions(requests, sessions)
-    live = counters if counters is not None else LiveCounters()
-    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
+
+
+def _closed_loop_users(
+    client: RequestSender,
+    work: Sequence[Sequence[RequestSpec]],
+    records: list[list[RequestRecord | None]],
+    live: LiveCounters,
+    clock: RunClock,
+    num_users: int,
+    think_time_s: float,
+    ramp_up_s: float,
+    *,
+    on_record: Callable[[RequestRecord], None] | None,
+    on_started: ScheduleHook | None,
+    take_next: Callable[[], int] | None,
+    user_ids: Sequence[int] | None,
+    stop: LoadStop | None,
+) -> tuple[Callable[[int], Coroutine[Any, Any, None]], Callable[[], None]]:
+    """run_closed_loop's user ``u`` (a coroutine function: it runs sessions of ``work`` until
+    none is left, the run is cut or ``stop`` is set, storing each turn's record in
+    ``records[session][turn]``) and the function that cuts the run (no user sends again).
+    Arguments as run_closed_loop's; the users' ramp starts now."""
+    start_s = clock.now_s()
     counter = 0
     stopping = False
-    start_s = clock.now_s()
 
     def take() -> int:
         nonlocal counter
@@ -215,7 +259,22 @@ async def run_closed_loop(
                 if think_time_s > 0:
                     await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
 
-    tasks = [asyncio.create_task(user(u), name=f"closed-loop-user-{u}") for u in range(num_users)]
+    def cut() -> None:
+        nonlocal stopping
+        stopping = True
+
+    return user, cut
+
+
+async def _await_users(
+    tasks: list[asyncio.Task[None]],
+    duration_s: float | None,
+    stop: LoadStop | None,
+    cut: Callable[[], None],
+) -> list[BaseException | None]:
+    """Wait for the users' ``tasks`` until they are all done, one raises, ``duration_s`` (s)
+    passes or ``stop`` is set; then ``cut`` the run, cancel the users still running and return
+    each task's outcome (None or its exception)."""
     stopper = asyncio.create_task(stop.wait(), name="closed-loop-stop") if stop else None
     try:
         if stopper is None:
@@ -227,14 +286,11 @@ async def run_closed_loop(
             )
             users.cancel()
     finally:
-        stopping = True
+        cut()
         if stopper is not None:
             stopper.cancel()
         for task in tasks:
             if not task.done():
                 task.cancel()
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, Exception):
-            raise outcome
-    return [record for turns in records for record in turns if record is not None]
+    return outcomes

@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from loadgen.clock import RunClock
 from loadgen.drivers.closed_loop import LiveCounters
@@ -164,28 +164,7 @@ def _run(
     host, port, limit_s, total = job.bind_host, job.bind_port, job.run_time_s, job.workers
     job_path = write_job(job, out / "job.pkl")
     log = (out / "locust.log").open("wb")
-    # Sessions of their own: a terminal's Ctrl-C reaches bench only, which stops them (``stop``).
-    common: dict[str, Any] = {
-        "stdout": log,
-        "stderr": subprocess.STDOUT,
-        "stdin": subprocess.DEVNULL,
-        "start_new_session": True,
-    }
-    # The request headers reach the master through its environment, never the job file; the
-    # workers get them from the master by message.
-    master = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.drivers.locust_master", str(job_path)],
-        env={**os.environ, **job.client.headers.to_env()}, **common,
-    )  # fmt: skip
-    local = "127.0.0.1" if host in _ANY_ADDRESS else host
-    local_address = f"[{local}]:{port}" if ":" in local else f"{local}:{port}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "loadgen.drivers.locust_worker", "--master", local_address],
-            **common,
-        )
-        for _ in range(workers)
-    ]
+    master, procs = _start_locust(job, job_path, workers, log)
     live = counters if counters is not None else LiveCounters()
     records: list[RequestRecord] = []
     errors: list[str] = []
@@ -228,14 +207,7 @@ def _run(
                 )
             time.sleep(0.2)
     finally:
-        for proc in [master, *procs]:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in [master, *procs]:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _end_locust([master, *procs])
         log.close()
     if errors:
         raise LocustError("; ".join(errors))
@@ -245,21 +217,71 @@ def _run(
             f"the Locust master ended (status {master.returncode}) before the run did; its "
             f"log:\n{tail}"
         )
-    samples = ClientSamples()
-    client_path = out / CLIENT_FILE
-    if client_path.is_file():
-        for line in client_path.read_text(encoding="utf-8").splitlines():
-            cols = json.loads(line)
-            for t, w, n, v in zip(
-                cols["t_s"], cols["worker"], cols["name"], cols["value"], strict=True
-            ):
-                samples.add(t, w, n, v)
+    samples = _client_samples(out / CLIENT_FILE)
     if not records:
         tail = (out / "locust.log").read_text(errors="replace")[-3000:]
         raise LocustError(f"Locust ended without recording a request; its log:\n{tail}")
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     records.sort(key=lambda r: order.get(r.request_id, len(order)))
     return LoadResult(records, samples, workers=total, worker_info=end_info or None)
+
+
+def _start_locust(
+    job: LocustJob, job_path: Path, workers: int, log: IO[bytes]
+) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
+    """Start the Locust master on ``job_path`` and ``workers`` local workers connected to it,
+    all writing to ``log``; returns (master, workers)."""
+    host, port = job.bind_host, job.bind_port
+    # Sessions of their own: a terminal's Ctrl-C reaches bench only, which stops them (``stop``).
+    common: dict[str, Any] = {
+        "stdout": log,
+        "stderr": subprocess.STDOUT,
+        "stdin": subprocess.DEVNULL,
+        "start_new_session": True,
+    }
+    # The request headers reach the master through its environment, never the job file; the
+    # workers get them from the master by message.
+    master = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.drivers.locust_master", str(job_path)],
+        env={**os.environ, **job.client.headers.to_env()}, **common,
+    )  # fmt: skip
+    local = "127.0.0.1" if host in _ANY_ADDRESS else host
+    local_address = f"[{local}]:{port}" if ":" in local else f"{local}:{port}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "loadgen.drivers.locust_worker", "--master", local_address],
+            **common,
+        )
+        for _ in range(workers)
+    ]
+    return master, procs
+
+
+def _end_locust(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate each of ``procs`` still running and wait up to 10 s each; kill one that
+    does not end."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _client_samples(path: Path) -> ClientSamples:
+    """The workers' self-check samples from ``path`` (one JSON object of columns a line; no
+    file: none)."""
+    samples = ClientSamples()
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            cols = json.loads(line)
+            for t, w, n, v in zip(
+                cols["t_s"], cols["worker"], cols["name"], cols["value"], strict=True
+            ):
+                samples.add(t, w, n, v)
+    return samples
 
 
 def _has_locust() -> bool:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -110,6 +111,42 @@ async def run_open_loop(
     tasks: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
 
+    main = asyncio.current_task()
+    assert main is not None
+    one = _request_sender(
+        client, requests, clock, records, live, cap, failure, main,
+        on_record=on_record, user_ids=user_ids, stop=stop,
+    )  # fmt: skip
+
+    timeout = None if duration_s is None else max(origin_s + duration_s - clock.now_s(), 0.0)
+    launch = _launch_all(schedule, origin_s, clock, one, tasks, stop, on_started)
+    launcher = asyncio.create_task(launch, name="open-loop-launcher")
+    await _await_launcher(launcher, tasks, timeout, stop, failure, main)
+    if failure:
+        raise failure[0]
+    if launcher.done() and not launcher.cancelled() and launcher.exception() is not None:
+        raise launcher.exception()  # type: ignore[misc]
+    return [record for record in records if record is not None]
+
+
+def _request_sender(
+    client: RequestSender,
+    requests: Sequence[RequestSpec],
+    clock: RunClock,
+    records: list[RequestRecord | None],
+    live: LiveCounters,
+    cap: asyncio.Semaphore | None,
+    failure: list[BaseException],
+    main: asyncio.Task[Any],
+    *,
+    on_record: Callable[[RequestRecord], None] | None,
+    user_ids: Sequence[int] | None,
+    stop: LoadStop | None,
+) -> Callable[[int, float], Coroutine[Any, Any, None]]:
+    """run_open_loop's request ``i``, due at run second ``due_s``: sent (within ``cap``),
+    recorded in ``records[i]`` and passed to ``on_record``; an exception of on_record goes to
+    ``failure`` and cancels ``main``, the run. Arguments as run_open_loop's."""
+
     async def one(i: int, due_s: float) -> None:
         spec = requests[i]
         user_id = user_ids[i] if user_ids is not None else i
@@ -135,30 +172,49 @@ async def run_open_loop(
                     failure.append(exc)
                     main.cancel()
 
-    def forget(task: asyncio.Task[None]) -> None:
-        tasks.discard(task)
+    return one
 
-    async def launch_all() -> None:
-        due_list = schedule.tolist()
-        for i, offset in enumerate(due_list):
-            due_s = origin_s + offset
-            delay = due_s - clock.now_s()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if stop is not None and stop.is_set():
-                break
-            if on_started is not None:
-                on_started(due_s, clock.now_s())
-            task = asyncio.create_task(one(i, due_s), name=f"open-loop-{i}")
-            tasks.add(task)
-            task.add_done_callback(forget)
-        while tasks:
-            await asyncio.wait(set(tasks))
 
-    main = asyncio.current_task()
-    assert main is not None
-    timeout = None if duration_s is None else max(origin_s + duration_s - clock.now_s(), 0.0)
-    launcher = asyncio.create_task(launch_all(), name="open-loop-launcher")
+async def _launch_all(
+    schedule: np.ndarray,
+    origin_s: float,
+    clock: RunClock,
+    one: Callable[[int, float], Coroutine[Any, Any, None]],
+    tasks: set[asyncio.Task[None]],
+    stop: LoadStop | None,
+    on_started: ScheduleHook | None,
+) -> None:
+    """Start request ``i`` (``one(i, due_s)``, a task held in ``tasks`` until done) at run
+    second ``origin_s + schedule[i]``, until the schedule ends or ``stop`` is set; then wait
+    for every request in flight."""
+    due_list = schedule.tolist()
+    for i, offset in enumerate(due_list):
+        due_s = origin_s + offset
+        delay = due_s - clock.now_s()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if stop is not None and stop.is_set():
+            break
+        if on_started is not None:
+            on_started(due_s, clock.now_s())
+        task = asyncio.create_task(one(i, due_s), name=f"open-loop-{i}")
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    while tasks:
+        await asyncio.wait(set(tasks))
+
+
+async def _await_launcher(
+    launcher: asyncio.Task[None],
+    tasks: set[asyncio.Task[None]],
+    timeout: float | None,
+    stop: LoadStop | None,
+    failure: list[BaseException],
+    main: asyncio.Task[Any],
+) -> None:
+    """Wait for ``launcher`` (every request sent and answered) until ``timeout`` (s) or
+    ``stop``; then cancel it and the requests in flight and wait for their records. A cancel of
+    ``main`` that an on_record failure (in ``failure``) made is taken back."""
     stopper = asyncio.create_task(stop.wait(), name="open-loop-stop") if stop else None
     try:
         await asyncio.wait(
@@ -179,8 +235,3 @@ async def run_open_loop(
         with contextlib.suppress(asyncio.CancelledError):
             await launcher
         await asyncio.gather(*list(tasks), return_exceptions=True)
-    if failure:
-        raise failure[0]
-    if launcher.done() and not launcher.cancelled() and launcher.exception() is not None:
-        raise launcher.exception()  # type: ignore[misc]
-    return [record for record in records if record is not None]

@@ -226,14 +226,7 @@ def run_plan_sharded(
                     start.value = clock.now_s() + _START_MARGIN_S
                     go.set()
             elif kind == "records":
-                for record in payload:
-                    if record.status == "cancelled" and halt.is_set() and stop is not None:
-                        record.error = stop.message()
-                    received.append(record)
-                    live.request_started()
-                    live.request_finished(record)
-                    if on_record is not None:
-                        on_record(record)
+                _take_records(payload, received, live, on_record, stop if halt.is_set() else None)
             elif kind == "done":
                 samples.extend(payload)
                 pending.discard(worker)
@@ -241,14 +234,39 @@ def run_plan_sharded(
                 raise ShardError(f"worker {worker} failed:\n{payload}")
     finally:
         go.set()
-        for proc in procs:
-            proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5.0)
+        _join_workers(procs)
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     received.sort(key=lambda r: order.get(r.request_id, len(order)))
     return LoadResult(received, samples, workers=len(shards))
+
+
+def _take_records(
+    records: list[RequestRecord],
+    received: list[RequestRecord],
+    live: LiveCounters,
+    on_record: Callable[[RequestRecord], None] | None,
+    halted_by: LoadStop | None,
+) -> None:
+    """Append a worker's finished ``records`` to ``received``, counting each in ``live`` and
+    passing it to ``on_record``; ``halted_by``: the stop the workers were halted by, whose
+    message each cancelled record then carries."""
+    for record in records:
+        if record.status == "cancelled" and halted_by is not None:
+            record.error = halted_by.message()
+        received.append(record)
+        live.request_started()
+        live.request_finished(record)
+        if on_record is not None:
+            on_record(record)
+
+
+def _join_workers(procs: list[mp.process.BaseProcess]) -> None:
+    """Wait up to 5 s for each worker process to exit; terminate one that does not."""
+    for proc in procs:
+        proc.join(timeout=5.0)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=5.0)
 
 
 async def run_load(

@@ -28,11 +28,12 @@ import numpy as np
 import pandas as pd
 
 from results.figures.attribution import split_steps
+from results.folder import sample_sources
 
 
 def _energy_curve(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
     """Times and the summed cumulative joules of every GPU's energy counter at those times."""
-    rows = samples[(samples["source"] == "nvml") & (samples["name"] == "energy_j")]
+    rows = samples[(samples["source"] == sample_sources.NVML) & (samples["name"] == "energy_j")]
     if rows.empty:
         return None
     series = [

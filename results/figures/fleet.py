@@ -29,6 +29,7 @@ import pandas as pd
 
 from results.figures.samples_summary import samples_summary
 from results.figures.summary import compute_summary
+from results.folder import sample_sources
 from results.folder.endpoints import fleet_endpoints
 
 __all__ = [
@@ -63,7 +64,7 @@ def _replica_samples(samples: pd.DataFrame | None, url: str) -> pd.DataFrame | N
     """The engine /metrics readings of the replica ``url`` (labelled ``endpoint``), or None."""
     if samples is None or samples.empty:
         return None
-    engine = samples[samples["source"] == "engine"]
+    engine = samples[samples["source"] == sample_sources.ENGINE]
     ours = {text for text in engine["labels"].unique() if _endpoint_label(text) == url}
     part = engine[engine["labels"].isin(ours)]
     return part if not part.empty else None

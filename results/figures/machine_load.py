@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.folder import sample_sources
+
 # The share of the machine's CPU other processes may use before a run is marked busy.
 BUSY_OTHER_CPU_SHARE = 0.25
 
@@ -49,7 +51,7 @@ def machine_load(samples: pd.DataFrame | None, window: Mapping[str, Any]) -> dic
     """summary.json's "machine_load" (module docstring); says why when it cannot be told."""
     if samples is None or samples.empty:
         return {"available": False, "reason": "no samples.parquet (no probe readings)"}
-    cpu = samples[samples["source"] == "cpu"]
+    cpu = samples[samples["source"] == sample_sources.CPU]
     system = _counter_series(cpu, "system_cpu_s_total")
     busy_series = _counter_series(cpu, "system_busy_cpu_s_total")
     if not system or not busy_series:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from results.figures.machine_load import process_labels
+from results.folder import sample_sources
 
 NVML_GAUGES = ("gpu_util_pct", "mem_util_pct", "power_w", "sm_clock_mhz", "temperature_c")
 GPM_GAUGES = (
@@ -71,7 +72,7 @@ def _increase(frame: pd.DataFrame, name: str) -> float | None:
 
 def energy(samples: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, Any]:
     """Joules per output token and mean power from NVML's energy counters (module docstring)."""
-    rows = samples[(samples["source"] == "nvml") & (samples["name"] == "energy_j")]
+    rows = samples[(samples["source"] == sample_sources.NVML) & (samples["name"] == "energy_j")]
     if rows.empty:
         return {"available": False, "reason": "no NVML energy readings in the window"}
     joules, starts, ends = 0.0, [], []
@@ -109,7 +110,7 @@ def other_gpu_processes(nvml: pd.DataFrame) -> list[dict[str, Any]]:
 
 def gpu_scope(run_json: Mapping[str, Any]) -> dict[str, Any] | None:
     """run.json's GPU scope (probes.gpu_scope: which GPUs, how found, why), or None."""
-    nvml = ((run_json.get("probes") or {}).get("samplers") or {}).get("nvml") or {}
+    nvml = ((run_json.get("probes") or {}).get("samplers") or {}).get(sample_sources.NVML) or {}
     scope = nvml.get("scope")
     return dict(scope) if isinstance(scope, Mapping) else None
 
@@ -226,7 +227,15 @@ def samples_summary(
     if start is None or stop is None:
         return {"available": False, "reason": "the run has no measured window"}
     win = samples[(samples["t_s"] >= start) & (samples["t_s"] <= stop)]
-    nvml, gpm, cpu_frame, eng = (win[win["source"] == s] for s in ("nvml", "gpm", "cpu", "engine"))
+    nvml, gpm, cpu_frame, eng = (
+        win[win["source"] == s]
+        for s in (
+            sample_sources.NVML,
+            sample_sources.GPM,
+            sample_sources.CPU,
+            sample_sources.ENGINE,
+        )
+    )
     gpu: dict[str, Any] = {name: _gauge(nvml, name) for name in NVML_GAUGES}
     if not nvml.empty:  # a run without GPU readings keeps the summary it always had
         gpu["gpus"] = sorted({str(_labels(str(t)).get("gpu")) for t in nvml["labels"].unique()})
@@ -260,4 +269,6 @@ def engine_flops_increase(samples: pd.DataFrame | None) -> float | None:
     """The increase of the engine's estimated FLOPs counter over the whole run, or None."""
     if samples is None:
         return None
-    return _increase(samples[samples["source"] == "engine"], "estimated_flops_per_gpu_total")
+    return _increase(
+        samples[samples["source"] == sample_sources.ENGINE], "estimated_flops_per_gpu_total"
+    )

@@ -202,12 +202,81 @@ def compute_summary(
     span, so a part's rates are per second of the same window as the run's.
     Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
     """
+    requests_df = _checked_requests(requests_df, tokens_df, warmup_s, cooldown_s)
+    targets = _normalize_slo(slo)
+    req, status = _sorted_requests(requests_df)
+
+    scheduled, sent = _floats(req, "scheduled_s"), _floats(req, "sent_s")
+    first, done = _floats(req, "first_token_s"), _floats(req, "done_s")
+    output = req["output_tokens"].to_numpy(dtype=np.int64)
+    prompt = req["prompt_tokens"].to_numpy(dtype=np.int64)
+    # A request's end is the last moment it was seen; failed ones may never have finished.
+    end = np.fmax(np.fmax(done, first), sent)
+
+    window, in_window = _window(scheduled, sent, end, warmup_s, cooldown_s, span_s)
+    duration = window["duration_s"]
+    ok = in_window & (status == "ok")
+
+    ttft_ms, e2el_ms = (first - sent) * 1000.0, (done - sent) * 1000.0
+    many = output > 1
+    tpot_ms = np.full(output.shape, np.nan)
+    tpot_ms[many] = (done[many] - first[many]) / (output[many] - 1) * 1000.0
+    tps = 1000.0 / tpot_ms[ok & (tpot_ms > 0)]
+
+    def rate(amount: float) -> float | None:
+        return amount / duration if duration else None
+
+    tokens = _tokens(req, ok, output, prompt)
+    out_tokens, in_tokens, n_ok = tokens["output_tokens"], tokens["prompt_tokens"], int(ok.sum())
+
+    def latencies(ms: np.ndarray) -> Distribution:
+        return distribution(ms[ok], LATENCY_PERCENTILES)
+
+    summary = SummaryJson(
+        schema_version=SUMMARY_JSON_VERSION,
+        window=window,
+        counts=Counts(all=_status_counts(status), window=_status_counts(status[in_window])),
+        errors=_errors(req, status),
+        tokens=tokens,
+        throughput=Throughput(
+            output_tok_s=rate(out_tokens),
+            total_tok_s=rate(out_tokens + in_tokens),
+            requests_per_s=rate(n_ok),
+        ),
+        goodput=_goodput(targets, ok, in_window, (ttft_ms, tpot_ms, e2el_ms), many, duration),
+        ttft_ms=latencies(ttft_ms),
+        itl_ms=distribution(
+            _itl_ms(tokens_df, set(req.loc[ok, "request_id"])), LATENCY_PERCENTILES
+        ),
+        tpot_ms=latencies(tpot_ms),
+        e2el_ms=latencies(e2el_ms),
+        e2el_from_scheduled_ms=latencies((done - scheduled) * 1000.0),
+        # Open loop: from the planned send time, so queueing before the send is not hidden.
+        ttft_from_scheduled_ms=latencies((first - scheduled) * 1000.0),
+        queueing_delay_ms=latencies((sent - scheduled) * 1000.0),
+        per_user_tps=distribution(tps, TPS_PERCENTILES),
+    )
+    reasoning = _reasoning(req, ok, sent, done, output)
+    if reasoning is not None:
+        summary["reasoning"] = reasoning
+    return cast(SummaryJson, json_safe(summary))
+
+
+def _checked_requests(
+    requests_df: pd.DataFrame, tokens_df: pd.DataFrame, warmup_s: float, cooldown_s: float
+) -> pd.DataFrame:
+    """``requests_df`` with the columns old run folders lack backfilled; raises ValueError for
+    a missing column of either table or a negative warmup or cooldown."""
     _check_columns(requests_df, REQUIRED_REQUEST_COLUMNS, "requests")
     _check_columns(tokens_df, REQUIRED_TOKEN_COLUMNS, "tokens")
-    requests_df = backfill_frame(requests_df, REQUEST_BACKFILLS)
     if warmup_s < 0 or cooldown_s < 0:
         raise ValueError(f"warmup_s and cooldown_s must be >= 0, got {warmup_s}, {cooldown_s}")
-    targets = _normalize_slo(slo)
+    return backfill_frame(requests_df, REQUEST_BACKFILLS)
+
+
+def _sorted_requests(requests_df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The requests in request_id order, and their statuses; raises ValueError for a
+    duplicate request id or an unknown status."""
     # A fixed row order makes every float sum, hence the whole dict, independent of input order.
     req = requests_df.sort_values("request_id", kind="mergesort").reset_index(drop=True)
     if req["request_id"].duplicated().any():
@@ -217,15 +286,20 @@ def compute_summary(
     bad = sorted({str(s) for s in status} - set(STATUSES))
     if bad:
         raise ValueError(f"requests: unknown status {bad}; expected one of {', '.join(STATUSES)}")
+    return req, status
 
-    scheduled, sent = _floats(req, "scheduled_s"), _floats(req, "sent_s")
-    first, done = _floats(req, "first_token_s"), _floats(req, "done_s")
-    output = req["output_tokens"].to_numpy(dtype=np.int64)
-    prompt = req["prompt_tokens"].to_numpy(dtype=np.int64)
-    # A request's end is the last moment it was seen; failed ones may never have finished.
-    end = np.fmax(np.fmax(done, first), sent)
 
-    if req.empty:
+def _window(
+    scheduled: np.ndarray,
+    sent: np.ndarray,
+    end: np.ndarray,
+    warmup_s: float,
+    cooldown_s: float,
+    span_s: tuple[float, float] | None,
+) -> tuple[Window, np.ndarray]:
+    """summary.json's ``window`` (:data:`WINDOW_RULE`, run seconds) and which requests lie in
+    it (sent at or after its start, last seen at or before its end)."""
+    if len(sent) == 0:
         run_start = run_end = start = stop = duration = None
         in_window = np.zeros(0, dtype=bool)
     else:
@@ -246,19 +320,13 @@ def compute_summary(
         end_s=stop,
         duration_s=duration,
     )
-    ok = in_window & (status == "ok")
+    return window, in_window
 
-    ttft_ms = (first - sent) * 1000.0
-    e2el_ms = (done - sent) * 1000.0
-    many = output > 1
-    tpot_ms = np.full(output.shape, np.nan)
-    tpot_ms[many] = (done[many] - first[many]) / (output[many] - 1) * 1000.0
-    tps = 1000.0 / tpot_ms[ok & (tpot_ms > 0)]
 
-    def rate(amount: float) -> float | None:
-        return amount / duration if duration else None
-
-    out_tokens, in_tokens, n_ok = int(output[ok].sum()), int(prompt[ok].sum()), int(ok.sum())
+def _tokens(req: pd.DataFrame, ok: np.ndarray, output: np.ndarray, prompt: np.ndarray) -> Tokens:
+    """summary.json's ``tokens``: the ok requests' prompt and output tokens and how their output
+    tokens were counted (source -> requests; "unknown" where requests.parquet does not say)."""
+    n_ok = int(ok.sum())
     if "output_tokens_source" in req.columns:
         sources = Counter(
             "unknown" if pd.isna(s) else str(s)
@@ -267,9 +335,28 @@ def compute_summary(
     else:
         sources = Counter({"unknown": n_ok}) if n_ok else Counter()
     source = (next(iter(sources)) if len(sources) == 1 else "mixed") if sources else None
+    return Tokens(
+        prompt_tokens=int(prompt[ok].sum()),
+        output_tokens=int(output[ok].sum()),
+        output_tokens_source=source,
+        requests_by_output_tokens_source=dict(sorted(sources.items())),
+    )
 
+
+def _goodput(
+    targets: dict[str, float],
+    ok: np.ndarray,
+    in_window: np.ndarray,
+    latencies_ms: tuple[np.ndarray, np.ndarray, np.ndarray],
+    many: np.ndarray,
+    duration: float | None,
+) -> Goodput:
+    """summary.json's ``goodput``: the ok requests in the window within every target of
+    ``targets``, per second of the window's ``duration`` (s). ``latencies_ms``: each request's
+    TTFT, TPOT and E2EL (ms); ``many``: which requests have more than one output token."""
     goodput = Goodput(slo=targets, good_requests=None, requests_per_s=None, good_fraction=None)
     if targets:
+        ttft_ms, tpot_ms, e2el_ms = latencies_ms
         good = ok.copy()
         # vLLM's rule: TPOT counts as 0 for requests with <= 1 output token. NaN never passes.
         per_request = {"ttft_ms": ttft_ms, "tpot_ms": np.where(many, tpot_ms, 0.0)}
@@ -279,45 +366,10 @@ def compute_summary(
         n_good = int(good.sum())
         n_window = int(in_window.sum())
         # The fraction is of every request in the window: a failed request is not a good one.
-        goodput.update(good_requests=n_good, requests_per_s=rate(n_good))
+        rate = n_good / duration if duration else None
+        goodput.update(good_requests=n_good, requests_per_s=rate)
         goodput["good_fraction"] = n_good / n_window if n_window else None
-
-    def latencies(ms: np.ndarray) -> Distribution:
-        return distribution(ms[ok], LATENCY_PERCENTILES)
-
-    summary = SummaryJson(
-        schema_version=SUMMARY_JSON_VERSION,
-        window=window,
-        counts=Counts(all=_status_counts(status), window=_status_counts(status[in_window])),
-        errors=_errors(req, status),
-        tokens=Tokens(
-            prompt_tokens=in_tokens,
-            output_tokens=out_tokens,
-            output_tokens_source=source,
-            requests_by_output_tokens_source=dict(sorted(sources.items())),
-        ),
-        throughput=Throughput(
-            output_tok_s=rate(out_tokens),
-            total_tok_s=rate(out_tokens + in_tokens),
-            requests_per_s=rate(n_ok),
-        ),
-        goodput=goodput,
-        ttft_ms=latencies(ttft_ms),
-        itl_ms=distribution(
-            _itl_ms(tokens_df, set(req.loc[ok, "request_id"])), LATENCY_PERCENTILES
-        ),
-        tpot_ms=latencies(tpot_ms),
-        e2el_ms=latencies(e2el_ms),
-        e2el_from_scheduled_ms=latencies((done - scheduled) * 1000.0),
-        # Open loop: from the planned send time, so queueing before the send is not hidden.
-        ttft_from_scheduled_ms=latencies((first - scheduled) * 1000.0),
-        queueing_delay_ms=latencies((sent - scheduled) * 1000.0),
-        per_user_tps=distribution(tps, TPS_PERCENTILES),
-    )
-    reasoning = _reasoning(req, ok, sent, done, output)
-    if reasoning is not None:
-        summary["reasoning"] = reasoning
-    return cast(SummaryJson, json_safe(summary))
+    return goodput
 
 
 def _reasoning(

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.folder import sample_sources
+
 # The share of requests off (or, for the engine's counters, the relative difference of the
 # totals) above which a run's token counts are not trusted.
 MAX_TOKEN_MISMATCH = 0.05
@@ -97,7 +99,7 @@ def _counter_increase(samples: pd.DataFrame | None, name: str) -> float | None:
     """Sum over series of last - first reading of engine counter ``name`` over the whole run."""
     if samples is None or samples.empty:
         return None
-    rows = samples[(samples["source"] == "engine") & (samples["name"] == name)]
+    rows = samples[(samples["source"] == sample_sources.ENGINE) & (samples["name"] == name)]
     if rows.empty:
         return None
     total = 0.0

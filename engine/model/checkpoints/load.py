@@ -14,6 +14,7 @@ same peak as the engine's own quantization): the model is built once, in one pla
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from safetensors import safe_open
 from engine.model.checkpoints.int_weight import IntWeight, fuse_rows
 from engine.model.checkpoints.layers import engine_layer
 from engine.model.checkpoints.readers import reader_for
-from engine.model.checkpoints.scheme import CheckpointError, quantization_config
+from engine.model.checkpoints.scheme import CheckpointError, CheckpointReader, quantization_config
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quant import QuantReport, decoder_linears, quantize_model, weight_bytes
 from engine.model.quant_timing import timed_kernel
@@ -58,15 +59,7 @@ def load_quantized_model(
             f"leave quantization at none instead of {quantization}"
         )
     locations = tensor_locations(weights_dir)
-    with torch.device("meta"):  # the fused layout of this config, before any weight is read
-        fused = _fused_parts(LlamaForCausalLM(config))
-    quantized = {m for parts in fused.values() for m in parts if reader.marker(m) in locations}
-    _check_all_or_none(fused, quantized, weights_dir)
-    if reader.marker("lm_head") in locations:
-        raise CheckpointError(
-            f"{weights_dir}: lm_head is stored quantized; the engine keeps the LM head in float "
-            "(quantize with lm_head in the ignore list)"
-        )
+    fused, quantized = _quantized_layout(config, reader, locations, weights_dir)
     model = load_model(config, weights_dir, dtype, device, seed, frozenset(quantized))
     before = weight_bytes(model)
     count = bytes_before = bytes_after = 0
@@ -78,15 +71,7 @@ def load_quantized_model(
             parts = fused[name]
             if parts[0] not in quantized:
                 continue
-            try:
-                weight = fuse_rows([reader.read(m, tensors.get) for m in parts], parts)
-            except ValueError as exc:
-                raise CheckpointError(f"{weights_dir}: {exc}") from exc
-            if weight.shape != tuple(linear.weight.shape):
-                raise CheckpointError(
-                    f"{weights_dir}: {name} unpacks to {weight.shape}, expected "
-                    f"{tuple(linear.weight.shape)} from config.json"
-                )
+            weight = _read_linear(reader, tensors, name, parts, linear, weights_dir)
             new = engine_layer(weight, dtype, device)
             setattr(parent, attr, new)
             count += linear.weight.numel()
@@ -116,6 +101,46 @@ def load_quantized_model(
         checkpoint=reader.describe(),
         refused=choice.refused,
     )
+
+
+def _quantized_layout(
+    config: ModelConfig, reader: CheckpointReader, locations: Mapping[str, Path], weights_dir: Path
+) -> tuple[dict[str, list[str]], set[str]]:
+    """The fused layout of ``config`` (engine linear -> the checkpoint modules fused into it)
+    and the checkpoint modules stored quantized. Raises CheckpointError where a fused linear's
+    parts are partly quantized or the LM head is."""
+    with torch.device("meta"):  # the fused layout of this config, before any weight is read
+        fused = _fused_parts(LlamaForCausalLM(config))
+    quantized = {m for parts in fused.values() for m in parts if reader.marker(m) in locations}
+    _check_all_or_none(fused, quantized, weights_dir)
+    if reader.marker("lm_head") in locations:
+        raise CheckpointError(
+            f"{weights_dir}: lm_head is stored quantized; the engine keeps the LM head in float "
+            "(quantize with lm_head in the ignore list)"
+        )
+    return fused, quantized
+
+
+def _read_linear(
+    reader: CheckpointReader,
+    tensors: _TensorSource,
+    name: str,
+    parts: Sequence[str],
+    linear: torch.nn.Linear,
+    weights_dir: Path,
+) -> IntWeight:
+    """The quantized weight of the engine linear ``name``, its ``parts`` read and fused; raises
+    CheckpointError where it cannot be unpacked or its shape is not the config's."""
+    try:
+        weight = fuse_rows([reader.read(m, tensors.get) for m in parts], parts)
+    except ValueError as exc:
+        raise CheckpointError(f"{weights_dir}: {exc}") from exc
+    if weight.shape != tuple(linear.weight.shape):
+        raise CheckpointError(
+            f"{weights_dir}: {name} unpacks to {weight.shape}, expected "
+            f"{tuple(linear.weight.shape)} from config.json"
+        )
+    return weight
 
 
 def _fused_parts(model: LlamaForCausalLM) -> dict[str, list[str]]:
