@@ -15,7 +15,6 @@ import pytest
 
 from engine.config import EngineConfig
 from tests.support.calibration import use_fake_calibration
-from tests.support.fastapi_caches import release_served_apps
 
 # A pytest-xdist worker (`pytest -n 2`, as .ci/run runs) gets its controller's terminal size as
 # COLUMNS and LINES, which bench's console honours (bench.run.terminal.terminal_console): its
@@ -44,14 +43,6 @@ def base_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
     with running_server(config) as url:
         yield url
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _release_served_engines() -> Iterator[None]:
-    """After each test module, drop what FastAPI's caches hold of the apps it served
-    (tests.support.fastapi_caches says why)."""
-    yield
-    release_served_apps()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import weakref
 
 from tests.support.http_server import LocalServer, run
 from tests.support.sse_streams import fixture_events, replay_handler
@@ -34,21 +35,25 @@ def test_tokenizer_round_trips() -> None:
     assert tok.vocab_size == 512
 
 
-def test_released_apps_leave_no_engine_alive() -> None:
-    # Imported here: torch (the engine), which this module's other tests do not need.
+def test_a_stopped_server_leaves_no_engine_alive() -> None:
+    # FastAPI keeps every route function it classified for the life of the process: the routes
+    # must reach the engine through the app, never close over it, or each test server's engine
+    # (and its 512 MiB KV cache) would outlive it. Imported here: torch (the engine), which
+    # this module's other tests do not need.
+    import httpx
+
     from engine.config import EngineConfig
     from engine.llm_engine import LLMEngine
-    from tests.support.fastapi_caches import release_served_apps
     from tests.support.server_fixture import running_server
 
-    def alive() -> int:
-        return sum(isinstance(o, LLMEngine) for o in gc.get_objects())
-
-    release_served_apps()
-    before = alive()
-    with running_server(EngineConfig.from_flat(dict(model="tiny", dtype="float32"))):
-        pass
     gc.collect()
-    assert alive() == before + 1  # FastAPI's caches hold the stopped app's engine
-    assert release_served_apps() > 0
-    assert alive() == before
+    before = {id(o) for o in gc.get_objects() if isinstance(o, LLMEngine)}
+    with running_server(EngineConfig.from_flat(dict(model="tiny", dtype="float32"))) as url:
+        served = [o for o in gc.get_objects() if isinstance(o, LLMEngine) and id(o) not in before]
+        assert len(served) == 1
+        engine = weakref.ref(served.pop())
+        body = {"model": "tiny", "prompt": "hi", "max_tokens": 2, "stream": True}
+        assert httpx.post(url + "/v1/completions", json=body, timeout=60).status_code == 200
+        assert httpx.post(url + "/tokenize", json={"prompt": "hi"}, timeout=60).status_code == 200
+    gc.collect()
+    assert engine() is None

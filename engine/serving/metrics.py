@@ -38,25 +38,45 @@ E2E_BUCKETS_S = (
 )  # fmt: skip
 
 
+class _Families:
+    """Makes metric families in one registry, labelled as vLLM's, and returns each one's child
+    for this engine's label values."""
+
+    def __init__(self, registry: CollectorRegistry, model_name: str) -> None:
+        self.registry = registry
+        self.labels = ["model_name", "engine"]
+        self.values = (model_name, "0")
+
+    def gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(name, doc, self.labels, registry=self.registry).labels(*self.values)
+
+    def counter(self, name: str, doc: str) -> Counter:
+        return Counter(name, doc, self.labels, registry=self.registry).labels(*self.values)
+
+    def histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+        family = Histogram(name, doc, self.labels, buckets=buckets, registry=self.registry)
+        return family.labels(*self.values)
+
+    def labelled_counter(self, name: str, doc: str, extra_label: str) -> Counter:
+        """A family with one more label than vLLM's two, whose children the caller makes."""
+        return Counter(name, doc, [*self.labels, extra_label], registry=self.registry)
+
+
 class EngineMetrics:
     """All metric objects of one engine, in a registry of their own."""
 
     def __init__(self, model_name: str) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        labels = ["model_name", "engine"]
-        values = (model_name, "0")
-        r = self.registry
+        families = _Families(self.registry, model_name)
+        self._label_values = families.values
+        # Registered in this order, the order /metrics lists them in.
+        self._add_request_metrics(families)
+        self._add_cache_and_spec_metrics(families)
+        self._seen: dict[str, int] = {}
 
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, labels, registry=r).labels(*values)
-
-        def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, labels, registry=r).labels(*values)
-
-        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
-            return Histogram(name, doc, labels, buckets=buckets, registry=r).labels(*values)
-
+    def _add_request_metrics(self, f: _Families) -> None:
+        gauge, counter, histogram = f.gauge, f.counter, f.histogram
         self.num_requests_running = gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches."
         )
@@ -73,13 +93,9 @@ class EngineMetrics:
         self.num_preemptions = counter(
             "vllm:num_preemptions", "Cumulative number of preemption from the engine."
         )
-        self._request_success = Counter(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            [*labels, "finished_reason"],
-            registry=r,
+        self._request_success = f.labelled_counter(
+            "vllm:request_success", "Count of successfully processed requests.", "finished_reason"
         )
-        self._label_values = values
         self.ttft_s = histogram(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
             TTFT_BUCKETS_S,
@@ -93,6 +109,9 @@ class EngineMetrics:
             "Histogram of e2e request latency in seconds.",
             E2E_BUCKETS_S,
         )
+
+    def _add_cache_and_spec_metrics(self, f: _Families) -> None:
+        counter = f.counter
         self.prefix_cache_queries = counter(
             "vllm:prefix_cache_queries",
             "Prefix cache queries, in terms of number of queried tokens.",
@@ -109,13 +128,11 @@ class EngineMetrics:
         self.spec_decode_num_accepted_tokens = counter(
             "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."
         )
-        self._accepted_per_pos = Counter(
+        self._accepted_per_pos = f.labelled_counter(
             "vllm:spec_decode_num_accepted_tokens_per_pos",
             "Accepted tokens per draft position.",
-            [*labels, "position"],
-            registry=r,
+            "position",
         )
-        self._seen: dict[str, int] = {}
 
     def record_step(self, stats: StepStats) -> None:
         """Update gauges and counters from one engine step (thread-safe, a few microseconds)."""
