@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_write", "atomic_write_text", "json_safe", "write_json"]
+__all__ = ["atomic_write", "atomic_write_text", "json_safe", "json_text", "write_json"]
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:
@@ -52,8 +52,13 @@ def atomic_write_text(path: Path | str, text: str) -> Path:
 
 def write_json(path: Path | str, value: Any, indent: int | None = 2) -> Path:
     """``json_safe(value)`` as JSON (``indent`` spaces, a final newline) to ``path``, atomically."""
-    text = json.dumps(json_safe(value), indent=indent, allow_nan=False) + "\n"
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, json_text(json_safe(value), indent))
+
+
+def json_text(encoded: Any, indent: int | None = 2) -> str:
+    """The text :func:`write_json` writes of ``encoded``, a value already through
+    :func:`json_safe` (for a writer that checks the encoded document before writing it)."""
+    return json.dumps(encoded, indent=indent, allow_nan=False) + "\n"
 
 
 def json_safe(value: Any) -> Any:

@@ -23,7 +23,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-SAMPLE_COLUMNS = ("t_ns", "source", "name", "value", "labels")
+from results.folder.table_columns import SAMPLE_COLUMNS
+
+__all__ = ["SAMPLE_COLUMNS", "Emit", "SampleBuffer", "Sampler", "SamplerThread"]
 
 
 class Emit(Protocol):

@@ -2,7 +2,7 @@
 
 The folder ``<runs_dir>/<UTC time>-<scenario>-ab/`` holds::
 
-    A/<run folder>, B/<run folder>   every run, one `bench run` folder each
+    A/<run folder>, B/<run folder>   every run, one `bench run` folder each, report.html too
     ab.json                          the sides, the order, each metric's per-pair ratios, change,
                                      interval and verdict, the verdict and exit code, and how
                                      many pairs it took (rewritten after every pair)
@@ -34,7 +34,7 @@ from bench.gate.rules import GateRules
 from bench.gate.verdict import EXIT_CODES, GateReport
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
-from bench.run.orchestrate import RunError, RunOptions, run_benchmark
+from bench.run.orchestrate import RunError, RunOptions, run_and_report
 from perfmodel.files import write_json
 from results.folder.run_folder import RunFolder
 
@@ -124,16 +124,9 @@ def _metrics(paired: tuple[PairedMetric, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def run_ab(plan: AbPlan, console: Console) -> AbResult:
-    """Run the A/B of ``plan`` (module doc) and return its result; ab.json is written after
-    every pair. Raises AbError (bad side), RunError (a run that could not finish) and
-    RunInterrupted (a signal), each after ab.json records what was done."""
-    if plan.pairs < 1 or plan.max_pairs < plan.pairs:
-        raise ValueError(f"need 1 <= --pairs <= --max-pairs, got {plan.pairs}, {plan.max_pairs}")
-    sides = {"A": prepare(plan.a), "B": prepare(plan.b)}
-    labels = (sides["A"].describe(), sides["B"].describe())
-    folder = RunFolder.create(plan.base.runs_dir, plan.base.scenario.name, "ab").path
-    document: dict[str, Any] = {
+def _new_document(plan: AbPlan, sides: dict[str, Side]) -> dict[str, Any]:
+    """ab.json before the first pair (module docstring)."""
+    return {
         "format": AB_FORMAT,
         "format_version": 1,
         "scenario": plan.base.scenario.name,
@@ -155,6 +148,71 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
         "ended_utc": None,
         "error": None,
     }
+
+
+def _run_pair(
+    index: int,
+    plan: AbPlan,
+    sides: dict[str, Side],
+    labels: tuple[str, str],
+    folder: Path,
+    runs: dict[str, list[Path]],
+    console: Console,
+) -> tuple[dict[str, Any], str | None]:
+    """Pair ``index``'s two runs, each with its report.html, appended to ``runs``; returns
+    ab.json's entry of the pair and why a run is not usable (None when both are)."""
+    entry: dict[str, Any] = {"pair": index + 1, "order": "".join(pair_order(index))}
+    unusable: str | None = None
+    for name in pair_order(index):
+        print_info(console, f"pair {index + 1}, side {labels[ord(name) - ord('A')]}")
+        opts = run_options(sides[name], plan.base, folder / name)
+        run_folder, summary = run_and_report(opts, console)
+        runs[name].append(run_folder)
+        entry[name.lower() + "_run"] = str(run_folder.relative_to(folder))
+        if (why := _unusable(dict(summary))) is not None:
+            unusable = f"{name} run {run_folder.name} is not usable: {why}"
+    return entry, unusable
+
+
+def _stopped_by(plan: AbPlan, pairs_run: int, elapsed_s: float) -> str | None:
+    """Why --until-decided runs no more pairs while undecided: "max_pairs", "budget" (one more
+    pair, at the pace so far, would end past it), or None (run one more)."""
+    if pairs_run >= plan.max_pairs:
+        return "max_pairs"
+    if plan.budget_s is not None and elapsed_s * (pairs_run + 1) / pairs_run > plan.budget_s:
+        return "budget"
+    return None
+
+
+def _finish_document(
+    document: dict[str, Any],
+    report: GateReport | None,
+    paired: tuple[PairedMetric, ...],
+    unusable: str | None,
+) -> None:
+    """ab.json's verdict, metrics and end time, however the A/B ended."""
+    document["ended_utc"] = datetime.now(UTC).isoformat()
+    if report is not None:
+        document["verdict"] = report.verdict
+        document["exit_code"] = report.exit_code
+        document["metrics"] = _metrics(paired)
+        document["notes"] = list(report.notes)
+    if unusable is not None:
+        document["verdict"] = "unusable"
+        document["exit_code"] = EXIT_CODES["inconclusive"]
+        document["error"] = unusable
+
+
+def run_ab(plan: AbPlan, console: Console) -> AbResult:
+    """Run the A/B of ``plan`` (module doc) and return its result; ab.json is written after
+    every pair. Raises AbError (bad side), RunError (a run that could not finish) and
+    RunInterrupted (a signal), each after ab.json records what was done."""
+    if plan.pairs < 1 or plan.max_pairs < plan.pairs:
+        raise ValueError(f"need 1 <= --pairs <= --max-pairs, got {plan.pairs}, {plan.max_pairs}")
+    sides = {"A": prepare(plan.a), "B": prepare(plan.b)}
+    labels = (sides["A"].describe(), sides["B"].describe())
+    folder = RunFolder.create(plan.base.runs_dir, plan.base.scenario.name, "ab").path
+    document = _new_document(plan, sides)
     _write(folder, document)
     runs: dict[str, list[Path]] = {"A": [], "B": []}
     report: GateReport | None = None
@@ -164,15 +222,7 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
     try:
         index = 0
         while True:
-            entry: dict[str, Any] = {"pair": index + 1, "order": "".join(pair_order(index))}
-            for name in pair_order(index):
-                print_info(console, f"pair {index + 1}, side {labels[ord(name) - ord('A')]}")
-                opts = run_options(sides[name], plan.base, folder / name)
-                run_folder, summary = run_benchmark(opts, console)
-                runs[name].append(run_folder)
-                entry[name.lower() + "_run"] = str(run_folder.relative_to(folder))
-                if (why := _unusable(dict(summary))) is not None:
-                    unusable = f"{name} run {run_folder.name} is not usable: {why}"
+            entry, unusable = _run_pair(index, plan, sides, labels, folder, runs, console)
             document["pairs"].append(entry)
             document["pairs_run"] = index + 1
             if unusable is not None:
@@ -187,15 +237,9 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
                     document["decided_after_pairs"] = index + 1
                 if decided or not plan.until_decided:
                     break
-                elapsed = time.monotonic() - started
-                if index + 1 >= plan.max_pairs:
-                    document["stopped_by"] = "max_pairs"
-                    break
-                if (
-                    plan.budget_s is not None
-                    and elapsed * (index + 2) / (index + 1) > plan.budget_s
-                ):
-                    document["stopped_by"] = "budget"
+                stopped = _stopped_by(plan, index + 1, time.monotonic() - started)
+                if stopped is not None:
+                    document["stopped_by"] = stopped
                     break
             _write(folder, document)
             index += 1
@@ -206,27 +250,11 @@ def run_ab(plan: AbPlan, console: Console) -> AbResult:
         document["interrupted"] = interruption_note(exc)
         raise
     finally:
-        document["ended_utc"] = datetime.now(UTC).isoformat()
-        if report is not None:
-            document["verdict"] = report.verdict
-            document["exit_code"] = report.exit_code
-            document["metrics"] = _metrics(paired)
-            document["notes"] = list(report.notes)
-        if unusable is not None:
-            document["verdict"] = "unusable"
-            document["exit_code"] = EXIT_CODES["inconclusive"]
-            document["error"] = unusable
+        _finish_document(document, report, paired, unusable)
         _write(folder, document)
     if unusable is not None:
         report, paired = None, ()
     return AbResult(
-        folder,
-        report,
-        paired,
-        int(document["pairs_run"]),
-        labels,
-        tuple(runs["A"]),
-        tuple(runs["B"]),
-        unusable,
-        document["stopped_by"],
-    )
+        folder, report, paired, int(document["pairs_run"]), labels, tuple(runs["A"]),
+        tuple(runs["B"]), unusable, document["stopped_by"],
+    )  # fmt: skip

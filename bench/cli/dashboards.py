@@ -14,7 +14,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.run.messages import print_error, print_path, print_warning
+from bench.run.end.run_writer import write_report
+from bench.run.messages import print_error, print_path
 from bench.run.terminal import print_table, terminal_console
 
 __all__ = ["compare", "deltas_table", "register", "report_after_run", "write_report_html"]
@@ -40,19 +41,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
 def report_after_run(run_folder: Path, console: Console) -> Path | None:
     """Write report.html at the end of `bench run`; a failure is a warning, never a failed run
     (the run's tables are already safe on disk, and `bench report RUN --html` can retry)."""
-    try:
-        from dashboards.pages.report import write_run_report
-
-        path = write_run_report(run_folder)
-    except Exception as e:  # the dashboard is a view of the data; it must not lose the run
-        print_warning(
-            console,
-            f"report.html not written ({type(e).__name__}: {e}); "
-            f"retry with: bench report {run_folder} --html",
-        )
-        return None
-    print_path(console, "dashboard", path, f"(opens offline: {path.resolve().as_uri()})")
-    return path
+    return write_report(run_folder, console)
 
 
 def deltas_table(summaries: list[dict], labels: list[str]) -> Table:

@@ -46,14 +46,14 @@ def make_run_point(console: Console, **options: Any) -> RunPoint:
 
     Options RunOptions does not have (e.g. ``workers`` before it grows one) are dropped.
     """
-    from bench.run.orchestrate import RunOptions, run_benchmark
+    from bench.run.orchestrate import RunOptions, run_and_report
 
     known = {f.name for f in dataclasses.fields(RunOptions)}
     kept = {k: v for k, v in options.items() if k in known}
 
     def run_point(scenario: Any) -> tuple[Path, dict[str, Any]]:
         console.rule(Text(scenario.name, style="bold"))
-        return run_benchmark(RunOptions(scenario=scenario, **kept), console)
+        return run_and_report(RunOptions(scenario=scenario, **kept), console)
 
     return run_point
 

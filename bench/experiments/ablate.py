@@ -1,8 +1,9 @@
 """`bench ablate`: one scenario, one freshly started reference engine per switch setting.
 
 Every setting runs the same scenario (same seed, so the same requests) against its own engine
-process, so that one setting's cache or allocator state cannot leak into the next. The table
-reports each figure and its ratio to the first setting, which is the baseline.
+process, so that one setting's cache or allocator state cannot leak into the next; each run
+folder has its report.html, as a `bench run`'s has (bench.run.orchestrate.run_and_report). The
+table reports each figure and its ratio to the first setting, which is the baseline.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rich.text import Text
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
-from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_benchmark
+from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_and_report
 from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
@@ -118,7 +119,7 @@ def run_ablation(
             max_error_rate=max_error_rate,
         )  # fmt: skip
         try:
-            folder, summary = run_benchmark(opts, console)
+            folder, summary = run_and_report(opts, console)
         except RunInterrupted as exc:
             if not rows:
                 raise

@@ -1,9 +1,11 @@
 """`bench run`: resolve the engine, start the probes, run the load, stop them, write the folder.
 
 Data flows one way: scenario -> engine (launched or given) -> probes started -> load generator ->
-probes stopped -> records and readings -> run folder -> summary. The summary is computed from the
-written folder (results.run_summary), never from in-memory state, so recomputing it from the folder
-gives the same figures.
+probes stopped -> records and readings -> run folder -> summary. The folder is written by
+bench.run.end.run_writer, the writer every command's runs share; its summary is computed from the
+written folder (results.run_summary), never from in-memory state, so recomputing it from the
+folder gives the same figures. report.html comes last, once the engine is stopped
+(:func:`run_and_report`, or the `bench run` command after it showed the summary).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from rich.console import Console
 from bench.run.auto_calibrate import calibrate_before_load
 from bench.run.end.exit_codes import EXIT_REFUSED, EXIT_UNUSABLE
 from bench.run.end.interrupt import RunInterrupted, active_interrupts, run_end_sections
-from bench.run.endpoint.cache_state import prepare_prefix_cache
+from bench.run.end.run_writer import RunWriter, write_report
+from bench.run.endpoint.cache_state import PrefixCacheRun, prepare_prefix_cache
 from bench.run.endpoint.environment import cpu_name, git_commit, hardware, package_versions
-from bench.run.endpoint.preflight import PreflightError, preflight
+from bench.run.endpoint.preflight import Preflight, PreflightError, preflight
 from bench.run.endpoint.run_fingerprint import RunFingerprint, engine_identity
 from bench.run.endpoint.server_tokenizer import ServerTokenizer
 from bench.run.endpoint.tokenizer_source import (
@@ -63,16 +66,7 @@ from results.figures.analytic import analytic_section
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import fetch_json, fetch_steps, same_host
 from results.folder.redact import redact_command
-from results.folder.run_folder import RunFolder, load_run
-from results.run_summary import summarize_run
-from results.schema import (
-    RUN_JSON_VERSION,
-    ClientClock,
-    EngineSection,
-    Recorded,
-    RunJson,
-    SummaryJson,
-)
+from results.schema import ClientClock, EngineSection, SummaryJson
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 
@@ -247,6 +241,45 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     return folder, summary
 
 
+def run_and_report(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson]:
+    """:func:`run_benchmark`, then the folder's report.html (bench.run.end.run_writer): the
+    runs of a sweep, an ablation and an A/B each get the dashboard every `bench run` gets.
+
+    A run a signal cut short raises RunInterrupted as run_benchmark does, with no report: the
+    command that ends on it draws the partial run's (bench.cli.interrupted).
+    """
+    folder, summary = run_benchmark(opts, console)
+    write_report(folder, console)
+    return folder, summary
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What the run knows before the load: its plan, the endpoint's checks, and its engine."""
+
+    plan: LoadPlan
+    checked: Preflight
+    cache: PrefixCacheRun
+    # The engine's /debug/engine before the load (None when it has none).
+    description: Any
+    # Whether every endpoint runs on this host (bench.run.endpoint's same_host).
+    local: bool
+    calibration_notes: list[str]
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What the load left behind, before anything is written."""
+
+    result: LoadResult
+    clock: ClientClock
+    probe_result: ProbeResult | None
+    probe_messages: list[str]
+    fingerprint: dict[str, Any]
+    watch: EngineWatch
+    stop: LoadStop
+
+
 def _run_against(
     opts: RunOptions,
     console: Console,
@@ -258,6 +291,24 @@ def _run_against(
     engine_pid: int | None = None,
     engine_process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[Path, SummaryJson]:
+    prepared = _prepare(opts, console, adapter, base_url, tokenizer)
+    measured = _measure(
+        opts, console, adapter, base_url, tokenizer, prepared, engine_pid, engine_process
+    )
+    return _write_folder(
+        opts, adapter, base_url, tokenizer, started_wall, engine_info, prepared, measured
+    )
+
+
+def _prepare(
+    opts: RunOptions,
+    console: Console,
+    adapter: EngineAdapter,
+    base_url: str,
+    tokenizer: ResolvedTokenizer,
+) -> _Prepared:
+    """The load plan, checked against the endpoint(s); the prefix cache set as the scenario
+    says; the engine's description; this CPU's roofs measured where a CPU run has none."""
     scenario = opts.scenario
     print_info(console, f"tokenizer: {tokenizer.describe()}")
     plan = prepare_load(scenario, tokenizer.tokenizer, adapter, console)
@@ -267,9 +318,8 @@ def _run_against(
         )
         tokenizer.tokenizer.close()
     headers = opts.headers.as_dict()
-    fleet = len(opts.endpoints) > 1
     try:
-        if fleet:
+        if len(opts.endpoints) > 1:
             checked = preflight_fleet(scenario, plan, opts.endpoints, adapter, opts.model, headers)
         else:
             checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
@@ -283,105 +333,143 @@ def _run_against(
     if (line := cache.describe()) is not None:
         print_info(console, line)
     # A fleet's description (the analytic section's model and roofs) is its first replica's.
-    engine_description = fetch_json(base_url, "/debug/engine", headers=headers)
+    description = fetch_json(base_url, "/debug/engine", headers=headers)
     # Engine steps share the run's clock, and the GPUs and processes here are the engine's, only
     # when the engine runs on this host.
     local = all(same_host(url) for url in opts.endpoints or (base_url,))
-    calibration_notes = calibrate_before_load(opts.calibrate, engine_description, local, console)
+    notes = calibrate_before_load(opts.calibrate, description, local, console)
+    return _Prepared(plan, checked, cache, description, local, notes)
+
+
+def _measure(
+    opts: RunOptions,
+    console: Console,
+    adapter: EngineAdapter,
+    base_url: str,
+    tokenizer: ResolvedTokenizer,
+    prepared: _Prepared,
+    engine_pid: int | None,
+    engine_process: subprocess.Popen[bytes] | None,
+) -> _Measured:
+    """The load, between the probes' start and stop and the fingerprint's two snapshots.
+
+    Raises RunInterrupted when a signal came before the first request went out.
+    """
+    headers = opts.headers.as_dict()
     probes, probe_messages = (
         start_probes(
-            console, adapter, base_url, engine_pid, local, headers, opts.gpus, opts.endpoints
+            console,
+            adapter,
+            base_url,
+            engine_pid,
+            prepared.local,
+            headers,
+            opts.gpus,
+            opts.endpoints,
         )
         if opts.probes
         else (None, ["probes disabled"])
     )
     served = fetch_json(base_url, "/v1/models", headers=headers)
     identity = engine_identity(base_url, adapter, headers, served)
-    fingerprint = RunFingerprint(local).begin()
+    fingerprint = RunFingerprint(prepared.local).begin()
     probe_result: ProbeResult | None = None
     # Set by a signal (bench.run.end.interrupt) or the engine's death
     # (bench.run.launch.engine_watch).
     stop = LoadStop()
+    model = prepared.checked.model
     try:
         with active_interrupts().load(stop), EngineWatch(engine_process, stop) as watch:
             result, clock_info = asyncio.run(
-                _drive(opts, console, base_url, tokenizer.load_tokenizer, plan, checked.model, stop)
+                _drive(
+                    opts, console, base_url, tokenizer.load_tokenizer, prepared.plan, model, stop
+                )
             )
     finally:
         if probes is not None:
             probe_result = probes.stop()
         fingerprint.stop_watch()
-    fingerprint_section = fingerprint.end(clock_info["t0_ns"], identity)
+    section = fingerprint.end(clock_info["t0_ns"], identity)
     if not result.records and (got := active_interrupts().first) is not None:
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
-    prefix_cache = cache.finish()
+    return _Measured(result, clock_info, probe_result, probe_messages, section, watch, stop)
+
+
+def _write_folder(
+    opts: RunOptions,
+    adapter: EngineAdapter,
+    base_url: str,
+    tokenizer: ResolvedTokenizer,
+    started_wall: datetime,
+    engine_info: EngineSection,
+    prepared: _Prepared,
+    measured: _Measured,
+) -> tuple[Path, SummaryJson]:
+    """The run folder (bench.run.end.run_writer): the tables, run.json and the summary."""
+    scenario, result, t0_ns = opts.scenario, measured.result, measured.clock["t0_ns"]
+    headers = opts.headers.as_dict()
+    fleet = len(opts.endpoints) > 1
+    prefix_cache = prepared.cache.finish()
     # A fleet's replicas each step on their own: one steps.parquet and one set of counters
     # would mix them, so a fleet run records neither (bench.run.fleet).
-    steps = fetch_steps(base_url, clock_info["t0_ns"], headers) if local and not fleet else None
+    local_steps = prepared.local and not fleet
+    steps = fetch_steps(base_url, t0_ns, headers) if local_steps else None
     engine_end = None if fleet else fetch_json(base_url, "/debug/engine", headers=headers)
-    engine_name = engine_folder_name(adapter.name, engine_description)
-    folder = RunFolder.create(opts.runs_dir, scenario.name, engine_name)
-    folder.write_requests(result.records)
-    folder.write_tokens(result.records)
+    probe_result = measured.probe_result
+    samples = None
+    if probe_result is not None and probe_result.num_samples > 0:
+        samples = samples_frame(probe_result, t0_ns)
+    engine_name = engine_folder_name(adapter.name, prepared.description)
+    writer = RunWriter.create(opts.runs_dir, scenario.name, engine_name)
+    writer.write_tables(result.records, steps, samples)
     load_info = record_load(
-        folder.path, result, plan, opts.driver, opts.workers, opts.remote_workers, scenario
-    )
-    if steps is not None:
-        folder.write_steps(steps)
-    wrote_samples = probe_result is not None and probe_result.num_samples > 0
-    if probe_result is not None and wrote_samples:
-        folder.write_samples(samples_frame(probe_result, clock_info["t0_ns"]))
-    machine = hardware()
-    planned = len(plan.requests) if total_known(scenario) else None
-    ended = run_end_sections(
-        active_interrupts(), watch, stop, base_url, adapter.health_path, result.records,
-        clock_info["t0_ns"], planned,
+        writer.path, result, prepared.plan, opts.driver, opts.workers, opts.remote_workers,
+        scenario,
     )  # fmt: skip
-    folder.write_run_json(
-        RunJson(
-            schema_version=RUN_JSON_VERSION,
-            run_id=folder.run_id,
-            scenario=scenario.to_dict(),
-            engine=EngineSection(
-                **engine_info,
-                model=checked.model,
-                description=engine_description,
-                # Cumulative engine counters after the load; minus description["stats"] they
-                # are this run's (prefix cache hits, speculative acceptance, preemptions).
-                stats_end=engine_end.get("stats") if isinstance(engine_end, dict) else None,
-            ),
-            recorded=Recorded(steps=steps is not None, samples=wrote_samples, client=True),
-            load=load_info,
-            tokenizer=tokenizer.to_json(),
-            hardware=machine,
-            analytic=analytic_section(
-                engine_description,
-                tokenizer.shape_spec or (engine_info.get("settings") or {}).get("model"),
-                local,
-                machine["gpus"],
-                cpu_name(),
-                notes=calibration_notes,
-                gpu_scope=gpu_scope_of(probe_result),
-            ),
-            probes={
-                **(probe_result.to_json() if probe_result else {}),
-                "messages": probe_messages + (probe_result.messages() if probe_result else []),
-            },
-            versions=package_versions(),
-            git_commit=git_commit(),
-            started_utc=started_wall.isoformat(),
-            ended_utc=datetime.now(UTC).isoformat(),
-            client=clock_info,
-            max_error_rate=opts.max_error_rate,
-            fingerprint=fingerprint_section,
-            prefix_cache=prefix_cache,
-            **ended,
-        )
+    machine = hardware()
+    planned = len(prepared.plan.requests) if total_known(scenario) else None
+    ended = run_end_sections(
+        active_interrupts(), measured.watch, measured.stop, base_url, adapter.health_path,
+        result.records, t0_ns, planned,
+    )  # fmt: skip
+    summary = writer.finish(
+        scenario=scenario.to_dict(),
+        engine=EngineSection(
+            **engine_info,
+            model=prepared.checked.model,
+            description=prepared.description,
+            # Cumulative engine counters after the load; minus description["stats"] they
+            # are this run's (prefix cache hits, speculative acceptance, preemptions).
+            stats_end=engine_end.get("stats") if isinstance(engine_end, dict) else None,
+        ),
+        recorded=writer.recorded(),
+        load=load_info,
+        tokenizer=tokenizer.to_json(),
+        hardware=machine,
+        analytic=analytic_section(
+            prepared.description,
+            tokenizer.shape_spec or (engine_info.get("settings") or {}).get("model"),
+            prepared.local,
+            machine["gpus"],
+            cpu_name(),
+            notes=prepared.calibration_notes,
+            gpu_scope=gpu_scope_of(probe_result),
+        ),
+        probes={
+            **(probe_result.to_json() if probe_result else {}),
+            "messages": measured.probe_messages + (probe_result.messages() if probe_result else []),
+        },
+        versions=package_versions(),
+        git_commit=git_commit(),
+        started_utc=started_wall.isoformat(),
+        ended_utc=datetime.now(UTC).isoformat(),
+        client=measured.clock,
+        max_error_rate=opts.max_error_rate,
+        fingerprint=measured.fingerprint,
+        prefix_cache=prefix_cache,
+        **ended,
     )
-    # The summary reads the folder back: the same function recomputes it from the files alone.
-    summary = summarize_run(load_run(folder.path))
-    folder.write_summary(summary)
-    return folder.path, summary
+    return writer.path, summary
 
 
 async def _drive(

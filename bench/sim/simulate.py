@@ -6,8 +6,9 @@ options or the command line. The engine runs its real scheduler, KV cache manage
 and speculation bookkeeping on engine.sim.executor; bench.sim.loop plays the load plan against
 it. The folder holds requests.parquet, tokens.parquet, steps.parquet, run.json (with
 ``"simulated": true`` in its hardware, the simulated device in engine.description.simulated, and
-the analytic section built from it) and summary.json from results.run_summary.summarize_run, so
-`bench report`, `bench compare` and the dashboards read it as any run.
+the analytic section built from it) and summary.json from results.run_summary.summarize_run,
+written by the writer of every run folder (bench.run.end.run_writer), so `bench report`,
+`bench compare` and the dashboards read it as any run.
 """
 
 from __future__ import annotations
@@ -18,23 +19,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.run.end.run_writer import RunWriter
 from bench.run.endpoint.environment import git_commit, hardware, package_versions
 from bench.run.load_plan import build_plan, load_section
 from bench.scenario.scenario import Scenario
 from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
+from loadgen.drivers.driver import LoadPlan
 from results.figures.analytic import simulated_analytic
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import steps_frame
-from results.folder.run_folder import RunFolder, load_run
-from results.run_summary import summarize_run
 from results.schema import (
-    RUN_JSON_VERSION,
     ClientClock,
     EngineSection,
-    Recorded,
-    RunJson,
     Simulation,
     SummaryJson,
     TokenizerSection,
@@ -82,53 +80,60 @@ def simulate(
     steps = steps_frame(engine.steps.since(0), 0)
     wall_s = time.perf_counter() - t_wall
 
-    folder = RunFolder.create(runs_dir, scenario.name, engine_folder_name("reference", description))
-    folder.write_requests(records)
-    folder.write_tokens(records)
-    folder.write_steps(steps)
+    writer = RunWriter.create(runs_dir, scenario.name, engine_folder_name("reference", description))
+    writer.write_tables(records, steps)
+    sections = _run_sections(writer, scenario, settings, engine, description, plan, wall_s, started)
+    return writer.path, writer.finish(**sections)
+
+
+def _run_sections(
+    writer: RunWriter,
+    scenario: Scenario,
+    settings: dict[str, Any],
+    engine: LLMEngine,
+    description: dict[str, Any],
+    plan: LoadPlan,
+    wall_s: float,
+    started: datetime,
+) -> dict[str, Any]:
+    """run.json's sections of a simulated run (bench.run.end.run_writer.RunWriter.finish);
+    ``description`` is the engine's before the load."""
     sim = description["simulated"]
     machine = hardware()
     machine.update(gpus=[f"simulated {sim['gpu']}"] * sim["tp"], simulated=True)
     analytic = simulated_analytic(description)
     assert analytic is not None  # the engine runs on the simulated device
-    folder.write_run_json(
-        RunJson(
-            schema_version=RUN_JSON_VERSION,
-            run_id=folder.run_id,
-            scenario=scenario.to_dict(),
-            engine=EngineSection(
-                adapter="reference",
-                url=None,
-                launched=False,
-                launch_command=None,
-                settings=settings,
-                startup_s=None,
-                model=engine.served_model_name,
-                description=description,
-                stats_end=engine.stats(),
-            ),
-            recorded=Recorded(steps=True, samples=False),
-            tokenizer=TokenizerSection(
-                source="folder" if Path(engine.config.model.model).is_dir() else "preset",
-                name=engine.config.model.model,
-                prompt_lengths="client tokenizer",
-            ),
-            hardware=machine,
-            analytic=analytic,
-            probes={"messages": ["simulated run: no probes"]},
-            load=load_section(plan, "virtual", 1),
-            simulation=Simulation(
-                wall_s=wall_s,
-                simulated_s=engine.clock_ns() / 1e9,
-                steps=engine.steps.num_steps,
-            ),
-            versions=package_versions(),
-            git_commit=git_commit(),
-            started_utc=started.isoformat(),
-            ended_utc=datetime.now(UTC).isoformat(),
-            client=ClientClock(clock="virtual", t0_ns=0),
-        )
+    return dict(
+        scenario=scenario.to_dict(),
+        engine=EngineSection(
+            adapter="reference",
+            url=None,
+            launched=False,
+            launch_command=None,
+            settings=settings,
+            startup_s=None,
+            model=engine.served_model_name,
+            description=description,
+            stats_end=engine.stats(),
+        ),
+        recorded=writer.recorded(),
+        tokenizer=TokenizerSection(
+            source="folder" if Path(engine.config.model.model).is_dir() else "preset",
+            name=engine.config.model.model,
+            prompt_lengths="client tokenizer",
+        ),
+        hardware=machine,
+        analytic=analytic,
+        probes={"messages": ["simulated run: no probes"]},
+        load=load_section(plan, "virtual", 1),
+        simulation=Simulation(
+            wall_s=wall_s,
+            simulated_s=engine.clock_ns() / 1e9,
+            steps=engine.steps.num_steps,
+        ),
+        versions=package_versions(),
+        git_commit=git_commit(),
+        started_utc=started.isoformat(),
+        ended_utc=datetime.now(UTC).isoformat(),
+        client=ClientClock(clock="virtual", t0_ns=0),
     )
-    summary = summarize_run(load_run(folder.path))
-    folder.write_summary(summary)
-    return folder.path, summary

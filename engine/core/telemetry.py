@@ -16,29 +16,13 @@ from contextlib import contextmanager
 
 import nvtx
 
+from results.folder.table_columns import STEP_RECORD_COLUMNS
+
 NVTX_DOMAIN = "llm-perf-lab"
 
-# Column name -> array typecode. Times are perf_counter_ns; counts are per step.
-STEP_COLUMNS: dict[str, str] = {
-    "step": "q",
-    "start_ns": "q",
-    "end_ns": "q",
-    "forward_ns": "q",  # inside the executor: model forward, logits and sampling
-    "num_seqs": "q",
-    "num_prefill_seqs": "q",
-    "num_decode_seqs": "q",
-    "num_prefill_tokens": "q",
-    "num_decode_tokens": "q",
-    "context_tokens": "q",  # sum of the scheduled sequences' context lengths after the step
-    "decode_context_tokens": "q",  # the same over the decode sequences alone
-    "attn_pairs": "q",  # (query, key) pairs attended: sum over new tokens of position + 1
-    "kv_blocks_used": "q",
-    "kv_slots_used": "q",  # token slots of running requests that hold K/V (reserved: blocks)
-    "kv_blocks_total": "q",
-    "num_running": "q",
-    "num_waiting": "q",
-    "num_preemptions": "q",
-}
+# Column name -> array typecode: every column of a step's record (declared with steps.parquet,
+# results.folder.table_columns) is an 8-byte signed integer. Times are perf_counter_ns.
+STEP_COLUMNS: dict[str, str] = {name: "q" for name in STEP_RECORD_COLUMNS}
 
 
 # The ranges a step pushes: step > schedule, execute > (prefill | decode | mixed), update,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from perfmodel.files import atomic_write, json_safe
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 from results.folder.client_samples import ClientSamples
+from results.folder.tables import plain_field
 
 __all__ = [
     "CLIENT_PARQUET",
@@ -43,13 +44,9 @@ __all__ = [
 ]
 
 CLIENT_PARQUET = "client.parquet"
+# One column per field of ClientSamples (results.folder.client_samples), of its items' type.
 CLIENT_SCHEMA = pa.schema(
-    [
-        pa.field("t_s", pa.float64(), nullable=False),
-        pa.field("worker", pa.int64(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("value", pa.float64(), nullable=False),
-    ]
+    [plain_field(name, get_args(hint)[0]) for name, hint in get_type_hints(ClientSamples).items()]
 )
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "schedule_lag_p99_ms": 20.0,

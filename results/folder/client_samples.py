@@ -8,7 +8,7 @@ pandas and pyarrow so that load-generating processes stay light.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 __all__ = ["CLIENT_SERIES", "ClientSamples"]
 
@@ -42,5 +42,6 @@ class ClientSamples:
         return len(self.t_s)
 
     def columns(self) -> dict[str, list]:
-        """The four columns by name (for a DataFrame or an Arrow table)."""
-        return {"t_s": self.t_s, "worker": self.worker, "name": self.name, "value": self.value}
+        """The columns by name, in the fields' order (for a DataFrame or an Arrow table; the
+        client table's schema, results.figures.client_check.CLIENT_SCHEMA, is these fields')."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}

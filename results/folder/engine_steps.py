@@ -17,6 +17,12 @@ import httpx
 import pandas as pd
 import pyarrow as pa
 
+from results.folder.table_columns import (
+    STEP_COUNT_COLUMNS,
+    STEP_RECORD_COLUMNS,
+    STEP_TIME_COLUMNS,
+)
+
 # The host names of a base URL that reach this machine.
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -27,30 +33,16 @@ def same_host(base_url: str) -> bool:
     return urlsplit(base_url).hostname in _LOCAL_HOSTS
 
 
-# Counts per step; see engine.core.telemetry.STEP_COLUMNS for their definitions.
-STEP_COUNT_COLUMNS = (
-    "num_seqs",
-    "num_prefill_seqs",
-    "num_decode_seqs",
-    "num_prefill_tokens",
-    "num_decode_tokens",
-    "context_tokens",
-    "decode_context_tokens",
-    "attn_pairs",
-    "kv_blocks_used",
-    "kv_slots_used",
-    "kv_blocks_total",
-    "num_running",
-    "num_waiting",
-    "num_preemptions",
-)
+def _seconds(name: str) -> str:
+    """steps.parquet's name of a record's time column: ``start_ns`` -> ``start_s``."""
+    return name.removesuffix("_ns") + "_s"
+
 
 STEPS_SCHEMA = pa.schema(
     [
         pa.field("step", pa.int64(), nullable=False),
-        pa.field("start_s", pa.float64(), nullable=False),
-        pa.field("end_s", pa.float64(), nullable=False),
-        pa.field("forward_s", pa.float64(), nullable=False),
+        # The record's times (STEP_TIME_COLUMNS), in seconds: start_ns -> start_s, ...
+        *(pa.field(_seconds(name), pa.float64(), nullable=False) for name in STEP_TIME_COLUMNS),
         *(pa.field(name, pa.int64(), nullable=False) for name in STEP_COUNT_COLUMNS),
     ]
 )
@@ -75,9 +67,9 @@ def fetch_json(
 
 def steps_frame(columns: dict[str, list[int]], t0_ns: int) -> pd.DataFrame:
     """Steps that started at or after ``t0_ns``, times in seconds from the run's start."""
-    raw = pd.DataFrame({name: pd.Series(columns.get(name, []), dtype="int64") for name in (
-        "step", "start_ns", "end_ns", "forward_ns", *STEP_COUNT_COLUMNS
-    )})  # fmt: skip
+    raw = pd.DataFrame(
+        {name: pd.Series(columns.get(name, []), dtype="int64") for name in STEP_RECORD_COLUMNS}
+    )
     raw = raw[raw["start_ns"] >= t0_ns].reset_index(drop=True)
     out = pd.DataFrame(
         {

@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from perfmodel.files import atomic_write, json_safe, write_json
+from perfmodel.files import atomic_write, atomic_write_text, json_safe, json_text
 from results.folder.endpoints import fill_endpoints
 from results.folder.engine_steps import STEPS_SCHEMA
 from results.folder.redact import redact_command
@@ -154,7 +154,8 @@ class RunFolder:
         if isinstance(engine, dict) and engine.get("launch_command"):
             redacted = {**engine, "launch_command": redact_command(engine["launch_command"])}
             data = {**data, "engine": redacted}  # type: ignore[typeddict-item]
-        write_json(path, check_run_json(json_safe(data), str(path)))
+        # Checked as encoded, so what is checked is what is written; encoded once.
+        atomic_write_text(path, json_text(check_run_json(json_safe(data), str(path))))
         return path
 
     def write_requests(self, records: Iterable[Any]) -> pd.DataFrame:
@@ -191,7 +192,7 @@ class RunFolder:
         """Write summary.json (indent 2). Raises results.schema.SchemaError (nothing written)
         when ``summary`` does not fit results.schema.SummaryJson, naming the key."""
         path = self.path / SUMMARY_JSON
-        write_json(path, check_summary_json(json_safe(summary), str(path)))
+        atomic_write_text(path, json_text(check_summary_json(json_safe(summary), str(path))))
         return path
 
     @staticmethod

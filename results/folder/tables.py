@@ -29,6 +29,7 @@ from results.folder.records import (
     ChunkRecord,
     RequestRecord,
 )
+from results.folder.table_columns import SAMPLE_COLUMNS
 
 __all__ = [
     "REQUESTS_SCHEMA",
@@ -36,6 +37,7 @@ __all__ = [
     "TOKENS_SCHEMA",
     "TableError",
     "backfill_frame",
+    "plain_field",
     "record_schema",
     "requests_frame",
     "requests_table",
@@ -69,6 +71,11 @@ def _arrow_field(name: str, annotation: Any, record: type) -> pa.Field:
     return pa.field(name, _ARROW_TYPES[annotation], nullable=nullable)
 
 
+def plain_field(name: str, kind: type) -> pa.Field:
+    """A column that is always set, of the Python type ``kind`` (str, int, float or bool)."""
+    return pa.field(name, _ARROW_TYPES[kind], nullable=False)
+
+
 def record_schema(record: type, columns: Iterable[str]) -> pa.Schema:
     """The Arrow schema of ``columns`` of the dataclass ``record``, from its annotations."""
     hints = get_type_hints(record)
@@ -83,13 +90,12 @@ TOKENS_SCHEMA = record_schema(ChunkRecord, TOKEN_COLUMNS)
 # The probes' time series, long format (probes/: nvml, gpm, cpu, engine). t_s is on the run's
 # clock and may be negative: the probes start before the load. labels is a JSON object as text
 # ('' when none), e.g. {"gpu":"0"} or {"metric":"vllm:kv_cache_usage_perc",...}.
+# The columns are the probes' readings' (results.folder.table_columns.SAMPLE_COLUMNS) with t_s
+# in place of t_ns.
 SAMPLES_SCHEMA = pa.schema(
     [
         pa.field("t_s", pa.float64(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("value", pa.float64(), nullable=False),
-        pa.field("labels", pa.string(), nullable=False),
+        *(plain_field(name, kind) for name, kind in SAMPLE_COLUMNS.items() if name != "t_ns"),
     ]
 )
 

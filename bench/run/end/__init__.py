@@ -1,2 +1,2 @@
-"""How a run ends: signals, exit codes, the usability verdict, and the terminal's tables of the
-summary."""
+"""How a run ends: its folder written (run_writer), signals, exit codes, the usability verdict,
+and the terminal's tables of the summary."""

@@ -111,8 +111,10 @@ def test_a_slowed_url_fails_with_the_gates_reports(
     assert min(tpot["pair_ratios"]) > 1.2 and tpot["ci_low_pct"] > 20
     folder = next((tmp_path / "runs").glob("*-ab-test-ab"))
     for pair in doc["pairs"]:
-        assert (folder / pair["a_run"] / "run.json").is_file()
-        assert (folder / pair["b_run"] / "run.json").is_file()
+        for key in ("a_run", "b_run"):
+            # Every run is a whole run folder, its dashboard included, as a `bench run`'s.
+            assert (folder / pair[key] / "run.json").is_file()
+            assert (folder / pair[key] / "report.html").is_file()
     assert doc["sides"]["B"]["url"] == slow.url and doc["sides"]["A"]["kind"] == "url"
     xml = (folder / "junit.xml").read_text()
     assert '<failure message="regression' in xml and junit.read_text() == xml

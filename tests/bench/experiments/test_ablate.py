@@ -116,6 +116,8 @@ def test_ablation_runs_each_setting_on_a_fresh_engine(tmp_path: Path) -> None:
     assert paged["setting"] == {"kv_layout": "paged"}
     for row in doc["rows"]:
         assert Path(row["run"]).is_dir()
+        # Every setting's run has its dashboard, as a `bench run` has.
+        assert (Path(row["run"]) / "report.html").is_file()
         assert row["output_tok_s"] > 0
     assert paged["ratios"]["output_tok_s"] == 1.0
     # Contiguous reserves max_model_len per request; paged about what is used.

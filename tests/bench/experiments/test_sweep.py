@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
 from bench.cli import sweep as cli_sweep
@@ -21,7 +24,10 @@ from bench.experiments.sweep import (
     slo_failures,
     write_sweep,
 )
+from bench.run import orchestrate
 from bench.scenario.scenario import Scenario, ScenarioError, load_scenario, scenario_from_dict
+from results.folder.run_folder import load_run
+from tests.support.paths import REPO_ROOT
 
 BASE = load_scenario("1-user")
 
@@ -138,6 +144,36 @@ def test_cli_sweep_and_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     ), out.output
     bad = runner.invoke(app, ["sweep", "--users", "1", "--rates", "2"])
     assert bad.exit_code == 2 and "exactly one of" in bad.output
+
+
+def test_each_point_of_a_sweep_has_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench sweep`'s points take bench run's path with its report (make_run_point), so each
+    point's run folder holds report.html; an old run folder stands in for each run's load."""
+
+    def recorded_run(opts: orchestrate.RunOptions, console: Console) -> tuple[Path, dict]:
+        folder = opts.runs_dir / f"run-{opts.scenario.users}"
+        shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "run-folder-v0", folder)
+        summary = load_run(folder).summary
+        assert summary is not None
+        return folder, dict(summary)
+
+    monkeypatch.setattr(orchestrate, "run_benchmark", recorded_run)
+    console = Console(file=io.StringIO())
+    run_point = cli_sweep.make_run_point(
+        console,
+        url=None,
+        engine="reference",
+        model=None,
+        tokenizer=None,
+        runs_dir=tmp_path,
+        live=False,
+    )
+    result = run_sweep(BASE, "users", [1, 2], run_point)
+    assert [p.folder.name for p in result.points] == ["run-1", "run-2"]
+    for point in result.points:
+        assert (point.folder / "report.html").is_file()
 
 
 def test_an_slo_percentile_from_too_few_requests_is_marked(tmp_path: Path) -> None:
