@@ -4,20 +4,37 @@ Exit codes are `bench gate`'s (bench.gate.verdict.EXIT_CODES): 0 pass, 1 fail (B
 against A beyond a rule's allowance), 2 inconclusive or unusable (bad options, a side that
 cannot be installed or started, a run that could not finish or is not usable).
 ``--allow-inconclusive`` turns an inconclusive verdict into exit 0, as in `bench gate`.
+``--api-key`` and ``--header`` go with every request of every run, as `bench run`'s do
+(bench.cli.auth_options): never written or printed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from bench.cli.scenario_option import SCENARIO_HELP
+from bench.cli.auth_options import request_headers
+from bench.cli.options import (
+    ApiKey,
+    Engine,
+    Header,
+    Live,
+    MaxErrorRate,
+    Model,
+    Probes,
+    RunsDir,
+    Scenario,
+    Tokenizer,
+    declared,
+)
 from bench.run.end.interrupt import catching_signals
 from bench.run.messages import print_error
 from bench.run.terminal import terminal_console
-from results.validity.usability import DEFAULT_MAX_ERROR_RATE
+
+if TYPE_CHECKING:
+    from bench.ab.session import AbPlan
 
 __all__ = ["register"]
 
@@ -33,91 +50,111 @@ def _set_help(side: str) -> str:
     )
 
 
+def _side_options(side: str) -> tuple[Any, Any, Any, Any]:
+    """The Annotated types of one side's --X-set, --X-rev, --X-url and --X-launch."""
+    return (
+        Annotated[list[str] | None, typer.Option(metavar="NAME=VALUE", help=_set_help(side))],
+        Annotated[
+            str | None,
+            typer.Option(
+                metavar="COMMIT",
+                help=f"Side {side}'s engine from this git commit (its own worktree and venv).",
+            ),
+        ],
+        Annotated[
+            str | None, typer.Option(metavar="URL", help=f"Side {side}: an engine already running.")
+        ],
+        Annotated[
+            str | None,
+            typer.Option(
+                metavar="COMMAND",
+                help=f"Side {side}: start --engine with this command line, as "
+                "`bench run --launch`.",
+            ),
+        ],
+    )
+
+
+_ASet, _ARev, _AUrl, _ALaunch = _side_options("A")
+_BSet, _BRev, _BUrl, _BLaunch = _side_options("B")
+_Pairs = Annotated[int, typer.Option(min=1, metavar="N", help="Pairs of runs (A B, B A, ...).")]
+_UntilDecided = Annotated[
+    bool,
+    typer.Option(
+        metavar="", help="After --pairs, add pairs while inconclusive, up to --max-pairs."
+    ),
+]
+_MaxPairs = Annotated[int, typer.Option(min=1, metavar="N", help="The cap of --until-decided.")]
+_BudgetS = Annotated[
+    float | None,
+    typer.Option(
+        min=1.0,
+        metavar="SECONDS",
+        help="--until-decided adds no pair that would end past this many seconds from the "
+        "start, at the pace of the pairs so far (a CI's time budget).",
+    ),
+]
+_Rules = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="Gate rules TOML (default: `bench gate`'s rules)."),
+]
+_Junit = Annotated[
+    Path | None, typer.Option(metavar="FILE", help="Also write the JUnit XML report here.")
+]
+_Markdown = Annotated[
+    Path | None, typer.Option(metavar="FILE", help="Also write the Markdown report here.")
+]
+_AllowBusy = Annotated[
+    bool, typer.Option(metavar="", help="Judge runs marked busy, as `bench gate --allow-busy`.")
+]
+_AllowInvalid = Annotated[
+    bool,
+    typer.Option(metavar="", help="Judge runs marked not valid, as `bench gate --allow-invalid`."),
+]
+_AllowInconclusive = Annotated[
+    bool,
+    typer.Option(metavar="", help="Exit 0 (with a warning) when the verdict is inconclusive."),
+]
+
+
 @catching_signals
+@declared
 def ab(
-    scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
-    a_set: Annotated[list[str] | None, typer.Option(help=_set_help("A"))] = None,
-    b_set: Annotated[list[str] | None, typer.Option(help=_set_help("B"))] = None,
-    a_rev: Annotated[
-        str | None,
-        typer.Option(help="Side A's engine from this git commit (its own worktree and venv)."),
-    ] = None,
-    b_rev: Annotated[
-        str | None,
-        typer.Option(help="Side B's engine from this git commit (its own worktree and venv)."),
-    ] = None,
-    a_url: Annotated[str | None, typer.Option(help="Side A: an engine already running.")] = None,
-    b_url: Annotated[str | None, typer.Option(help="Side B: an engine already running.")] = None,
-    a_launch: Annotated[
-        str | None,
-        typer.Option(
-            help="Side A: start --engine with this command line, as `bench run --launch`."
-        ),
-    ] = None,
-    b_launch: Annotated[
-        str | None,
-        typer.Option(
-            help="Side B: start --engine with this command line, as `bench run --launch`."
-        ),
-    ] = None,
-    engine: Annotated[
-        str, typer.Option(help="Adapter of --X-url / --X-launch sides (vllm, llamacpp, ...).")
-    ] = "reference",
-    model: Annotated[str | None, typer.Option(help="Model name to send (default: served).")] = None,
-    tokenizer: Annotated[
-        str | None, typer.Option(help="Tokenizer of the prompts, as `bench run --tokenizer`.")
-    ] = None,
-    pairs: Annotated[int, typer.Option(min=1, help="Pairs of runs (A B, B A, ...).")] = 3,
-    until_decided: Annotated[
-        bool,
-        typer.Option(help="After --pairs, add pairs while inconclusive, up to --max-pairs."),
-    ] = False,
-    max_pairs: Annotated[int, typer.Option(min=1, help="The cap of --until-decided.")] = 10,
-    budget_s: Annotated[
-        float | None,
-        typer.Option(
-            min=1.0,
-            help="--until-decided adds no pair that would end past this many seconds from the "
-            "start, at the pace of the pairs so far (a CI's time budget).",
-        ),
-    ] = None,
-    rules: Annotated[
-        Path | None, typer.Option(help="Gate rules TOML (default: `bench gate`'s rules).")
-    ] = None,
-    runs_dir: Annotated[Path, typer.Option(help="Where the A/B folder is written.")] = Path("runs"),
-    junit: Annotated[
-        Path | None, typer.Option(help="Also write the JUnit XML report here.")
-    ] = None,
-    markdown: Annotated[
-        Path | None, typer.Option(help="Also write the Markdown report here.")
-    ] = None,
-    live: Annotated[bool, typer.Option(help="Show a live display during each run.")] = False,
-    probes: Annotated[bool, typer.Option(help="Run the probes during each run.")] = True,
-    allow_busy: Annotated[
-        bool, typer.Option(help="Judge runs marked busy, as `bench gate --allow-busy`.")
-    ] = False,
-    allow_invalid: Annotated[
-        bool,
-        typer.Option(help="Judge runs marked not valid, as `bench gate --allow-invalid`."),
-    ] = False,
-    allow_inconclusive: Annotated[
-        bool, typer.Option(help="Exit 0 (with a warning) when the verdict is inconclusive.")
-    ] = False,
-    max_error_rate: Annotated[
-        float,
-        typer.Option(min=0.0, max=1.0, help="A run with more failed requests is not usable."),
-    ] = DEFAULT_MAX_ERROR_RATE,
+    *,
+    scenario: Scenario,
+    a_set: _ASet = None,
+    b_set: _BSet = None,
+    a_rev: _ARev = None,
+    b_rev: _BRev = None,
+    a_url: _AUrl = None,
+    b_url: _BUrl = None,
+    a_launch: _ALaunch = None,
+    b_launch: _BLaunch = None,
+    engine: Engine,
+    model: Model,
+    tokenizer: Tokenizer,
+    api_key: ApiKey = None,
+    header: Header = None,
+    pairs: _Pairs = 3,
+    until_decided: _UntilDecided = False,
+    max_pairs: _MaxPairs = 10,
+    budget_s: _BudgetS = None,
+    rules: _Rules = None,
+    runs_dir: RunsDir,
+    junit: _Junit = None,
+    markdown: _Markdown = None,
+    live: Live,
+    probes: Probes,
+    allow_busy: _AllowBusy = False,
+    allow_invalid: _AllowInvalid = False,
+    allow_inconclusive: _AllowInconclusive = False,
+    max_error_rate: MaxErrorRate,
 ) -> None:
     """A/B on this machine: runs of A and B in alternation, a paired verdict; exit 0/1/2."""
-    from bench.ab.outputs import write_outputs
-    from bench.ab.session import AbPlan, run_ab
+    from bench.ab.session import AbPlan
     from bench.ab.sides import AbError, side_from_options
-    from bench.cli.interrupted import end_interrupted
-    from bench.gate.baseline import BaselineError
     from bench.gate.rules import RulesError, load_rules
-    from bench.gate.verdict import GateInputError
-    from bench.run.end.interrupt import RunInterrupted
-    from bench.run.orchestrate import RunError, RunOptions
+    from bench.run.orchestrate import RunOptions
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     if max_pairs < pairs:
@@ -128,17 +165,36 @@ def ab(
         gate_rules = load_rules(rules)
         a = side_from_options("A", a_set or [], a_rev, a_url, a_launch, spec)
         b = side_from_options("B", b_set or [], b_rev, b_url, b_launch, spec)
-    except (ScenarioError, RulesError, AbError) as exc:
+        headers = request_headers(api_key, header)
+    except (ScenarioError, RulesError, AbError, ValueError) as exc:
         print_error(_console, exc)
         raise typer.Exit(_EXIT_UNUSABLE) from None
     base = RunOptions(
-        spec, None, engine, model, tokenizer, runs_dir, live, probes=probes,
+        scenario=spec, url=None, engine=engine, model=model, tokenizer=tokenizer,
+        runs_dir=runs_dir, live=live, probes=probes, headers=headers,
         max_error_rate=max_error_rate,
     )  # fmt: skip
     plan = AbPlan(
-        a, b, base, gate_rules, pairs, until_decided, max_pairs, allow_busy, budget_s=budget_s,
+        a=a, b=b, base=base, rules=gate_rules, pairs=pairs, until_decided=until_decided,
+        max_pairs=max_pairs, allow_busy=allow_busy, budget_s=budget_s,
         allow_invalid=allow_invalid,
     )  # fmt: skip
+    _run_and_judge(plan, junit, markdown, allow_inconclusive)
+
+
+def _run_and_judge(
+    plan: AbPlan, junit: Path | None, markdown: Path | None, allow_inconclusive: bool
+) -> NoReturn:
+    """Run the plan, write its reports; exit with the verdict's code (module docstring)."""
+    from bench.ab.outputs import write_outputs
+    from bench.ab.session import run_ab
+    from bench.ab.sides import AbError
+    from bench.cli.interrupted import end_interrupted
+    from bench.gate.baseline import BaselineError
+    from bench.gate.verdict import GateInputError
+    from bench.run.end.interrupt import RunInterrupted
+    from bench.run.orchestrate import RunError
+
     try:
         result = run_ab(plan, _console)
     except (AbError, RunError, BaselineError, GateInputError) as exc:
@@ -147,7 +203,7 @@ def ab(
         raise typer.Exit(_EXIT_UNUSABLE) from None
     except RunInterrupted as exc:
         end_interrupted(exc, _console)
-    write_outputs(result, until_decided, _console, junit, markdown)
+    write_outputs(result, plan.until_decided, _console, junit, markdown)
     code = result.exit_code
     if result.report is not None and result.report.verdict == "inconclusive" and allow_inconclusive:
         _console.print("[yellow]inconclusive, allowed by --allow-inconclusive: exit 0[/yellow]")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -97,11 +97,7 @@ def roofline(
     """Analytic roofline of one model on one GPU: prefill and decode points, a table, a figure.
 
     Rows whose KV cache does not fit in the memory left (`bench capacity`'s figures) say so."""
-    from dashboards.figures.roofline import (
-        RooflinePoint,
-        analytic_roofline_figure,
-        write_figure_html,
-    )
+    from dashboards.figures.roofline import analytic_roofline_figure, write_figure_html
 
     cost, spec = _setup(model, gpu, tp, dtype, weight_dtype, kv_dtype)
     try:
@@ -128,6 +124,28 @@ def roofline(
     for name in ("phase", "batch", "context", "GFLOP", "weights GB", "KV GB", "FLOP/B", "bound",
                  "time ms", "tok/s", "tok/s per user", "fits"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("phase", "bound") else "right")
+    points, misfits = _roofline_rows(cost, memory, rows, peak, bw, table)
+    if misfits:
+        budget = f"{gpu_memory_utilization:.0%} of {spec.name}'s memory"
+        most = f"at most {memory.max_users:,} users of {context:,} tokens"
+        table.caption = "\n".join([*misfits, f"(`bench capacity`: {budget}, {most})"])
+    print_table(console, table)
+    roofs = [roof]
+    if "fp8" in spec.peak_flops_per_s and roof.compute_dtype != "fp8":
+        roofs.append(table_roofs(spec, "fp8"))
+    fig = analytic_roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
+    path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
+    print_path(console, "figure", write_figure_html(fig, path))
+
+
+def _roofline_rows(
+    cost: CostModel, memory: Any, rows: list[tuple[str, int, int, Batch]], peak: float, bw: float,
+    table: Table,
+) -> tuple[list[Any], list[str]]:  # fmt: skip
+    """Add one table row per (phase, batch, context, shape) at the roofs ``peak`` (FLOP/s) and
+    ``bw`` (B/s); return the figure's points and the rows whose KV cache does not fit."""
+    from dashboards.figures.roofline import RooflinePoint
+
     points = []
     misfits: list[str] = []
     for phase, b, ctx, shape in rows:
@@ -156,17 +174,7 @@ def roofline(
         )
         intensity, flops_per_s = float(step.arithmetic_intensity), float(step.flops) / t
         points.append(RooflinePoint(phase, label, intensity, flops_per_s, hover))
-    if misfits:
-        budget = f"{gpu_memory_utilization:.0%} of {spec.name}'s memory"
-        most = f"at most {memory.max_users:,} users of {context:,} tokens"
-        table.caption = "\n".join([*misfits, f"(`bench capacity`: {budget}, {most})"])
-    print_table(console, table)
-    roofs = [roof]
-    if "fp8" in spec.peak_flops_per_s and roof.compute_dtype != "fp8":
-        roofs.append(table_roofs(spec, "fp8"))
-    fig = analytic_roofline_figure(roofs, points, f"{cost.config.name} on {spec.name} (TP {tp})")
-    path = output or Path(f"roofline-{cost.config.name}-{spec.key}-tp{tp}.html")
-    print_path(console, "figure", write_figure_html(fig, path))
+    return points, misfits
 
 
 def capacity(

@@ -1,6 +1,6 @@
 """`--api-key` and `--header`, declared once for every command that drives an endpoint.
 
-`bench run` and `bench sweep` take them the same way: ``--api-key`` (default
+`bench run`, `bench sweep` and `bench ab` take them the same way: ``--api-key`` (default
 ``$OPENAI_API_KEY``, as the OpenAI clients read it) becomes ``Authorization: Bearer KEY``;
 each ``--header 'Name: value'`` is sent as given, a later one replacing an earlier one of the
 same name (so an explicit ``Authorization`` header wins over the key). The values are kept in a
@@ -24,12 +24,14 @@ API_KEY_OPTION = typer.Option(
     envvar=API_KEY_ENV,
     show_envvar=True,
     show_default=False,
+    metavar="KEY",
     help="The endpoint's key, sent as 'Authorization: Bearer KEY' with every request (load, "
     "/v1/models, /metrics, /debug); never written to the run folder or printed.",
 )
 HEADER_OPTION = typer.Option(
     "--header",
     show_default=False,
+    metavar="'NAME: VALUE'",
     help="'Name: value' sent with every request to the endpoint (repeatable; an "
     "'Authorization' header wins over --api-key); values are never written or printed.",
 )

@@ -9,12 +9,15 @@ rules file, other hardware or another workload without --force, a metric the run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from bench.run.messages import print_error, print_warning
 from bench.run.terminal import terminal_console
+
+if TYPE_CHECKING:
+    from bench.gate.verdict import GateReport
 
 __all__ = ["register"]
 
@@ -103,12 +106,7 @@ def gate(
 ) -> None:
     """Gate runs against a baseline: a bootstrap CI per metric; exit 0 pass, 1 fail, 2 other."""
     from bench.gate.baseline import BaselineError, load_baseline, load_run_group
-    from bench.gate.report import (
-        render_gate,
-        to_junit_xml,
-        to_markdown,
-        write_text,
-    )
+    from bench.gate.report import write_text
     from bench.gate.rules import RulesError, load_rules
     from bench.gate.verdict import GateInputError, OtherHardwareError, evaluate
 
@@ -130,8 +128,16 @@ def gate(
         raise typer.Exit(0) from None
     except (BaselineError, RulesError, GateInputError) as exc:
         _report_unusable(str(exc), junit, markdown)
-    render_gate(report, _console)
+    _judged(report, junit, markdown, allow_inconclusive)
 
+
+def _judged(
+    report: GateReport, junit: Path | None, markdown: Path | None, allow_inconclusive: bool
+) -> NoReturn:
+    """Show and write a verdict; exit with its code (0 for an allowed inconclusive one)."""
+    from bench.gate.report import render_gate, to_junit_xml, to_markdown, write_text
+
+    render_gate(report, _console)
     if junit is not None:
         write_text(junit, to_junit_xml(report))
     if markdown is not None:

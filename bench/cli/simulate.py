@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.cli.scenario_option import SCENARIO_HELP
+from bench.cli.options import EngineSet, RunsDir, Scenario, declared
 from bench.run.messages import print_error, print_info, print_path
 from bench.run.terminal import terminal_console
 
@@ -22,51 +22,43 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def parse_settings(items: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs of EngineConfig settings, typed as the setting is
-    (bench.experiments.ablate)."""
-    from bench.experiments.ablate import AblationError, parse_switch
-
-    out: dict[str, Any] = {}
-    for item in items:
-        try:
-            switch = parse_switch(item)
-        except AblationError as e:
-            raise _fail(str(e).replace("--switch", "--set")) from e
-        if len(switch.values) != 1:
-            raise _fail(f"--set {item!r}: give one value (bench ablate compares several)")
-        out[switch.name] = switch.values[0]
-    return out
-
-
+@declared
 def simulate(
-    scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
+    *,
+    scenario: Scenario,
     gpu: Annotated[
         str | None,
-        typer.Option(help="Simulated GPU (a100-80gb, h100-sxm, h200, ...) or cpu (calibrated)."),
-    ] = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs).")] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Model to simulate (llama-3-70b, ...; default: scenario's).")
-    ] = None,
-    setting: Annotated[
-        list[str] | None,
         typer.Option(
-            "--set",
-            help="NAME=VALUE: any engine setting (`bench serve --help`), e.g. batching=static, "
-            "kv_cache_dtype=fp8, sim_acceptance_rate=0.7. Repeat for more.",
+            metavar="NAME",
+            help="Simulated GPU (a100-80gb, h100-sxm, h200, ...) or cpu (calibrated).",
         ),
     ] = None,
-    runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
-    html: Annotated[bool, typer.Option(help="Write the run's dashboard, report.html.")] = True,
+    tp: Annotated[
+        int | None, typer.Option(metavar="N", min=1, help="Tensor-parallel degree (GPUs).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME", help="Model to simulate (llama-3-70b, ...; default: scenario's)."
+        ),
+    ] = None,
+    setting: EngineSet,
+    runs_dir: RunsDir,
+    html: Annotated[
+        bool, typer.Option(metavar="", help="Write the run's dashboard, report.html.")
+    ] = True,
 ) -> None:
     """Run a scenario on a simulated device in virtual time (no HTTP) and write a run folder."""
+    from bench.cli.engine_settings import parse_settings
     from bench.run.end.report import render_summary
     from bench.scenario.scenario import ScenarioError, load_scenario
     from bench.sim.simulate import SimulateError
     from bench.sim.simulate import simulate as run_simulation
 
-    overrides = parse_settings(setting or [])
+    try:
+        overrides = parse_settings(setting or [])
+    except ValueError as e:
+        raise _fail(str(e)) from e
     for name, value in (("gpu", gpu), ("tp", tp), ("model", model)):
         if value is not None:
             overrides[name] = value

@@ -3,6 +3,7 @@
     bench sweep --scenario 100-users --users 1,2,4,8,16,32,64,128 --requests-per-user 3
     bench sweep --scenario open-loop --rates 1,2,4,8
     bench sweep --scenario 100-users --slo ttft_p99=500,tpot_p99=50 [--start 1 --limit 256]
+    bench sweep --url http://a:8000 --url http://b:8000 --users 8,16   # a fleet, as bench run
 
 Each point is a full `bench run` (its own run folder); the sweep's folder holds sweep.json
 (bench.experiments.sweep) and, when the dashboards are installed, report.html.
@@ -11,16 +12,33 @@ Each point is a full `bench run` (its own run folder); the sweep's folder holds 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION, request_headers
-from bench.cli.scenario_option import SCENARIO_HELP
+from bench.cli.auth_options import request_headers
+from bench.cli.options import (
+    ApiKey,
+    Calibrate,
+    Engine,
+    Header,
+    Live,
+    MaxErrorRate,
+    Model,
+    Probes,
+    Route,
+    RunsDir,
+    Scenario,
+    Tokenizer,
+    Urls,
+    Workers,
+    declared,
+)
 from bench.experiments.sweep import (
     Axis,
     RunPoint,
@@ -36,9 +54,8 @@ from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.end.interrupt import catching_signals
 from bench.run.messages import print_error, print_info, print_path, print_warning
 from bench.run.terminal import print_table, terminal_console
-from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
-__all__ = ["make_run_point", "register", "render_sweep", "write_sweep_page"]
+__all__ = ["make_run_point", "register", "render_sweep", "sweep", "write_sweep_page"]
 
 
 def make_run_point(console: Console, **options: Any) -> RunPoint:
@@ -106,112 +123,154 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         )
 
 
+# --slo's first value: a whole number of users (or a rate, with --axis rate).
+_START_HELP = "--slo: first value tried: a count of users (or req/s with --axis rate)."
+_Start = Annotated[float, typer.Option(help=_START_HELP, metavar="N|RATE")]
+
+
+@catching_signals
+@declared
+def sweep(
+    *,
+    scenario: Scenario,
+    users: Annotated[
+        str | None, typer.Option(metavar="N,N,...", help="Closed-loop users per point, e.g. 1,2,4.")
+    ] = None,
+    rates: Annotated[
+        str | None,
+        typer.Option(
+            metavar="R,R,...", help="Open-loop arrival rates (req/s) per point, e.g. 1,2,4."
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TARGET=MS,...",
+            help="Find the highest users (or rate, with --axis rate) meeting targets in ms, e.g. "
+            "ttft_p99=500,tpot_p99=50.",
+        ),
+    ] = None,
+    axis: Annotated[
+        str, typer.Option(metavar="users|rate", help="--slo searches users or rate.")
+    ] = "users",
+    start: _Start = 1,
+    limit: Annotated[
+        float | None, typer.Option(metavar="N|RATE", help="--slo: highest value tried.")
+    ] = None,
+    max_runs: Annotated[int, typer.Option(metavar="N", min=1, help="--slo: most runs.")] = 12,
+    requests_per_user: Annotated[
+        int | None,
+        typer.Option(metavar="N", min=1, help="Users sweeps: num_requests = users x this."),
+    ] = None,
+    url: Urls,
+    route: Route,
+    engine: Engine,
+    model: Model,
+    tokenizer: Tokenizer,
+    runs_dir: RunsDir,
+    workers: Workers,
+    live: Live,
+    probes: Probes,
+    calibrate: Calibrate,
+    api_key: ApiKey = None,
+    header: Header = None,
+    max_error_rate: MaxErrorRate,
+) -> None:
+    """Run a scenario at several users or rates (one run folder each), or search SLOs."""
+    from bench.run.fleet import fleet_urls
+    from bench.scenario.scenario import ScenarioError, load_scenario
+
+    # Piped output (CI logs, files) gets room for the whole table.
+    console = terminal_console(piped_width=160)
+    try:
+        chosen, values, targets = _sweep_plan(users, rates, slo, axis, start)
+        spec = load_scenario(scenario)
+        headers = request_headers(api_key, header)
+        urls = url or []
+        fleet = fleet_urls(urls, route, starts_engine=False)
+    except (ValueError, ScenarioError) as e:
+        print_error(console, e)
+        raise typer.Exit(EXIT_REFUSED) from e
+    run_point = make_run_point(
+        console, url=urls[0] if urls else None, endpoints=fleet, route=route, engine=engine,
+        model=model, tokenizer=tokenizer, runs_dir=runs_dir, live=live, workers=workers,
+        headers=headers, max_error_rate=max_error_rate, probes=probes, calibrate=calibrate,
+    )  # fmt: skip
+
+    def on_point(point: SweepPoint) -> None:
+        print_info(console, f"point {point.value:g}: run folder {point.folder}")
+
+    def points() -> SweepResult:
+        if targets is not None:
+            return search_slo(
+                spec, chosen, targets, run_point, start=start, limit=limit, max_runs=max_runs,
+                requests_per_user=requests_per_user, on_point=on_point,
+            )  # fmt: skip
+        assert values is not None
+        return run_sweep(spec, chosen, values, run_point, requests_per_user, on_point)
+
+    _finish_sweep(_sweep_or_exit(points, console), runs_dir, console)
+
+
+def _sweep_plan(
+    users: str | None, rates: str | None, slo: str | None, axis: str, start: float
+) -> tuple[Axis, list[float] | None, dict[str, float] | None]:
+    """The sweep's axis, its values (a --users/--rates sweep) or targets (an --slo search).
+
+    Raises ValueError naming the option: not exactly one of the three, a bad --axis, or a
+    --start that is no whole, positive count of users.
+    """
+    given = [name for name, v in (("--users", users), ("--rates", rates), ("--slo", slo)) if v]
+    if len(given) != 1:
+        raise ValueError("give exactly one of --users, --rates and --slo")
+    if axis not in ("users", "rate"):
+        raise ValueError(f"--axis: expected users or rate, got {axis!r}")
+    chosen: Axis = "users" if users else "rate" if rates else axis  # type: ignore[assignment]
+    if slo and chosen == "users" and (start != int(start) or start < 1):
+        raise ValueError(f"--start {start:g}: a count of users is a whole number >= 1, e.g. 1")
+    if slo and not start > 0:
+        raise ValueError(f"--start {start:g}: a rate is > 0 req/s, e.g. 0.5")
+    values = parse_values(users or rates, chosen) if (users or rates) else None
+    return chosen, values, parse_slo(slo) if slo else None
+
+
+def _sweep_or_exit(points: Callable[[], SweepResult], console: Console) -> SweepResult:
+    """``points()``, or the exit a refused scenario or a failed run calls for."""
+    from bench.run.orchestrate import RunError
+    from bench.scenario.scenario import ScenarioError
+
+    try:
+        return points()
+    except ScenarioError as e:
+        print_error(console, e)
+        raise typer.Exit(EXIT_REFUSED) from e
+    except RunError as e:
+        print_error(console, e)
+        raise typer.Exit(e.exit_code) from e
+
+
+def _finish_sweep(result: SweepResult, runs_dir: Path, console: Console) -> NoReturn:
+    """Write the sweep's folder and page, show its table; exit with the points' verdict."""
+    from bench.run.end.verdict import exit_code, print_unusable_runs
+
+    folder = write_sweep(result, runs_dir)
+    write_sweep_page(result, folder, console)
+    render_sweep(result, console)
+    print_path(console, "sweep folder", folder)
+    if result.interrupted is not None:
+        print_error(console, f"interrupted by {result.interrupted['signal']}: sweep.json "
+                    f"keeps the {len(result.points)} points that finished")  # fmt: skip
+        raise typer.Exit(result.interrupted["exit_code"])
+    points = sorted(result.points, key=lambda p: p.value)
+    print_unusable_runs(
+        console, [(f"{result.axis} {p.value:g}", p.folder, p.usability) for p in points]
+    )
+    raise typer.Exit(exit_code([p.usability for p in points]))
+
+
 def register(app: typer.Typer) -> None:
     """Add `bench sweep` to ``app``."""
-
-    @app.command()
-    @catching_signals
-    def sweep(
-        scenario: Annotated[str, typer.Option(help=SCENARIO_HELP)] = "100-users",
-        users: Annotated[
-            str | None, typer.Option(help="Closed-loop users per point, e.g. 1,2,4,8.")
-        ] = None,
-        rates: Annotated[
-            str | None, typer.Option(help="Open-loop arrival rates (req/s) per point, e.g. 1,2,4.")
-        ] = None,
-        slo: Annotated[
-            str | None,
-            typer.Option(
-                help="Find the highest users (or rate, with --axis rate) meeting "
-                "targets in ms, e.g. ttft_p99=500,tpot_p99=50."
-            ),
-        ] = None,
-        axis: Annotated[str, typer.Option(help="--slo searches users or rate.")] = "users",
-        start: Annotated[float, typer.Option(help="--slo: first value tried.")] = 1.0,
-        limit: Annotated[float | None, typer.Option(help="--slo: highest value tried.")] = None,
-        max_runs: Annotated[int, typer.Option(help="--slo: most runs.")] = 12,
-        requests_per_user: Annotated[
-            int | None, typer.Option(help="Users sweeps: num_requests = users x this.")
-        ] = None,
-        url: Annotated[
-            str | None, typer.Option(help="A running engine (default: start one).")
-        ] = None,
-        engine: Annotated[str, typer.Option(help="Engine adapter.")] = "reference",
-        model: Annotated[str | None, typer.Option(help="Model name to send.")] = None,
-        tokenizer: Annotated[
-            str | None,
-            typer.Option(help="Tokenizer for --url: a folder, a preset or a Hub id, as bench run."),
-        ] = None,
-        runs_dir: Annotated[Path, typer.Option(help="Where run folders go.")] = Path("runs"),
-        workers: Annotated[int, typer.Option(help="Client processes per run.")] = 1,
-        live: Annotated[bool, typer.Option(help="Live display during each run.")] = True,
-        api_key: Annotated[str | None, API_KEY_OPTION] = None,
-        header: Annotated[list[str] | None, HEADER_OPTION] = None,
-        max_error_rate: Annotated[
-            float,
-            typer.Option(
-                min=0.0, max=1.0, help="Exit 1 when a point's run has more failed requests."
-            ),
-        ] = DEFAULT_MAX_ERROR_RATE,
-    ) -> None:
-        """Run a scenario at several users or rates (one run folder each), or search SLOs."""
-        from bench.run.end.verdict import exit_code, print_unusable_runs
-        from bench.run.orchestrate import RunError
-        from bench.scenario.scenario import ScenarioError, load_scenario
-
-        # Piped output (CI logs, files) gets room for the whole table.
-        console = terminal_console(piped_width=160)
-        given = [name for name, v in (("--users", users), ("--rates", rates), ("--slo", slo)) if v]
-        try:
-            if len(given) != 1:
-                raise ValueError("give exactly one of --users, --rates and --slo")
-            if axis not in ("users", "rate"):
-                raise ValueError(f"--axis: expected users or rate, got {axis!r}")
-            spec = load_scenario(scenario)
-            targets = parse_slo(slo) if slo else None
-            chosen: Axis = "users" if users else "rate" if rates else axis  # type: ignore[assignment]
-            values = parse_values(users or rates, chosen) if (users or rates) else None
-            headers = request_headers(api_key, header)
-        except (ValueError, ScenarioError) as e:
-            print_error(console, e)
-            raise typer.Exit(EXIT_REFUSED) from e
-        run_point = make_run_point(
-            console, url=url, engine=engine, model=model, tokenizer=tokenizer,
-            runs_dir=runs_dir, live=live, workers=workers, headers=headers,
-            max_error_rate=max_error_rate,
-        )  # fmt: skip
-
-        def on_point(point: SweepPoint) -> None:
-            print_info(console, f"point {point.value:g}: run folder {point.folder}")
-
-        try:
-            if targets is not None:
-                result = search_slo(
-                    spec, chosen, targets, run_point, start=start, limit=limit,
-                    max_runs=max_runs, requests_per_user=requests_per_user, on_point=on_point,
-                )  # fmt: skip
-            else:
-                assert values is not None
-                result = run_sweep(spec, chosen, values, run_point, requests_per_user, on_point)
-        except ScenarioError as e:
-            print_error(console, e)
-            raise typer.Exit(EXIT_REFUSED) from e
-        except RunError as e:
-            print_error(console, e)
-            raise typer.Exit(e.exit_code) from e
-        folder = write_sweep(result, runs_dir)
-        write_sweep_page(result, folder, console)
-        render_sweep(result, console)
-        print_path(console, "sweep folder", folder)
-        if result.interrupted is not None:
-            print_error(console, f"interrupted by {result.interrupted['signal']}: sweep.json "
-                        f"keeps the {len(result.points)} points that finished")  # fmt: skip
-            raise typer.Exit(result.interrupted["exit_code"])
-        points = sorted(result.points, key=lambda p: p.value)
-        print_unusable_runs(
-            console, [(f"{result.axis} {p.value:g}", p.folder, p.usability) for p in points]
-        )
-        raise typer.Exit(exit_code([p.usability for p in points]))
+    app.command()(sweep)
 
 
 def write_sweep_page(result: SweepResult, folder: Path, console: Console) -> Path | None:

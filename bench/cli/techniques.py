@@ -5,11 +5,11 @@ Registered on the main app by :func:`register`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from bench.cli.options import RunsDir, declared
 from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_path
 from bench.run.terminal import terminal_console
@@ -17,19 +17,25 @@ from bench.run.terminal import terminal_console
 console = terminal_console()
 
 
+@declared
 def techniques(
+    *,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller workloads: the same comparisons, sooner.")
+        bool,
+        typer.Option(
+            "--quick", metavar="", help="Smaller workloads: the same comparisons, sooner."
+        ),
     ] = False,
     only: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="NAME",
             help="A technique to run (kv_cache, gqa, int8, int4, speculative, "
             "continuous_batching, paged_attention, flash_attention, prefix_caching); repeat "
-            "for more. Default: all."
+            "for more. Default: all.",
         ),
     ] = None,
-    runs_dir: Annotated[Path, typer.Option(help="Where run folders are written.")] = Path("runs"),
+    runs_dir: RunsDir,
 ) -> None:
     """Measure what each optimization buys on the reference engine, beside the lectures' claim
     and the simulated device's prediction for Llama-3-8B and -70B on A100 and H100."""
