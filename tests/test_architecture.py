@@ -1,4 +1,6 @@
-"""docs/ARCHITECTURE.md against the code, so the design document cannot drift from it.
+"""docs/ARCHITECTURE.md against the code, so the design document cannot drift from it; and the
+house's sizes: rooms of at most 16 modules, functions of at most 120 lines (five at most over 80,
+none of the server's over 60).
 
 Checked: the import contracts as the document lists them against pyproject.toml's; the tables of
 what each package and each room imports against the import graph; every package folder of the
@@ -8,6 +10,7 @@ schemas. Each failure says what to write in the document."""
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from collections.abc import Iterator
@@ -157,3 +160,42 @@ def test_the_support_modules_listed_are_the_folders(doc: str) -> None:
 def test_the_documents_versions_are_the_schemas(doc: str) -> None:
     assert f"run.json's format version ({RUN_JSON_VERSION};" in doc
     assert f"the summary's format version ({SUMMARY_JSON_VERSION})" in doc
+
+
+MAX_MODULES_PER_ROOM = 16
+MAX_FUNCTION_LINES = 120
+LONG_FUNCTION_LINES = 80
+MAX_LONG_FUNCTIONS = 5
+MAX_SERVER_FUNCTION_LINES = 60
+
+
+def function_lengths() -> list[tuple[int, str]]:
+    """(lines, "path:name") of every function of the product's packages."""
+    out = []
+    for top in PACKAGES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    out.append((lines, f"{path.relative_to(ROOT)}:{node.name}"))
+    return out
+
+
+def test_no_room_holds_more_than_16_modules() -> None:
+    crowded = []
+    for folder in package_folders():
+        modules = [p for p in (ROOT / folder).glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES_PER_ROOM:
+            crowded.append(f"{folder}: {len(modules)}")
+    assert crowded == [], "split these rooms by subject"
+
+
+def test_functions_stay_short() -> None:
+    lengths = function_lengths()
+    assert [w for n, w in lengths if n > MAX_FUNCTION_LINES] == []
+    long = sorted((n, w) for n, w in lengths if n > LONG_FUNCTION_LINES)
+    assert len(long) <= MAX_LONG_FUNCTIONS, long
+    server = [
+        w for n, w in lengths if n > MAX_SERVER_FUNCTION_LINES and w.startswith("engine/serving/")
+    ]
+    assert server == []

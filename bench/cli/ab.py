@@ -5,7 +5,7 @@ against A beyond a rule's allowance), 2 inconclusive or unusable (bad options, a
 cannot be installed or started, a run that could not finish or is not usable).
 ``--allow-inconclusive`` turns an inconclusive verdict into exit 0, as in `bench gate`.
 ``--api-key`` and ``--header`` go with every request of every run, as `bench run`'s do
-(bench.cli.auth_options): never written or printed.
+(bench.cli.flags.auth): never written or printed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from bench.cli.auth_options import request_headers
-from bench.cli.options import (
+from bench.cli.flags.auth import request_headers
+from bench.cli.flags.shared import (
     ApiKey,
     Engine,
     Header,

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from bench.cli import run_options as ro
-from bench.cli.auth_options import request_headers
-from bench.cli.options import (
+from bench.cli.flags import run as ro
+from bench.cli.flags.auth import request_headers
+from bench.cli.flags.shared import (
     ApiKey,
     Calibrate,
     Engine,
@@ -85,7 +85,7 @@ def run(
     max_error_rate: MaxErrorRate,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
-    from bench.cli.engine_settings import parse_settings, refuse_settings_for_external
+    from bench.cli.flags.engine_settings import parse_settings, refuse_settings_for_external
     from bench.run.fleet import fleet_urls
     from bench.run.orchestrate import RunOptions
     from bench.run.remote_workers import RemoteWorkers

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from bench.cli.scenario_option import SCENARIO_HELP
+from bench.cli.flags.scenario import SCENARIO_HELP
 from bench.experiments.quantize import METHODS as _METHODS
 from bench.run.messages import print_error, print_info, print_path
 from bench.run.terminal import print_table, terminal_console

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.cli.options import EngineSet, RunsDir, Scenario, declared
+from bench.cli.flags.shared import EngineSet, RunsDir, Scenario, declared
 from bench.run.messages import print_error, print_info, print_path
 from bench.run.terminal import terminal_console
 
@@ -49,7 +49,7 @@ def simulate(
     ] = True,
 ) -> None:
     """Run a scenario on a simulated device in virtual time (no HTTP) and write a run folder."""
-    from bench.cli.engine_settings import parse_settings
+    from bench.cli.flags.engine_settings import parse_settings
     from bench.run.end.report import render_summary
     from bench.scenario.scenario import ScenarioError, load_scenario
     from bench.sim.simulate import SimulateError

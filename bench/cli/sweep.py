@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from bench.cli.auth_options import request_headers
-from bench.cli.options import (
+from bench.cli.flags.auth import request_headers
+from bench.cli.flags.shared import (
     ApiKey,
     Calibrate,
     Engine,

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bench.cli.options import RunsDir, declared
+from bench.cli.flags.shared import RunsDir, declared
 from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_path
 from bench.run.terminal import terminal_console

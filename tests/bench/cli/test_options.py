@@ -1,4 +1,4 @@
-"""bench's options declared once (bench.cli.options): what each command receives from them.
+"""bench's options declared once (bench.cli.flags.shared): what each command receives from them.
 
 The commands' runs are captured where they would start (bench.run.orchestrate.run_benchmark,
 bench.ab.session.run_ab) and refused there, so these check the options without an engine;
@@ -7,7 +7,6 @@ one run goes end to end against an OpenAI-compatible test server.
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from bench.cli.options import Live, declared
+from bench.cli.flags.shared import Live, declared
 from bench.run.orchestrate import RunOptions, RunRefused
 from engine_adapters.registry import ADAPTERS
 from tests.bench.cli.test_exit_codes import MODELS, write_scenario
@@ -175,13 +174,3 @@ def test_a_command_cannot_write_another_default() -> None:
         declared(command)
     app_ = typer.Typer()
     app_.command()(declared(lambda *, live=True: None))  # the same default is allowed
-
-
-def test_no_function_in_bench_cli_is_over_80_lines() -> None:
-    long = []
-    for path in sorted(Path("bench/cli").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            if is_function and (node.end_lineno or 0) - node.lineno >= 80:
-                long.append(f"{path}:{node.name}")
-    assert long == []

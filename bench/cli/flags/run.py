@@ -1,4 +1,4 @@
-"""The options only `bench run` takes (bench.cli.options holds those it shares), declared once,
+"""The options only `bench run` takes (bench.cli.flags.shared holds those it shares), declared once,
 and what turns them into RunOptions (bench.run.orchestrate): the load overrides applied over the
 scenario and the settings checked before any engine starts.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.cli.options import BenchOption
+from bench.cli.flags.shared import BenchOption
 from bench.scenario.scenario import Scenario, scenario_from_dict
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 

@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import typer
 
-from bench.cli.auth_options import API_KEY_OPTION, HEADER_OPTION
-from bench.cli.scenario_option import SCENARIO_HELP
+from bench.cli.flags.auth import API_KEY_OPTION, HEADER_OPTION
+from bench.cli.flags.scenario import SCENARIO_HELP
 from engine_adapters.registry import ADAPTERS
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
@@ -105,7 +105,7 @@ def declared(command: F) -> F:
         if option is not None:
             if p.default is not p.empty and p.default != option.default:
                 raise TypeError(
-                    f"{command.__name__}({p.name}=...): the default is bench.cli.options' "
+                    f"{command.__name__}({p.name}=...): the default is bench.cli.flags.shared' "
                     f"{option.default!r}; drop the one written here"
                 )
             p = p.replace(default=option.default)
@@ -178,6 +178,6 @@ EngineSet = BenchOption(
     metavar="NAME=VALUE",
     flag="--set",
 ).annotated()
-# Declared beside the code that reads them (bench.cli.auth_options); typed here.
+# Declared beside the code that reads them (bench.cli.flags.auth); typed here.
 ApiKey = Annotated[str | None, API_KEY_OPTION]
 Header = Annotated[list[str] | None, HEADER_OPTION]
