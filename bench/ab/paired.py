@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import NormalDist
 
@@ -176,9 +176,11 @@ def judge_pairs(
     # A run its summary marks not valid (throttling, powersave, XID, ECC, token counts apart)
     # leaves the A/B inconclusive, as in `bench gate`.
     invalid = [f"{group.label}, {line}" for group in (a, b) for line in group.invalid]
-    verdict, notes = overall_verdict(
+    verdict, notes, results = overall_verdict(
         results, busy, allow_busy, notes, invalid, allow_invalid=allow_invalid
     )
+    # ab.json, ab.html and the tables read each metric's result: withheld ones included.
+    paired = tuple(replace(p, result=r) for p, r in zip(paired, results, strict=True))
     report = GateReport(
         verdict=verdict,
         results=results,

@@ -115,6 +115,7 @@ def ab(
     from bench.cli.interrupted import end_interrupted
     from bench.gate.baseline import BaselineError
     from bench.gate.rules import RulesError, load_rules
+    from bench.gate.run_size import print_scenario_size_warnings
     from bench.gate.verdict import GateInputError
     from bench.run.end.interrupt import RunInterrupted
     from bench.run.orchestrate import RunError, RunOptions
@@ -131,6 +132,7 @@ def ab(
     except (ScenarioError, RulesError, AbError) as exc:
         print_error(_console, exc)
         raise typer.Exit(_EXIT_UNUSABLE) from None
+    print_scenario_size_warnings(_console, gate_rules, spec, max_pairs if until_decided else pairs)
     base = RunOptions(
         spec, None, engine, model, tokenizer, runs_dir, live, probes=probes,
         max_error_rate=max_error_rate,
