@@ -28,8 +28,8 @@ from bench.run.messages import print_warning
 from bench.scenario.scenario import Scenario
 
 __all__ = [
-    "least_size",
     "group_size_warnings",
+    "least_size",
     "print_group_size_warnings",
     "print_scenario_size_warnings",
     "scenario_size_warnings",

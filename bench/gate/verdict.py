@@ -58,8 +58,8 @@ __all__ = [
     "overall_verdict",
     "tail_samples_needed",
     "too_few",
-    "withhold",
     "unit_data",
+    "withhold",
 ]
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2}
@@ -333,7 +333,8 @@ def overall_verdict(
     """The report's verdict (any fail, else any inconclusive, else pass), its notes and its
     results; ``busy`` lines ("<side>, <run>: other processes used ...") make it inconclusive
     unless allowed, and so do ``invalid`` lines ("<side>, <run>: <kind>: ...", the runs' other
-    validity violations) unless ``allow_invalid``: then every result is withheld (:func:`withhold`)."""
+    validity violations) unless ``allow_invalid``: then every result is withheld
+    (:func:`withhold`)."""
     verdicts = {r.verdict for r in results}
     verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
     for lines, allowed, what, flag, remedy in (
