@@ -122,7 +122,8 @@ def _judge(rule: Rule, rules: GateRules, a: RunGroup, b: RunGroup) -> PairedMetr
         "baseline": float(np.nanmean(a_values)) if np.isfinite(a_values).any() else None,
         "candidate": float(np.nanmean(b_values)) if np.isfinite(b_values).any() else None,
     }
-    for group, side in ((a, "baseline (A)"), (b, "candidate (B)")):
+    # The sides are A and B here, not the gate's baseline and candidate.
+    for group, side in ((a, "side A"), (b, "side B")):
         reason = too_few(rule, rules, unit_data(group, spec), side)
         if reason:
             result = MetricResult(**common, verdict="inconclusive", reason=reason)
