@@ -71,3 +71,13 @@ def test_a_busy_run_leaves_no_pass_in_any_report() -> None:
     # Allowed, the rules judge the runs as they are.
     _, _, allowed = overall_verdict(results, busy, True, [])
     assert [r.verdict for r in allowed] == ["pass", "fail", "inconclusive"]
+
+
+def test_the_docs_state_the_default_rules_least_sizes() -> None:
+    from tests.support.paths import REPO_ROOT
+
+    text = (REPO_ROOT / "docs" / "gates-and-ab.md").read_text(encoding="utf-8")
+    for rule in DEFAULT_RULES.rules:
+        count, unit = least_size(rule, DEFAULT_RULES)
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{rule.metric.name}`"))
+        assert f"| {count} {unit}" in row, row
