@@ -212,3 +212,16 @@ def test_not_recorded_here_lists_only_what_was_not_recorded(tmp_path: Path) -> N
     boxes = bad.split("<h3>Not recorded here</h3>")[1:]
     assert all("not usable" not in box.split("</div>")[0] for box in boxes)
     assert "run not usable" in bad
+
+
+def test_ablation_page_carries_the_busy_machine_banner(tmp_path: Path) -> None:
+    import json
+
+    quiet, busy = make_run(tmp_path / "q"), make_run(tmp_path / "b", seed=1)
+    summary = json.loads((busy / "summary.json").read_text())
+    summary["machine_load"] = {"busy": True, "message": "other processes used 61% of the CPU"}
+    (busy / "summary.json").write_text(json.dumps(summary))
+    ablation = AblationInput(runs=[quiet, busy], settings=["quiet", "loaded"])
+    html = write_ablation_report(ablation, tmp_path / "a.html").read_text(encoding="utf-8")
+    assert '<p class="banner">loaded: busy machine: other processes used 61% of the CPU</p>' in html
+    assert "quiet: busy machine" not in html
