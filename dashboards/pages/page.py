@@ -80,8 +80,10 @@ section h2 { font-size: 18px; margin: 0 0 4px; }
 .intro { color: var(--muted); margin: 0 0 8px; max-width: 110ch; }
 .facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr));
          gap: 4px 24px; margin: 12px 0 0; }
-.facts div { display: flex; gap: 8px; } .facts dt { color: var(--muted); min-width: 90px; }
-.facts dd { margin: 0; overflow-wrap: anywhere; }
+.facts div { display: flex; gap: 8px; min-width: 0; }
+.facts dt { color: var(--muted); flex: 0 1 auto; min-width: 90px; max-width: 45%;
+            overflow-wrap: anywhere; }
+.facts dd { margin: 0; flex: 1 1 0; min-width: 0; overflow-wrap: anywhere; }
 .notes { background: var(--warn); border: 1px solid #d4a72c66; border-radius: 6px;
          padding: 8px 14px; margin: 12px 0; }
 .findings { margin: 0 0 10px; padding-left: 20px; }
