@@ -19,7 +19,7 @@ from bench.gate.report import (
 from bench.run.messages import print_error, print_path
 from dashboards.pages.ab import PairRatios, write_ab_page
 
-__all__ = ["JUNIT_XML", "REPORT_HTML", "REPORT_MD", "write_outputs"]
+__all__ = ["JUNIT_XML", "REPORT_HTML", "REPORT_MD", "pairs_line", "write_outputs", "write_page"]
 
 JUNIT_XML = "junit.xml"
 REPORT_MD = "report.md"
@@ -35,6 +35,42 @@ def _pairs_line(result: AbResult, until_decided: bool) -> str:
     if until_decided:
         return f"not decided after {result.pairs} pair(s), the cap (--max-pairs)"
     return f"{verdict} after {result.pairs} pair(s)"
+
+
+def pairs_line(result: AbResult, until_decided: bool) -> str:
+    """The line under the verdict table: how many pairs it took, and why it stopped."""
+    return _pairs_line(result, until_decided)
+
+
+def write_page(result: AbResult, console: Console) -> Path | None:
+    """Write the A/B's ab.html (none without a verdict or runs) and print where it is."""
+    if result.report is None or not result.a_runs or not result.b_runs:
+        return None
+    metrics = [
+        PairRatios(
+            p.metric,
+            p.result.unit,
+            p.result.higher_is_better,
+            p.ratios,
+            p.result.change_pct,
+            p.result.ci_low_pct,
+            p.result.ci_high_pct,
+            p.result.max_regression_pct,
+            p.result.verdict,
+            p.result.reason,
+        )
+        for p in result.paired
+    ]
+    page = write_ab_page(
+        result.folder / REPORT_HTML,
+        result.report.verdict,
+        result.labels,
+        metrics,
+        result.a_runs,
+        result.b_runs,
+    )
+    print_path(console, "comparison", page, f"(opens offline: {page.resolve().as_uri()})")
+    return page
 
 
 def write_outputs(
@@ -63,28 +99,5 @@ def write_outputs(
     for path, text in ((junit, xml), (markdown, md)):
         if path is not None:
             write_text(path, text)
-    if result.report is not None and result.a_runs and result.b_runs:
-        metrics = [
-            PairRatios(
-                p.metric,
-                p.result.unit,
-                p.result.higher_is_better,
-                p.ratios,
-                p.result.change_pct,
-                p.result.ci_low_pct,
-                p.result.ci_high_pct,
-                p.result.max_regression_pct,
-                p.result.verdict,
-            )
-            for p in result.paired
-        ]
-        page = write_ab_page(
-            folder / REPORT_HTML,
-            result.report.verdict,
-            result.labels,
-            metrics,
-            result.a_runs,
-            result.b_runs,
-        )
-        print_path(console, "comparison", page, f"(opens offline: {page.resolve().as_uri()})")
+    write_page(result, console)
     print_path(console, "A/B folder", folder)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import NormalDist
 
@@ -122,7 +122,8 @@ def _judge(rule: Rule, rules: GateRules, a: RunGroup, b: RunGroup) -> PairedMetr
         "baseline": float(np.nanmean(a_values)) if np.isfinite(a_values).any() else None,
         "candidate": float(np.nanmean(b_values)) if np.isfinite(b_values).any() else None,
     }
-    for group, side in ((a, "baseline (A)"), (b, "candidate (B)")):
+    # The sides are A and B here, not the gate's baseline and candidate.
+    for group, side in ((a, "side A"), (b, "side B")):
         reason = too_few(rule, rules, unit_data(group, spec), side)
         if reason:
             result = MetricResult(**common, verdict="inconclusive", reason=reason)
@@ -176,9 +177,11 @@ def judge_pairs(
     # A run its summary marks not valid (throttling, powersave, XID, ECC, token counts apart)
     # leaves the A/B inconclusive, as in `bench gate`.
     invalid = [f"{group.label}, {line}" for group in (a, b) for line in group.invalid]
-    verdict, notes = overall_verdict(
+    verdict, notes, results = overall_verdict(
         results, busy, allow_busy, notes, invalid, allow_invalid=allow_invalid
     )
+    # ab.json, ab.html and the tables read each metric's result: withheld ones included.
+    paired = tuple(replace(p, result=r) for p, r in zip(paired, results, strict=True))
     report = GateReport(
         verdict=verdict,
         results=results,

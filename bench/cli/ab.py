@@ -154,6 +154,7 @@ def ab(
     from bench.ab.session import AbPlan
     from bench.ab.sides import AbError, side_from_options
     from bench.gate.rules import RulesError, load_rules
+    from bench.gate.run_size import print_scenario_size_warnings
     from bench.run.orchestrate import RunOptions
     from bench.scenario.scenario import ScenarioError, load_scenario
 
@@ -169,6 +170,7 @@ def ab(
     except (ScenarioError, RulesError, AbError, ValueError) as exc:
         print_error(_console, exc)
         raise typer.Exit(_EXIT_UNUSABLE) from None
+    print_scenario_size_warnings(_console, gate_rules, spec, max_pairs if until_decided else pairs)
     base = RunOptions(
         scenario=spec, url=None, engine=engine, model=model, tokenizer=tokenizer,
         runs_dir=runs_dir, live=live, probes=probes, headers=headers,

@@ -108,12 +108,14 @@ def gate(
     from bench.gate.baseline import BaselineError, load_baseline, load_run_group
     from bench.gate.report import write_text
     from bench.gate.rules import RulesError, load_rules
+    from bench.gate.run_size import print_group_size_warnings
     from bench.gate.verdict import GateInputError, OtherHardwareError, evaluate
 
     try:
         gate_rules = load_rules(rules)
         base = load_baseline(baseline)
         candidate, _ = load_run_group(runs, "candidate runs")
+        print_group_size_warnings(_console, gate_rules, base, candidate)
         report = evaluate(
             gate_rules, base, candidate, force=force, allow_busy=allow_busy,
             allow_invalid=allow_invalid,

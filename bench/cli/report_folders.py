@@ -3,9 +3,10 @@ ablation.
 
 The kind of a folder is told by the one file that defines it (:func:`folder_kind`):
 run.json (a run folder, results.folder.run_folder), group.json (`bench run --repeat N`,
-results.folder.run_group), sweep.json (`bench sweep`, bench.experiments.sweep) or ablation.json
-(`bench ablate`, bench.experiments.ablate). Each kind is printed as the command that made it
-printed it, and ``--html`` writes the page that command writes.
+results.folder.run_group), sweep.json (`bench sweep`, bench.experiments.sweep), ablation.json
+(`bench ablate`, bench.experiments.ablate) or ab.json (`bench ab`, bench.ab.session, reprinted
+by bench.ab.reread). Each kind is printed as the command that made it printed it, and
+``--html`` writes the page that command writes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench.ab.session import AB_JSON
 from bench.experiments.ablate import ABLATION_JSON
 from bench.experiments.sweep import SWEEP_JSON
 from bench.run.end.exit_codes import EXIT_REFUSED
@@ -28,7 +30,7 @@ from results.folder.run_group import GROUP_JSON, expand_run_paths
 
 __all__ = ["FOLDER_FILES", "FolderKind", "folder_kind", "group_table", "report_folder"]
 
-FolderKind = Literal["run", "group", "sweep", "ablation"]
+FolderKind = Literal["run", "group", "sweep", "ablation", "ab"]
 
 # The file that makes a folder each kind, in the order they are looked for.
 FOLDER_FILES: dict[FolderKind, str] = {
@@ -36,6 +38,7 @@ FOLDER_FILES: dict[FolderKind, str] = {
     "group": GROUP_JSON,
     "sweep": SWEEP_JSON,
     "ablation": ABLATION_JSON,
+    "ab": AB_JSON,
 }
 
 
@@ -148,8 +151,20 @@ def report_folder(folder: Path, kind: FolderKind, html: bool, console: Console) 
     """Print a group, sweep or ablation folder (``kind`` from :func:`folder_kind`) and, with
     ``html``, write its page. A broken document or a run it lists that cannot be read ends in
     one line and typer.Exit(EXIT_REFUSED)."""
-    reporters = {"group": _report_group, "sweep": _report_sweep, "ablation": _report_ablation}
-    writers = {"group": "bench run --repeat", "sweep": "bench sweep", "ablation": "bench ablate"}
+    from bench.ab.reread import report_ab_folder
+
+    reporters = {
+        "group": _report_group,
+        "sweep": _report_sweep,
+        "ablation": _report_ablation,
+        "ab": report_ab_folder,
+    }
+    writers = {
+        "group": "bench run --repeat",
+        "sweep": "bench sweep",
+        "ablation": "bench ablate",
+        "ab": "bench ab",
+    }
     if kind not in reporters:
         raise ValueError(f"report_folder: {kind} folders are reported by `bench report` itself")
     try:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ from bench.gate.interval import bootstrap_change
 from bench.gate.rules import GateRules, MetricSpec, Rule
 from bench.gate.samples import throughput_windows
 from bench.gate.stats import UnitData, point_estimate
+from results.figures.percentile_samples import min_samples
 
 __all__ = [
     "EXIT_CODES",
@@ -55,8 +56,10 @@ __all__ = [
     "classify",
     "evaluate",
     "overall_verdict",
+    "tail_samples_needed",
     "too_few",
     "unit_data",
+    "withhold",
 ]
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2}
@@ -149,7 +152,16 @@ def unit_data(group: RunGroup, spec: MetricSpec) -> UnitData:
     )
 
 
+def tail_samples_needed(rule: Rule) -> int:
+    """Values per side that a percentile rule needs: ``min_tail_samples`` beyond the percentile
+    on its nearer tail (p10 and p90 alike), by results.figures.percentile_samples' rule."""
+    q = rule.metric.percentile
+    assert q is not None
+    return min_samples(max(q, 100 - q), beyond=rule.min_tail_samples)
+
+
 def too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | None:
+    """Why ``side``'s ``data`` is too small for ``rule`` to judge, or None when it is not."""
     spec = rule.metric
     if spec.statistic == "ratio":
         if data.num_units < rules.min_windows:
@@ -164,11 +176,8 @@ def too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | No
             f" {spec.family} value, at least {rule.min_samples} needed"
         )
     if spec.percentile is not None:
-        tail = data.num_values * min(spec.percentile, 100 - spec.percentile) / 100
-        if tail < rule.min_tail_samples:
-            need = int(
-                np.ceil(rule.min_tail_samples * 100 / min(spec.percentile, 100 - spec.percentile))
-            )
+        need = tail_samples_needed(rule)
+        if data.num_values < need:
             return (
                 f"too few samples: {spec.name} needs >= {need} values per side to have"
                 f" {rule.min_tail_samples} beyond the percentile; the {side} has"
@@ -299,6 +308,20 @@ def check_compatible(base: RunGroup, cand: RunGroup, force: bool) -> list[str]:
     return notes
 
 
+def withhold(results: tuple[MetricResult, ...], what: str) -> tuple[MetricResult, ...]:
+    """``results`` with every pass and fail made inconclusive: the rules were not allowed to
+    judge the runs (``what``: "busy machine", ...), so no row may say pass or fail. The reason
+    keeps what the interval alone would have said."""
+    return tuple(
+        r
+        if r.verdict == "inconclusive"
+        else replace(
+            r, verdict="inconclusive", reason=f"not judged ({what}); by the CI alone: {r.reason}"
+        )
+        for r in results
+    )
+
+
 def overall_verdict(
     results: tuple[MetricResult, ...],
     busy: list[str],
@@ -306,11 +329,12 @@ def overall_verdict(
     notes: list[str],
     invalid: Sequence[str] = (),
     allow_invalid: bool = False,
-) -> tuple[str, list[str]]:
-    """The report's verdict (any fail, else any inconclusive, else pass) and its notes; ``busy``
-    lines ("<side>, <run>: other processes used ...") make it inconclusive unless allowed, and
-    so do ``invalid`` lines ("<side>, <run>: <kind>: ...", the runs' other validity
-    violations) unless ``allow_invalid``."""
+) -> tuple[str, list[str], tuple[MetricResult, ...]]:
+    """The report's verdict (any fail, else any inconclusive, else pass), its notes and its
+    results; ``busy`` lines ("<side>, <run>: other processes used ...") make it inconclusive
+    unless allowed, and so do ``invalid`` lines ("<side>, <run>: <kind>: ...", the runs' other
+    validity violations) unless ``allow_invalid``: then every result is withheld
+    (:func:`withhold`)."""
     verdicts = {r.verdict for r in results}
     verdict = next(v for v in ("fail", "inconclusive", "pass") if v in verdicts | {"pass"})
     for lines, allowed, what, flag, remedy in (
@@ -325,9 +349,10 @@ def overall_verdict(
                 " to judge it anyway"
             )
             verdict = "inconclusive"
+            results = withhold(results, what)
         elif lines:
             notes = [f"{what}, judged by {flag}: {line}" for line in lines] + notes
-    return verdict, notes
+    return verdict, notes, results
 
 
 def evaluate(
@@ -359,7 +384,9 @@ def evaluate(
     results = tuple(_judge(rule, rules, base, cand) for rule in rules.rules)
     allow_busy = allow_busy or allow_invalid
     invalid = [f"{group.label}, {line}" for group in (base, cand) for line in group.invalid]
-    verdict, notes = overall_verdict(results, busy, allow_busy, notes, invalid, allow_invalid)
+    verdict, notes, results = overall_verdict(
+        results, busy, allow_busy, notes, invalid, allow_invalid
+    )
     return GateReport(
         verdict=verdict,
         results=results,

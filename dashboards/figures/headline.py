@@ -53,6 +53,35 @@ def _latency_tile(summary: Mapping[str, Any], key: str) -> Tile:
     )
 
 
+def _goodput_tile(goodput: Mapping[str, Any]) -> Tile:
+    if not goodput.get("slo"):
+        return Tile("goodput", "Goodput", "no SLO", "the scenario set no [slo] targets")
+    targets = ", ".join(f"{k} ≤ {fmt(v)}" for k, v in goodput["slo"].items())
+    fraction = goodput.get("good_fraction")
+    share = "–" if fraction is None else f"{fraction * 100:.1f}%"
+    return Tile(
+        "goodput",
+        "Goodput",
+        f"{fmt(goodput.get('requests_per_s'))} req/s",
+        f"{share} meet {targets}",
+    )
+
+
+def _utilization_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+    """MFU and MBU of the whole run, or "–" with why they could not be computed."""
+    attribution = summary.get("attribution") or {}
+    why = utilization_missing(summary)
+    tiles = []
+    for key in ("mfu", "mbu"):
+        value = attribution.get(key)
+        if isinstance(value, int | float):
+            tiles.append(Tile(key, definition(key).label, f"{value * 100:.3g}%", "whole run"))
+        elif why:
+            short = why.split(":", 1)[0]
+            tiles.append(Tile(key, definition(key).label, "–", short, why))
+    return tiles
+
+
 def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     """The tiles of a summary, in reading order; missing figures show as "–"."""
     rates = summary.get("throughput") or {}
@@ -80,20 +109,7 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
             f"slowest 10% ≤ {fmt(tps.get('p10'))} · fastest {fmt(tps.get('max'))}",
         ),
     ]
-    if goodput.get("slo"):
-        targets = ", ".join(f"{k} ≤ {fmt(v)}" for k, v in goodput["slo"].items())
-        fraction = goodput.get("good_fraction")
-        share = "–" if fraction is None else f"{fraction * 100:.1f}%"
-        tiles.append(
-            Tile(
-                "goodput",
-                "Goodput",
-                f"{fmt(goodput.get('requests_per_s'))} req/s",
-                f"{share} meet {targets}",
-            )
-        )
-    else:
-        tiles.append(Tile("goodput", "Goodput", "no SLO", "the scenario set no [slo] targets"))
+    tiles.append(_goodput_tile(goodput))
     tiles += [_latency_tile(summary, k) for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")]
     rate = counts.get("error_rate")
     tiles.append(
@@ -125,16 +141,7 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
                 f"mean power {fmt(energy.get('mean_power_w'))} W, {fmt(energy.get('gpus'))} GPU(s)",
             )
         )
-    attribution = summary.get("attribution") or {}
-    why = utilization_missing(summary)
-    for key in ("mfu", "mbu"):
-        value = attribution.get(key)
-        if isinstance(value, int | float):
-            tiles.append(Tile(key, definition(key).label, f"{value * 100:.3g}%", "whole run"))
-        elif why:
-            short = why.split(":", 1)[0]
-            tiles.append(Tile(key, definition(key).label, "–", short, why))
-    return tiles
+    return tiles + _utilization_tiles(summary)
 
 
 def utilization_missing(summary: Mapping[str, Any]) -> str | None:

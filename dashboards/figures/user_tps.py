@@ -38,6 +38,71 @@ def user_ranking(view: RunView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
+def _cdf_trace(view: RunView, color: str, meaning_text: str) -> go.Scatter:
+    tps = view.requests.loc[view.requests["measured"], "tps"].to_numpy(
+        dtype=np.float64, na_value=np.nan
+    )
+    x, p = cdf_points(tps)
+    return go.Scatter(
+        x=x,
+        y=p,
+        mode="lines",
+        name=view.label,
+        legendgroup=view.label,
+        line={"color": color, "width": 2, "shape": "hv"},
+        hovertemplate=hover_lines(
+            [
+                f"<b>{escape(view.label)}</b>",
+                "%{y:.1%} of requests ≤ %{x:,.2f} tok/s",
+                wrap(meaning_text),
+            ]
+        ),
+    )
+
+
+def _marks_trace(view: RunView, color: str) -> go.Scatter | None:
+    """summary.json's per-user TPS percentiles as diamonds on the CDF (None if it has none)."""
+    stats = view.summary.get("per_user_tps") or {}
+    marks = [(m, stats.get(m)) for m in _MARKS if stats.get(m) is not None]
+    if not marks:
+        return None
+    return go.Scatter(
+        x=[v for _, v in marks],
+        y=[float(m[1:]) / 100 for m, _ in marks],
+        mode="markers+text",
+        text=[m for m, _ in marks],
+        textposition="middle right",
+        textfont={"size": 10, "color": color},
+        showlegend=False,
+        marker={"symbol": "diamond", "size": 9, "color": color},
+        legendgroup=view.label,
+        name=f"{view.label} percentiles",
+        hovertemplate=hover_lines([f"<b>{escape(view.label)}</b>", "%{text} = %{x:,.2f} tok/s"]),
+    )
+
+
+def _ranking_trace(view: RunView, color: str) -> go.Scatter:
+    users, mean_tps, counts = user_ranking(view)
+    return go.Scatter(
+        x=np.arange(1, users.size + 1),
+        y=mean_tps,
+        mode="lines+markers",
+        marker={"size": 5, "color": color},
+        line={"color": color, "width": 1},
+        name=view.label,
+        legendgroup=view.label,
+        showlegend=False,
+        customdata=np.stack([users, counts], axis=1) if users.size else None,
+        hovertemplate=hover_lines(
+            [
+                f"<b>{escape(view.label)}</b>",
+                "rank %{x}: user %{customdata[0]}",
+                "mean %{y:,.2f} tok/s over %{customdata[1]} requests",
+            ]
+        ),
+    )
+
+
 def per_user_tps_figure(views: Sequence[RunView]) -> go.Figure:
     """CDF of per-request TPS and the per-user ranking, one color per run."""
     fig = make_subplots(
@@ -49,74 +114,10 @@ def per_user_tps_figure(views: Sequence[RunView]) -> go.Figure:
     meaning = definition("per_user_tps")
     for index, view in enumerate(views):
         color = color_for(index)
-        tps = view.requests.loc[view.requests["measured"], "tps"].to_numpy(
-            dtype=np.float64, na_value=np.nan
-        )
-        x, p = cdf_points(tps)
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=p,
-                mode="lines",
-                name=view.label,
-                legendgroup=view.label,
-                line={"color": color, "width": 2, "shape": "hv"},
-                hovertemplate=hover_lines(
-                    [
-                        f"<b>{escape(view.label)}</b>",
-                        "%{y:.1%} of requests ≤ %{x:,.2f} tok/s",
-                        wrap(meaning.text),
-                    ]
-                ),
-            ),
-            row=1,
-            col=1,
-        )
-        stats = view.summary.get("per_user_tps") or {}
-        marks = [(m, stats.get(m)) for m in _MARKS if stats.get(m) is not None]
-        if marks:
-            fig.add_trace(
-                go.Scatter(
-                    x=[v for _, v in marks],
-                    y=[float(m[1:]) / 100 for m, _ in marks],
-                    mode="markers+text",
-                    text=[m for m, _ in marks],
-                    textposition="middle right",
-                    textfont={"size": 10, "color": color},
-                    showlegend=False,
-                    marker={"symbol": "diamond", "size": 9, "color": color},
-                    legendgroup=view.label,
-                    name=f"{view.label} percentiles",
-                    hovertemplate=hover_lines(
-                        [f"<b>{escape(view.label)}</b>", "%{text} = %{x:,.2f} tok/s"]
-                    ),
-                ),
-                row=1,
-                col=1,
-            )
-        users, mean_tps, counts = user_ranking(view)
-        fig.add_trace(
-            go.Scatter(
-                x=np.arange(1, users.size + 1),
-                y=mean_tps,
-                mode="lines+markers",
-                marker={"size": 5, "color": color},
-                line={"color": color, "width": 1},
-                name=view.label,
-                legendgroup=view.label,
-                showlegend=False,
-                customdata=np.stack([users, counts], axis=1) if users.size else None,
-                hovertemplate=hover_lines(
-                    [
-                        f"<b>{escape(view.label)}</b>",
-                        "rank %{x}: user %{customdata[0]}",
-                        "mean %{y:,.2f} tok/s over %{customdata[1]} requests",
-                    ]
-                ),
-            ),
-            row=1,
-            col=2,
-        )
+        fig.add_trace(_cdf_trace(view, color, meaning.text), row=1, col=1)
+        if (marks := _marks_trace(view, color)) is not None:
+            fig.add_trace(marks, row=1, col=1)
+        fig.add_trace(_ranking_trace(view, color), row=1, col=2)
     fig.update_xaxes(title_text="tokens/s per request", row=1, col=1)
     fig.update_yaxes(title_text="fraction ≤ x", tickformat=".0%", range=[0, 1.02], row=1, col=1)
     fig.update_xaxes(title_text="user rank (fastest first)", row=1, col=2)

@@ -39,6 +39,9 @@ class PairRatios:
     ci_high_pct: float | None
     max_regression_pct: float
     verdict: str
+    # The verdict's reason as the A/B recorded it (ab.json's "reason"): for an inconclusive one,
+    # a busy or not valid run, too few samples for the rule, or an interval too wide.
+    reason: str = ""
 
 
 def _pct(value: float | None) -> str:
@@ -100,7 +103,7 @@ def pair_ratios_figure(metrics: Sequence[PairRatios]) -> go.Figure | None:
 
 
 def _ratios_table(metrics: Sequence[PairRatios]) -> str:
-    header = ["metric", "verdict", "change", "CI", "allowed", "per-pair B / A"]
+    header = ["metric", "verdict", "change", "CI", "allowed", "per-pair B / A", "why"]
     rows = []
     for m in metrics:
         ci = "–"
@@ -116,6 +119,7 @@ def _ratios_table(metrics: Sequence[PairRatios]) -> str:
                 ci,
                 f"{word} <= {m.max_regression_pct:g}%",
                 ratios,
+                m.reason if m.verdict == "inconclusive" else "",
             ]
         )
     return html_table(header, rows)

@@ -21,6 +21,7 @@ from dashboards.pages.deltas import delta_rows, summary_value
 from dashboards.pages.page import Page, Section, html_table, write_page
 from dashboards.runview import load_run_view
 from dashboards.style import apply_layout, color_for, escape, fmt, hover_lines
+from results.figures.machine_load import busy_lines
 
 __all__ = [
     "KEY_METRICS",
@@ -166,6 +167,8 @@ def build_ablation_page(ablation: AblationInput) -> Page:
         notes=notes,
         notes_heading="What these runs did not record",
         sections=sections,
+        # As on a run's page: a setting measured on a busy machine heads the page.
+        banner=[f"{v.label}: {line}" for v in views for line in busy_lines(v.summary)],
     )
 
 

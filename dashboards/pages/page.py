@@ -27,8 +27,11 @@ __all__ = ["Page", "Section", "html_table", "render_page", "write_page"]
 
 @dataclass(frozen=True)
 class Section:
-    """One part of a page. ``intro`` and ``notes`` are plain text (escaped here); ``html`` is
-    markup built by this package (already escaped), shown under the figure."""
+    """One part of a page. ``intro``, ``notes`` and ``findings`` are plain text (escaped here);
+    ``html`` is markup built by this package (already escaped), shown under the figure.
+    ``notes`` say only what the run did not record (the "Not recorded here" box); ``findings``
+    are what the data says in words (a simulated device, why a run is not usable, that nothing
+    failed), listed without that heading."""
 
     key: str
     title: str
@@ -36,6 +39,7 @@ class Section:
     figure: go.Figure | None = None
     notes: Sequence[str] = ()
     html: str = ""
+    findings: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,13 @@ section h2 { font-size: 18px; margin: 0 0 4px; }
 .intro { color: var(--muted); margin: 0 0 8px; max-width: 110ch; }
 .facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr));
          gap: 4px 24px; margin: 12px 0 0; }
-.facts div { display: flex; gap: 8px; } .facts dt { color: var(--muted); min-width: 90px; }
-.facts dd { margin: 0; overflow-wrap: anywhere; }
+.facts div { display: flex; gap: 8px; min-width: 0; }
+.facts dt { color: var(--muted); flex: 0 1 auto; min-width: 90px; max-width: 45%;
+            overflow-wrap: anywhere; }
+.facts dd { margin: 0; flex: 1 1 0; min-width: 0; overflow-wrap: anywhere; }
 .notes { background: var(--warn); border: 1px solid #d4a72c66; border-radius: 6px;
          padding: 8px 14px; margin: 12px 0; }
+.findings { margin: 0 0 10px; padding-left: 20px; }
 .notes h3 { margin: 0 0 4px; font-size: 14px; } .notes ul { margin: 0; padding-left: 20px; }
 .banner { background: #ffebe9; border: 1px solid #cf222e66; border-radius: 6px;
           padding: 8px 14px; margin: 12px 0; font-weight: 600; }
@@ -129,6 +136,9 @@ def _section_html(section: Section) -> str:
     if section.intro:
         parts.append(f'<p class="intro">{escape(section.intro)}</p>')
     parts.append(_notes_html(section.notes, "Not recorded here"))
+    if section.findings:
+        items = "".join(f"<li>{escape(n)}</li>" for n in section.findings)
+        parts.append(f'<ul class="findings">{items}</ul>')
     parts.append(_figure_html(section))
     parts.append(section.html)
     parts.append("</section>")

@@ -10,9 +10,13 @@ it does not hold is said at the top and in the section concerned. A run that is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import plotly.graph_objects as go
 
 from dashboards.figures.endpoints import endpoints_figure
 from dashboards.figures.errors import errors_figure
@@ -20,7 +24,7 @@ from dashboards.figures.headline import headline_figure, utilization_missing
 from dashboards.figures.latency import latency_cdf_figure
 from dashboards.figures.reasoning import reasoning_figure
 from dashboards.figures.roofline import roofline_figure
-from dashboards.figures.roofline_inputs import roofline_inputs
+from dashboards.figures.roofline_inputs import RooflineInputs, roofline_inputs
 from dashboards.figures.samples_figure import samples_figure
 from dashboards.figures.steps import steps_figure
 from dashboards.figures.timeline import timeline_figure
@@ -36,7 +40,15 @@ from results.validity.run_validity import violation_lines
 from results.validity.token_reconciliation import reconciliation_lines
 from results.validity.usability import describe_failures
 
-__all__ = ["REPORT_HTML", "build_run_page", "run_facts", "write_run_report"]
+__all__ = [
+    "REPORT_HTML",
+    "RUN_SECTIONS",
+    "RunPageInputs",
+    "RunSection",
+    "build_run_page",
+    "run_facts",
+    "write_run_report",
+]
 
 REPORT_HTML = "report.html"
 
@@ -89,154 +101,235 @@ def _engine_notes(summary: Mapping[str, Any]) -> tuple[str | None, list[str]]:
     )
 
 
-def build_run_page(view: RunView) -> Page:
-    """Every section of a run's dashboard, with the notes of what is missing."""
-    timeline, missing_panels = timeline_figure([view])
-    timeline_notes = view.notes_for("timeline")
-    if missing_panels:
-        timeline_notes.append("Panels without data in this run: " + ", ".join(missing_panels) + ".")
-    roof = roofline_inputs(view)
-    errors = errors_figure(view)
-    # summary.json's verdict: why the run is not usable heads the page, its causes the errors.
-    verdict = view.summary.get("usability")
-    unusable = (
-        describe_failures(verdict)
-        if isinstance(verdict, dict) and not verdict.get("usable", True)
-        else []
+class RunPageInputs:
+    """What a run page's sections are drawn from: the run's view, and what several sections
+    share (each computed once, on first use)."""
+
+    def __init__(self, view: RunView) -> None:
+        self.view = view
+        self.summary: Mapping[str, Any] = view.summary
+        self.died = view.summary.get("engine_died") or view.run_json.get("engine_died")
+
+    @functools.cached_property
+    def roof(self) -> RooflineInputs:
+        return roofline_inputs(self.view)
+
+    @functools.cached_property
+    def unusable(self) -> list[str]:
+        """summary.json's verdict: why the run is not usable, then its causes (none if usable)."""
+        verdict = self.summary.get("usability")
+        if isinstance(verdict, dict) and not verdict.get("usable", True):
+            return describe_failures(verdict)
+        return []
+
+    @functools.cached_property
+    def steps_notes(self) -> list[str]:
+        # A dead engine's steps died with it: say that, not that the engine records none.
+        if self.died and self.view.steps is None:
+            return [f"No steps.parquet: {engine_death_line(self.died)}."]
+        return self.view.notes_for("steps")
+
+    @functools.cached_property
+    def fleet(self) -> go.Figure | None:
+        return endpoints_figure(self.summary)
+
+    @functools.cached_property
+    def reasoning(self) -> go.Figure | None:
+        return reasoning_figure(self.view)
+
+    @functools.cached_property
+    def samples(self) -> go.Figure | None:
+        return samples_figure(self.view)
+
+    @functools.cached_property
+    def validity_findings(self) -> list[str]:
+        energy_line = energy_phase_line(self.summary.get("energy_by_phase"))
+        return reconciliation_lines(self.summary.get("token_reconciliation")) + (
+            [energy_line] if energy_line else []
+        )
+
+
+def _headline(inputs: RunPageInputs) -> Section:
+    simulated, reuse = _engine_notes(inputs.summary)
+    return Section(
+        "headline",
+        "Headline",
+        figure=headline_figure(inputs.summary),
+        notes=inputs.view.notes_for("run") + _utilization_notes(inputs.summary),
+        findings=([f"{simulated[0].upper()}{simulated[1:]}."] if simulated else [])
+        + inputs.unusable[:1]
+        + reuse,
     )
-    samples = samples_figure(view)
-    reasoning = reasoning_figure(view)
-    fleet = endpoints_figure(view.summary)
-    died = view.summary.get("engine_died") or view.run_json.get("engine_died")
-    # A dead engine's steps died with it: say that, not that the engine records none.
-    steps_notes = view.notes_for("steps")
-    if died and view.steps is None:
-        steps_notes = [f"No steps.parquet: {engine_death_line(died)}."]
-    simulated, reuse_notes = _engine_notes(view.summary)
-    sections = [
-        Section(
-            "headline",
-            "Headline",
-            figure=headline_figure(view.summary),
-            notes=([f"{simulated[0].upper()}{simulated[1:]}."] if simulated else [])
-            + unusable[:1]
-            + view.notes_for("run")
-            + _utilization_notes(view.summary)
-            + reuse_notes,
-        ),
-        *(
-            [
-                Section(
-                    "endpoints",
-                    "Replicas",
-                    "A fleet run: each replica's requests, throughput and latency percentiles "
-                    "(summary.json's endpoints), side by side; every other figure is the "
-                    "whole fleet's. The engine metrics' series carry each replica's endpoint.",
-                    fleet,
-                )
-            ]
-            if fleet is not None
-            else []
-        ),
-        Section(
-            "latency",
-            "Latency distributions",
-            "Each curve is the fraction of measured requests (ITL: of tokens) at or below a "
-            "latency; diamonds mark summary.json's p50, p90 and p99.",
-            latency_cdf_figure([view]),
-        ),
-        Section(
-            "tps",
-            "Per-user TPS",
-            "The speed each user sees: 1 / TPOT of each request. The low percentiles are the "
-            "slow users a mean hides.",
-            per_user_tps_figure([view]),
-        ),
-        *(
-            [
-                Section(
-                    "reasoning",
-                    "Reasoning",
-                    "A reasoning model's answer begins after its reasoning: TTFT is the first "
-                    "token of any kind, the time to first answer token the first content. "
-                    "Per-user TPS of the answer is the speed the user reads it at.",
-                    reasoning,
-                )
-            ]
-            if reasoning is not None
-            else []
-        ),
-        Section(
-            "timeline",
-            "Timeline",
-            "All panels share one time axis: zoom or pan one and the others follow. Values "
-            "are means over equal time bins; grey spans are warm-up and cool-down.",
-            timeline,
-            timeline_notes,
-        ),
-        Section(
-            "steps",
-            "Engine steps",
-            "The engine's own per-step records: what each step computed and how long it took.",
-            steps_figure(view.steps) if view.steps is not None else None,
-            steps_notes,
-        ),
-        Section(
-            "roofline",
-            "Roofline and attribution",
-            "Where the engine's steps sit against the hardware's compute and memory roofs, "
-            "and how step time divides between prefill and decode, memory- and "
-            "compute-bound."
-            + (f" FLOPs and bytes: {roof.costs_source}." if roof.costs_source else "")
-            + (f" Attribution: {roof.attribution_source}." if roof.attribution_source else ""),
-            roofline_figure(roof),
-            roof.notes,
-        ),
-        Section(
-            "errors",
-            "Errors",
-            "Failed and cancelled requests by kind and by time.",
-            errors,
-            unusable[1:] if errors is not None else ["No request failed or was cancelled."],
-        ),
-    ]
+
+
+def _endpoints(inputs: RunPageInputs) -> Section:
+    return Section(
+        "endpoints",
+        "Replicas",
+        "A fleet run: each replica's requests, throughput and latency percentiles "
+        "(summary.json's endpoints), side by side; every other figure is the "
+        "whole fleet's. The engine metrics' series carry each replica's endpoint.",
+        inputs.fleet,
+    )
+
+
+def _latency(inputs: RunPageInputs) -> Section:
+    return Section(
+        "latency",
+        "Latency distributions",
+        "Each curve is the fraction of measured requests (ITL: of tokens) at or below a "
+        "latency; diamonds mark summary.json's p50, p90 and p99.",
+        latency_cdf_figure([inputs.view]),
+    )
+
+
+def _tps(inputs: RunPageInputs) -> Section:
+    return Section(
+        "tps",
+        "Per-user TPS",
+        "The speed each user sees: 1 / TPOT of each request. The low percentiles are the "
+        "slow users a mean hides.",
+        per_user_tps_figure([inputs.view]),
+    )
+
+
+def _reasoning(inputs: RunPageInputs) -> Section:
+    return Section(
+        "reasoning",
+        "Reasoning",
+        "A reasoning model's answer begins after its reasoning: TTFT is the first "
+        "token of any kind, the time to first answer token the first content. "
+        "Per-user TPS of the answer is the speed the user reads it at.",
+        inputs.reasoning,
+    )
+
+
+def _timeline(inputs: RunPageInputs) -> Section:
+    timeline, missing_panels = timeline_figure([inputs.view])
+    notes = inputs.view.notes_for("timeline")
+    if missing_panels:
+        notes.append("Panels without data in this run: " + ", ".join(missing_panels) + ".")
+    return Section(
+        "timeline",
+        "Timeline",
+        "All panels share one time axis: zoom or pan one and the others follow. Values "
+        "are means over equal time bins; grey spans are warm-up and cool-down.",
+        timeline,
+        notes,
+    )
+
+
+def _steps(inputs: RunPageInputs) -> Section:
+    steps = inputs.view.steps
+    return Section(
+        "steps",
+        "Engine steps",
+        "The engine's own per-step records: what each step computed and how long it took.",
+        steps_figure(steps) if steps is not None else None,
+        inputs.steps_notes,
+    )
+
+
+def _roofline(inputs: RunPageInputs) -> Section:
+    roof = inputs.roof
+    return Section(
+        "roofline",
+        "Roofline and attribution",
+        "Where the engine's steps sit against the hardware's compute and memory roofs, "
+        "and how step time divides between prefill and decode, memory- and "
+        "compute-bound."
+        + (f" FLOPs and bytes: {roof.costs_source}." if roof.costs_source else "")
+        + (f" Attribution: {roof.attribution_source}." if roof.attribution_source else ""),
+        roofline_figure(roof),
+        roof.notes,
+    )
+
+
+def _errors(inputs: RunPageInputs) -> Section:
+    errors = errors_figure(inputs.view)
+    # Both are findings: the causes of an unusable run, or that nothing failed.
+    findings = (
+        inputs.unusable[1:] if errors is not None else ["No request failed or was cancelled."]
+    )
+    return Section(
+        "errors",
+        "Errors",
+        "Failed and cancelled requests by kind and by time.",
+        errors,
+        findings=findings,
+    )
+
+
+def _validity(inputs: RunPageInputs) -> Section:
+    return Section(
+        "validity",
+        "Token counts and energy",
+        "Each request's tokens as the client, the server and the engine counted them, "
+        "and the GPUs' energy split into prefill and decode by the engine's steps.",
+        findings=inputs.validity_findings,
+    )
+
+
+def _samples(inputs: RunPageInputs) -> Section:
+    return Section(
+        "samples",
+        "All recorded samples",
+        "Every series in samples.parquet as recorded, one at a time.",
+        inputs.samples,
+    )
+
+
+def _always(inputs: RunPageInputs) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """One row of the run page: its section's key, the builder, and when the section applies."""
+
+    key: str
+    build: Callable[[RunPageInputs], Section]
+    applies: Callable[[RunPageInputs], bool] = _always
+
+
+# The run page's sections, in page order. A new section is one row here and one builder.
+RUN_SECTIONS: tuple[RunSection, ...] = (
+    RunSection("headline", _headline),
+    RunSection("endpoints", _endpoints, lambda i: i.fleet is not None),
+    RunSection("latency", _latency),
+    RunSection("tps", _tps),
+    RunSection("reasoning", _reasoning, lambda i: i.reasoning is not None),
+    RunSection("timeline", _timeline),
+    RunSection("steps", _steps),
+    RunSection("roofline", _roofline),
+    RunSection("errors", _errors),
+    RunSection("validity", _validity, lambda i: bool(i.validity_findings)),
+    RunSection("samples", _samples, lambda i: i.samples is not None),
+)
+
+
+def _page_notes(inputs: RunPageInputs) -> list[str]:
+    """What the run did not record, for the top of the page."""
+    notes = [n.text for n in inputs.view.notes if not (inputs.died and n.topic == "steps")]
+    notes += inputs.steps_notes if inputs.died else []
+    return notes + [f"Roofline: {n}" for n in inputs.roof.notes]
+
+
+def build_run_page(view: RunView) -> Page:
+    """Every section of a run's dashboard that applies (RUN_SECTIONS), with the notes of what
+    is missing."""
+    inputs = RunPageInputs(view)
+    simulated, _ = _engine_notes(view.summary)
     invalid = [
         f"not a valid measurement: {line}" for line in violation_lines(view.summary, skip=("busy",))
     ]
-    energy_line = energy_phase_line(view.summary.get("energy_by_phase"))
-    validity_notes = reconciliation_lines(view.summary.get("token_reconciliation")) + (
-        [energy_line] if energy_line else []
-    )
-    if validity_notes:
-        sections.append(
-            Section(
-                "validity",
-                "Token counts and energy",
-                "Each request's tokens as the client, the server and the engine counted them, "
-                "and the GPUs' energy split into prefill and decode by the engine's steps.",
-                None,
-                validity_notes,
-            )
-        )
-    if samples is not None:
-        sections.append(
-            Section(
-                "samples",
-                "All recorded samples",
-                "Every series in samples.parquet as recorded, one at a time.",
-                samples,
-            )
-        )
-    notes = [n.text for n in view.notes if not (died and n.topic == "steps")]
-    notes += steps_notes if died else []
-    notes += [f"Roofline: {n}" for n in roof.notes]
     return Page(
         title=f"Run {view.run_id}",
         subtitle=(f"{simulated}. " if simulated else "")
         + "llm-perf-lab dashboard: hover any figure for values and definitions.",
         facts=run_facts(view),
-        notes=notes,
-        sections=sections,
+        notes=_page_notes(inputs),
+        sections=[row.build(inputs) for row in RUN_SECTIONS if row.applies(inputs)],
         banner=[*run_end_lines(view.summary), *busy_lines(view.summary), *invalid],
     )
 

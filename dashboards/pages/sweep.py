@@ -8,7 +8,7 @@ past it, each extra token/s costs proportionally more latency than it adds throu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,13 +84,10 @@ def _line(
     )
 
 
-def sweep_figures(views: Sequence[RunView], sweep: SweepInput, x: list[float]) -> list[go.Figure]:
-    """The two sweep figures for runs already sorted by parameter value ``x``."""
-    s = [v.summary for v in views]
-
-    def col(*path: str) -> list[float | None]:
-        return [summary_value(one, path) for one in s]
-
+def _speed_figure(
+    col: Callable[..., list[float | None]], sweep: SweepInput, x: list[float]
+) -> go.Figure:
+    """Per-user TPS and TTFT percentiles against the swept parameter."""
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("Per-user TPS (tok/s)", "TTFT (ms)"), horizontal_spacing=0.1
     )
@@ -111,6 +108,13 @@ def sweep_figures(views: Sequence[RunView], sweep: SweepInput, x: list[float]) -
     fig.update_yaxes(rangemode="tozero")
     apply_layout(fig, f"Per-user TPS and TTFT against {escape(sweep.parameter)}", 420)
 
+    return fig
+
+
+def _tradeoff_figure(
+    col: Callable[..., list[float | None]], sweep: SweepInput, x: list[float]
+) -> go.Figure:
+    """Throughput against the sweep's latency, each run labelled by its value, with the knee."""
     section, stat = sweep.latency
     throughput, latency = col("throughput", "output_tok_s"), col(section, stat)
     knee = knee_index(throughput, latency)
@@ -167,7 +171,17 @@ def sweep_figures(views: Sequence[RunView], sweep: SweepInput, x: list[float]) -
         title_text=f"{section.removesuffix('_ms').upper()} {stat} (ms)", rangemode="tozero"
     )
     apply_layout(tradeoff, "Throughput against latency (labels: parameter value; ★ knee)", 460)
-    return [fig, tradeoff]
+    return tradeoff
+
+
+def sweep_figures(views: Sequence[RunView], sweep: SweepInput, x: list[float]) -> list[go.Figure]:
+    """The two sweep figures for runs already sorted by parameter value ``x``."""
+    s = [v.summary for v in views]
+
+    def col(*path: str) -> list[float | None]:
+        return [summary_value(one, path) for one in s]
+
+    return [_speed_figure(col, sweep, x), _tradeoff_figure(col, sweep, x)]
 
 
 def build_sweep_page(sweep: SweepInput) -> Page:

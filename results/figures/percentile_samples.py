@@ -2,7 +2,9 @@
 
 A p-th percentile of n samples is an order statistic; with fewer than 1 / (1 - p/100) samples
 there is not one sample above it, and "p99" is merely the maximum (p99 of 3 requests is the
-slowest of the 3). So p50 needs 2 samples, p90 10, p99 100 and p99.9 1,000.
+slowest of the 3). So p50 needs 2 samples, p90 10, p99 100 and p99.9 1,000. To rest on k
+samples beyond it, as the gate's rules ask (bench.gate.rules' min_tail_samples), it needs k
+times that: k / (1 - p/100), rounded up.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import math
 __all__ = ["min_samples", "thin_percentile"]
 
 
-def min_samples(percentile: float) -> int:
-    """Fewest samples for which the ``percentile`` (0-100, exclusive of 100) is not the max."""
+def min_samples(percentile: float, beyond: int = 1) -> int:
+    """Fewest samples with ``beyond`` (>= 1) of them above the ``percentile`` (0-100, exclusive
+    of 100); with the default 1, the fewest for which the percentile is not the max."""
     if not 0 <= percentile < 100:
         raise ValueError(f"percentile must be in [0, 100), got {percentile}")
-    return max(1, math.ceil(round(100 / (100 - percentile), 9)))
+    if beyond < 1:
+        raise ValueError(f"beyond must be >= 1 sample, got {beyond}")
+    return max(1, math.ceil(round(beyond * 100 / (100 - percentile), 9)))
 
 
 def thin_percentile(stat: str, count: int | None) -> str | None:

@@ -89,4 +89,5 @@ def test_too_few_requests_are_inconclusive_naming_the_side(tmp_path: Path) -> No
     b = [write_fake_run(tmp_path / "B", seed=9 + i, requests=8) for i in range(2)]
     report, _ = judge_pairs(RULES, a, b, ("A", "B"))
     assert report.verdict == "inconclusive" and report.exit_code == 2
-    assert any("too few samples" in r.reason and "(A)" in r.reason for r in report.results)
+    assert any("too few samples: the side A " in r.reason for r in report.results)
+    assert not any("baseline" in r.reason or "candidate" in r.reason for r in report.results)

@@ -47,3 +47,23 @@ def test_the_page_opens_with_the_verdict_and_holds_the_first_pairs_comparison(
     assert "step_delay_ms=2.0" in html
     path = write_ab_page(tmp_path / "ab.html", "fail", sides, [TPOT], a, b)
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_page_says_why_each_inconclusive_verdict_is_so(tmp_path: Path) -> None:
+    a = [write_fake_run(tmp_path / "A", seed=i) for i in range(2)]
+    b = [write_fake_run(tmp_path / "B", seed=10 + i) for i in range(2)]
+    busy = PairRatios(
+        "ttft_ms.p99", "ms", False, (1.0, 1.01), 0.5, -1.0, 2.0, 10.0, "inconclusive",
+        "not judged (busy machine); by the CI alone: the whole 95% CI is within rise <= 10%",
+    )  # fmt: skip
+    few = PairRatios(
+        "tpot_ms.p50", "ms", False, (1.0, 1.0), None, None, None, 10.0, "inconclusive",
+        "too few samples: the side A has 12 requests with a tpot_ms value, at least 20 needed",
+    )  # fmt: skip
+    passed = PairRatios("e2el_ms.p50", "ms", False, (1.0, 1.0), 0.0, -1, 1, 10.0, "pass", "in")
+    sides = ("A: this checkout", "B: this checkout + step_delay_ms=2.0")
+    html = render_page(build_ab_page("inconclusive", sides, [busy, few, passed], a, b))
+    assert "not judged (busy machine)" in html and "the side A has 12 requests" in html
+    assert "<th>why</th>" in html
+    section = html.split('<section id="pairs">')[1].split("</section>")[0]
+    assert "baseline" not in section and "candidate" not in section

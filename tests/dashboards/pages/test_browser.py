@@ -277,3 +277,38 @@ def test_techniques_page(browser: Browser, shots: Path, tmp_path: Path) -> None:
     page.screenshot(path=shots / "techniques.png", full_page=True)
     assert errors == []
     page.close()
+
+
+# Every header fact's label and value: their on-screen boxes.
+# The text's own extent (a Range), not the element's: text overflowing its box is what overlaps.
+_FACT_BOXES_JS = """() => Array.from(document.querySelectorAll('.facts > div')).map(div => {
+  const text = e => { const r = document.createRange(); r.selectNodeContents(e);
+                      const b = r.getBoundingClientRect();
+                      return [b.left, b.top, b.right, b.bottom]; };
+  const cell = div.getBoundingClientRect();
+  return {cell: [cell.left, cell.top, cell.right, cell.bottom],
+          dt: text(div.querySelector('dt')), dd: text(div.querySelector('dd'))}; })"""
+
+
+def test_ablation_header_labels_do_not_overlap_the_paths(
+    browser: Browser, shots: Path, tmp_path: Path
+) -> None:
+    runs = [make_run(tmp_path / f"r{i}", seed=i, samples=False) for i in range(3)]
+    settings = [
+        "scheduler.max_num_batched_tokens=8192",
+        "scheduler.max_num_batched_tokens=2048",
+        "kv_cache_dtype=fp8_e4m3,prefix_caching=off",
+    ]
+    path = write_ablation_report(AblationInput(runs, settings), tmp_path / "ablation.html")
+    page, errors = open_page(browser, path)
+    facts = page.evaluate(_FACT_BOXES_JS)
+    page.screenshot(path=shots / "ablation-header.png")
+    assert len(facts) == 3 and errors == []
+    boxes = [b for f in facts for b in (f["dt"], f["dd"])]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not _overlap(a, b), (a, b)
+    for f in facts:  # each label and path stays in its own cell
+        for part in (f["dt"], f["dd"]):
+            assert f["cell"][0] - 1 <= part[0] and part[2] <= f["cell"][2] + 1, f
+    page.close()

@@ -189,3 +189,39 @@ def test_page_escapes_everything_it_is_given() -> None:
     assert "<b>t</b>" not in body and "&lt;b&gt;t&lt;/b&gt;" in body
     assert "<i>" not in body and "<x>" not in body and "<n>" not in body
     assert "a &amp; b" in body
+
+
+def test_run_sections_are_one_table_of_rows_each_with_a_builder() -> None:
+    from dashboards.pages.report import RUN_SECTIONS
+
+    keys = [row.key for row in RUN_SECTIONS]
+    assert keys == [
+        "headline", "endpoints", "latency", "tps", "reasoning", "timeline", "steps",
+        "roofline", "errors", "validity", "samples",
+    ]  # fmt: skip
+    assert all(callable(row.build) and callable(row.applies) for row in RUN_SECTIONS)
+
+
+def test_not_recorded_here_lists_only_what_was_not_recorded(tmp_path: Path) -> None:
+    good = write_run_report(make_run(tmp_path / "good", errors=False)).read_text(encoding="utf-8")
+    # That nothing failed is a finding, not a gap in the records.
+    boxes = good.split("<h3>Not recorded here</h3>")[1:]
+    assert all("No request failed or was cancelled" not in box.split("</div>")[0] for box in boxes)
+    assert '<ul class="findings"><li>No request failed or was cancelled.</li>' in good
+    bad = write_run_report(make_run(tmp_path / "bad", requests=12)).read_text(encoding="utf-8")
+    boxes = bad.split("<h3>Not recorded here</h3>")[1:]
+    assert all("not usable" not in box.split("</div>")[0] for box in boxes)
+    assert "run not usable" in bad
+
+
+def test_ablation_page_carries_the_busy_machine_banner(tmp_path: Path) -> None:
+    import json
+
+    quiet, busy = make_run(tmp_path / "q"), make_run(tmp_path / "b", seed=1)
+    summary = json.loads((busy / "summary.json").read_text())
+    summary["machine_load"] = {"busy": True, "message": "other processes used 61% of the CPU"}
+    (busy / "summary.json").write_text(json.dumps(summary))
+    ablation = AblationInput(runs=[quiet, busy], settings=["quiet", "loaded"])
+    html = write_ablation_report(ablation, tmp_path / "a.html").read_text(encoding="utf-8")
+    assert '<p class="banner">loaded: busy machine: other processes used 61% of the CPU</p>' in html
+    assert "quiet: busy machine" not in html
