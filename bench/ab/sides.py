@@ -19,8 +19,8 @@ from typing import Any
 
 from bench.ab.revisions import Revision, RevisionError, install_revision
 from bench.run.orchestrate import RunError, RunOptions, reference_settings
+from bench.scenario.engine_sets import parse_settings
 from bench.scenario.scenario import Scenario
-from engine.config import EngineConfig, SettingError
 from engine_adapters.reference import serve_flags
 
 __all__ = ["AbError", "Side", "parse_sets", "run_options", "side_from_options"]
@@ -78,19 +78,12 @@ class Side:
 
 
 def parse_sets(values: Sequence[str], option: str) -> dict[str, Any]:
-    """``NAME=VALUE`` strings into engine settings, each parsed by its Setting (snake or kebab
-    case; on/off for booleans); raises AbError naming the option and the value."""
-    out: dict[str, Any] = {}
-    for spec in values:
-        name, sep, value = spec.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or not name:
-            raise AbError(f"{option} {spec!r}: expected NAME=VALUE (e.g. step_delay_ms=5)")
-        try:
-            out[name] = EngineConfig.setting(name).parse(value.strip())
-        except SettingError as exc:
-            raise AbError(f"{option} {spec!r}: {exc}") from None
-    return out
+    """``NAME=VALUE`` strings into engine settings (bench.scenario.engine_sets.parse_settings);
+    raises AbError naming the option and the value."""
+    try:
+        return parse_settings(values, option)
+    except ValueError as exc:
+        raise AbError(str(exc)) from None
 
 
 def side_from_options(

@@ -85,10 +85,11 @@ def run(
     max_error_rate: MaxErrorRate,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
-    from bench.cli.flags.engine_settings import parse_settings, refuse_settings_for_external
+    from bench.cli.flags.engine_settings import refuse_settings_for_external
     from bench.run.fleet import fleet_urls
     from bench.run.orchestrate import RunOptions
     from bench.run.remote_workers import RemoteWorkers
+    from bench.scenario.engine_sets import parse_settings
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     urls = url or []

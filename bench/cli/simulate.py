@@ -49,8 +49,8 @@ def simulate(
     ] = True,
 ) -> None:
     """Run a scenario on a simulated device in virtual time (no HTTP) and write a run folder."""
-    from bench.cli.flags.engine_settings import parse_settings
     from bench.run.end.report import render_summary
+    from bench.scenario.engine_sets import parse_settings
     from bench.scenario.scenario import ScenarioError, load_scenario
     from bench.sim.simulate import SimulateError
     from bench.sim.simulate import simulate as run_simulation

@@ -1,46 +1,12 @@
-"""``--set NAME=VALUE``: reference-engine settings on the command line of `bench run` and
-`bench simulate`, parsed by the setting itself (engine.config.Setting.parse, as `bench ablate
---switch` parses its values), so a name or value is checked as the scenario's [engine] keys are.
-"""
+"""``--set NAME=VALUE`` of `bench run` and `bench simulate` (parsed by
+bench.scenario.engine_sets.parse_settings) refused for an engine bench does not configure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from bench.scenario.toml_table import suggest
-from engine.config import SETTINGS, EngineConfig, SettingError
-
-__all__ = ["parse_settings", "refuse_settings_for_external"]
-
-
-def parse_settings(items: Sequence[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs as EngineConfig settings by name, each value of the setting's type.
-
-    Raises:
-        ValueError: a malformed pair, a name that is no setting (with the close ones and where
-            they are listed), a value of the wrong type or out of the setting's rule, or one
-            name given twice; the message names the ``--set`` and the fix.
-    """
-    names = [s.name for s in SETTINGS]
-    out: dict[str, Any] = {}
-    for item in items:
-        raw_name, sep, value = item.partition("=")
-        name = raw_name.strip().replace("-", "_")
-        if not sep or not name or not value.strip():
-            raise ValueError(f"--set {item!r}: expected NAME=VALUE (e.g. batching=static)")
-        if name not in names:
-            raise ValueError(
-                f"--set {item!r}: {name} is not an engine setting{suggest(name, names)} "
-                "(`bench serve --help` lists them)"
-            )
-        if name in out:
-            raise ValueError(f"--set {item!r}: {name} is set twice; keep one")
-        try:
-            out[name] = EngineConfig.setting(name).parse(value.strip())
-        except SettingError as e:
-            raise ValueError(f"--set {item!r}: {e}") from e
-    return out
+__all__ = ["refuse_settings_for_external"]
 
 
 def refuse_settings_for_external(
