@@ -13,6 +13,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.support.http_server import Handler, HttpRequest, LocalServer, Response
@@ -88,3 +89,31 @@ def openai_handler(
         await response.end()
 
     return handler
+
+
+# A small closed-loop scenario for runs against these servers (20 requests of 4 tokens), and
+# the model list they serve.
+SCENARIO = """
+name = "ci"
+users = 2
+num_requests = 20
+ignore_eos = true
+
+[input_len]
+kind = "uniform"
+low = 8
+high = 16
+
+[output_len]
+kind = "fixed"
+value = 4
+"""
+MODELS = [{"id": "m", "object": "model", "max_model_len": 4096}]
+
+
+def write_scenario(tmp_path: Path) -> Path:
+    """SCENARIO written as ``tmp_path/ci.toml``; its path."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "ci.toml"
+    path.write_text(SCENARIO)
+    return path

@@ -15,32 +15,9 @@ from bench.cli.app import app
 from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
-from tests.support.openai_fakes import openai_handler, serving
+from tests.support.openai_fakes import MODELS, openai_handler, serving, write_scenario
 
-SCENARIO = """
-name = "ci"
-users = 2
-num_requests = 20
-ignore_eos = true
-
-[input_len]
-kind = "uniform"
-low = 8
-high = 16
-
-[output_len]
-kind = "fixed"
-value = 4
-"""
-MODELS = [{"id": "m", "object": "model", "max_model_len": 4096}]
 TOO_LONG = "This model's maximum context length is 10 tokens"
-
-
-def write_scenario(tmp_path: Path) -> Path:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "ci.toml"
-    path.write_text(SCENARIO)
-    return path
 
 
 def run_args(url: str, tmp_path: Path, *extra: str) -> list[str]:

@@ -19,8 +19,7 @@ from bench.cli.app import app
 from bench.cli.flags.shared import Live, declared
 from bench.run.orchestrate import RunOptions, RunRefused
 from engine_adapters.registry import ADAPTERS
-from tests.bench.cli.test_exit_codes import MODELS, write_scenario
-from tests.support.openai_fakes import openai_handler, serving
+from tests.support.openai_fakes import MODELS, openai_handler, serving, write_scenario
 
 runner = CliRunner()
 
