@@ -36,6 +36,8 @@ class SamplerKind:
 
 def _nvml(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
     """The NVML sampler (GPM too, where ``spec.gpm``), scoped to the engine's GPUs."""
+    # Imported here: a spec is pickled into the probe process, which
+    # loads only the samplers it runs.
     from probes.nvml import NvmlSampler
 
     nvml = NvmlSampler(
@@ -48,6 +50,8 @@ def _nvml(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
 
 def _cpu(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
     """The CPU sampler of the machine and of ``spec.processes``' groups."""
+    # Imported here: a spec is pickled into the probe process, which
+    # loads only the samplers it runs.
     from probes.cpu import CpuSampler
 
     return [CpuSampler(spec.processes, spec.cpu_interval_s)]
@@ -55,6 +59,8 @@ def _cpu(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
 
 def _engine_metrics(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
     """One /metrics sampler for the engine, or one per replica of a fleet."""
+    # Imported here: a spec is pickled into the probe process, which
+    # loads only the samplers it runs.
     from probes.engine_metrics import EngineMetricsSampler
 
     assert spec.engine_url is not None  # applies() said so

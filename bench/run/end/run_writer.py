@@ -116,6 +116,7 @@ def write_report(folder: Path, console: Console) -> Path | None:
         return None
     try:
         with interrupts.report():
+            # Imported here: plotly loads only for a run that draws its page.
             from dashboards.pages.report import write_run_report
 
             path = write_run_report(folder)

@@ -90,7 +90,8 @@ def test_an_ablation_prints_its_table_and_writes_its_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs: list[Path] = []
-    monkeypatch.setattr(ablate, "run_benchmark", fake_engine(runs))
+    # The ablation runs each setting through run_and_report (its run, then its report.html).
+    monkeypatch.setattr(ablate, "run_and_report", fake_engine(runs))
     switches = [ablate.parse_switch("batching=continuous,static")]
     path = ablate.run_ablation(load_scenario("1-user"), switches, tmp_path / "runs", QUIET, False)
     assert folder_kind(path.parent) == "ablation"
