@@ -1,7 +1,8 @@
 """Side-by-side timings of the weight-only quantized linear layers against the float one.
 
 One run measures, for each weight shape and batch size (tokens per matmul), the float matmul
-(`F.linear` in the model dtype) and the int8 / int4 layers of engine/model/quant_linear.py on the
+(`F.linear` in the model dtype) and the int8 / int4 layers of engine/model/quantization/linear.py
+on the
 kernel `probe_kernel` picks here (and, with --fallback, on the dequantize path), and prints
 median milliseconds per call and the speed-up over float (float ms / quantized ms: > 1 is
 faster). Batch 1 is a decode step of one sequence (memory bound: bytes of weight read per
@@ -21,7 +22,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from engine.model.quant_linear import (
+from engine.model.quantization.linear import (
     DEQUANT,
     Int4Linear,
     Int8Linear,

@@ -32,7 +32,7 @@ from engine.model.model_runner import (
     load_draft_model,
     num_kv_blocks_for,
 )
-from engine.model.quant import QuantReport
+from engine.model.quantization.quantize import QuantReport
 from engine.model.weights import load_model_spec
 from engine.native import attention as native_attention
 from engine.native import lib as native_lib

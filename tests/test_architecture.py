@@ -79,7 +79,7 @@ def test_the_documents_contracts_are_pyprojects(doc: str) -> None:
     assert match is not None, "docs/ARCHITECTURE.md lost its block of import contracts"
     count = len(pyproject["tool"]["importlinter"]["contracts"])
     assert match.group(2) == expected, f"write the contracts block as:\n{expected}"
-    words = {7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    words = {12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen", 16: "sixteen"}
     assert match.group(1) == words.get(count, str(count)), f"say there are {count} contracts"
 
 
@@ -184,7 +184,8 @@ def function_lengths() -> list[tuple[int, str]]:
 def test_no_room_holds_more_than_16_modules() -> None:
     crowded = []
     for folder in package_folders():
-        modules = [p for p in (ROOT / folder).glob("*.py") if p.name != "__init__.py"]
+        # __init__.py counts: it is a module of the room as much as any other.
+        modules = list((ROOT / folder).glob("*.py"))
         if len(modules) > MAX_MODULES_PER_ROOM:
             crowded.append(f"{folder}: {len(modules)}")
     assert crowded == [], "split these rooms by subject"

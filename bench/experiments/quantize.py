@@ -108,7 +108,8 @@ def make_checkpoint(
         group_size=scheme.group_size,
     )
     groups = {"group_0": QuantizationScheme(targets=["Linear"], weights=weights)}
-    # lm_head stays in float, as the engine's own quantization keeps it (engine/model/quant.py).
+    # lm_head stays in float, as the engine's own quantization keeps it
+    # (engine/model/quantization/quantize.py).
     recipe: list[Any]
     if method == "gptq":
         recipe = [GPTQModifier(config_groups=groups, ignore=["lm_head"])]

@@ -21,7 +21,7 @@ from engine.model.decode_stack import DecodeStack, why_not
 from engine.model.input_staging import InputStaging
 from engine.model.kv_dtype import allocate_kv_caches, is_fp8
 from engine.model.llama import LlamaForCausalLM
-from engine.model.quant import weight_bytes
+from engine.model.quantization.quantize import weight_bytes
 from engine.model.rejection_sampler import greedy_verify, rejection_sample
 from engine.model.sampler import Sampler, processed_probs
 from engine.model.spec_decode import DraftModelProposer, ModelProposer, NgramProposer

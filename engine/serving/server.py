@@ -4,10 +4,11 @@ assembly (``build_app``) and its serving (``run_server``).
 Routes, each module-level and registered from its module's APIRouter: POST /v1/completions and
 /v1/chat/completions (streaming as server-sent events, with ``stream_options.include_usage``
 giving a final chunk with empty choices and the usage, as vLLM does) and GET /v1/models
-(engine/serving/openai_routes.py); GET /health, /version, /metrics, /debug/engine, /debug/steps
-and POST /reset_prefix_cache (engine/serving/admin_routes.py); vLLM's POST /tokenize and
-/detokenize (engine/serving/tokenization.py). They reach the engine through
-``app.state.serving`` (engine/serving/serving_state.py). Every bad request gets a 400 with
+(engine/serving/routes/openai_routes.py); GET /health, /version, /metrics, /debug/engine,
+/debug/steps
+and POST /reset_prefix_cache (engine/serving/routes/admin_routes.py); vLLM's POST /tokenize and
+/detokenize (engine/serving/routes/tokenization.py). They reach the engine through
+``app.state.serving`` (engine/serving/routes/serving_state.py). Every bad request gets a 400 with
 OpenAI's error body; the server keeps serving. What one client may hold (body size, read
 deadline, connections) is ServerLimits' (engine/serving/guards/limits.py); prompts are checked
 and tokenized off the event loop (engine/serving/prompt_input.py). When the engine dies,
@@ -29,7 +30,6 @@ from fastapi.responses import Response
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.native.cpu_allocator import retain_freed_memory
-from engine.serving import admin_routes, openai_routes, tokenization
 from engine.serving.async_engine import EngineDeadError
 from engine.serving.core_process import EngineCoreError, EngineCoreProcess
 from engine.serving.errors import error_response, install_error_handlers
@@ -39,7 +39,8 @@ from engine.serving.guards.connection_guard import ServerConfig, within_file_lim
 from engine.serving.guards.limits import ServerLimits
 from engine.serving.process_title import FRONT_TITLE, SINGLE_PROCESS_TITLE, set_process_title
 from engine.serving.reasoning import ReasoningPrefix
-from engine.serving.serving_state import ServingState
+from engine.serving.routes import admin_routes, openai_routes, tokenization
+from engine.serving.routes.serving_state import ServingState
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import torch
 
 from bench.experiments.quantize import QuantScheme, make_checkpoint
 from engine.model.checkpoints.load import load_quantized_model
-from engine.model.quant_linear import Int4Linear
+from engine.model.quantization.linear import Int4Linear
 from engine.model.weights import load_hf_directory
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter

@@ -20,15 +20,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.checkpoints.int_weight import IntWeight, contiguous_order
-from engine.model.quant_linear import (
+from engine.model.quantization.linear import (
     DEQUANT,
     Int4Linear,
     Int8Linear,
     KernelChoice,
 )
-from engine.model.quant_timing import timed_kernel
+from engine.model.quantization.timing import timed_kernel
 
-_INT4_OFFSET = 8  # Int4Linear's stored-code offset (engine/model/quant_linear.py)
+_INT4_OFFSET = 8  # Int4Linear's stored-code offset (engine/model/quantization/linear.py)
 _INT8_OFFSET = 128  # an unsigned 8-bit code minus this is Int8Linear's signed value
 
 

@@ -5,7 +5,7 @@
 float tensors load as usual, then each decoder linear layer the checkpoint stores quantized
 is unpacked, its parts fused as the engine fuses them (q/k/v, gate/up), and replaced by the
 engine layer of engine/model/checkpoints/layers.py. Any other directory, or a preset, loads in
-float and `quantization` (the engine switch) is applied by engine/model/quant.py.
+float and `quantization` (the engine switch) is applied by engine/model/quantization/quantize.py.
 
 The float layers a checkpoint replaces are materialised, unfilled, before being replaced (the
 same peak as the engine's own quantization): the model is built once, in one place.
@@ -27,8 +27,13 @@ from engine.model.checkpoints.layers import engine_layer
 from engine.model.checkpoints.readers import reader_for
 from engine.model.checkpoints.scheme import CheckpointError, CheckpointReader, quantization_config
 from engine.model.llama import LlamaForCausalLM
-from engine.model.quant import QuantReport, decoder_linears, quantize_model, weight_bytes
-from engine.model.quant_timing import timed_kernel
+from engine.model.quantization.quantize import (
+    QuantReport,
+    decoder_linears,
+    quantize_model,
+    weight_bytes,
+)
+from engine.model.quantization.timing import timed_kernel
 from engine.model.weights import load_model, tensor_locations
 from perfmodel.model_config import ModelConfig
 

@@ -7,7 +7,7 @@ import torch
 
 from engine.core.request import SamplingParams
 from engine.model.model_runner import ModelRunner, kv_bytes_per_block
-from engine.model.quant import weight_bytes
+from engine.model.quantization.quantize import weight_bytes
 from engine.model.spec_decode import DraftModelProposer
 from tests.support.cuda import gpu
 from tests.support.engine_fixtures import make_engine, ragged_workload, run

@@ -1,4 +1,5 @@
-"""Weight-only int8 / int4 quantization (engine/model/quant.py, engine/model/quant_linear.py).
+"""Weight-only int8 / int4 quantization (engine/model/quantization/quantize.py,
+engine/model/quantization/linear.py).
 
 Error metric: relative L2 error of the logits, ||quantized - float|| / ||float||, over every
 position of one 64-token prefill of the random tiny model (seed 0), in fp32. Measured on this
@@ -16,8 +17,7 @@ import torch
 
 from engine.model.attention import AttentionMetadata
 from engine.model.llama import LlamaForCausalLM
-from engine.model.quant import QUANT_METHODS, quantize_model, weight_bytes
-from engine.model.quant_linear import (
+from engine.model.quantization.linear import (
     DEQUANT,
     Int4Linear,
     Int8Linear,
@@ -26,6 +26,7 @@ from engine.model.quant_linear import (
     probe_kernel,
     unpack_nibbles,
 )
+from engine.model.quantization.quantize import QUANT_METHODS, quantize_model, weight_bytes
 from engine.model.weights import load_model
 from perfmodel.presets import get_preset
 

@@ -12,11 +12,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import engine.model.quant as quant
+import engine.model.quantization.quantize as quant
 from engine.model.llama import LlamaForCausalLM
-from engine.model.quant import quantize_model
-from engine.model.quant_linear import DEQUANT, INT8_PACK_MM, Int4Linear, Int8Linear, probe_kernel
-from engine.model.quant_timing import TIMED_ROWS, limit_to_faster_sizes
+from engine.model.quantization.linear import (
+    DEQUANT,
+    INT8_PACK_MM,
+    Int4Linear,
+    Int8Linear,
+    probe_kernel,
+)
+from engine.model.quantization.quantize import quantize_model
+from engine.model.quantization.timing import TIMED_ROWS, limit_to_faster_sizes
 from engine.model.weights import load_model
 from perfmodel.presets import get_preset
 from tests.support.cuda import gpu
@@ -51,7 +57,7 @@ def test_a_kernel_slower_at_every_size_is_refused_with_one_line(
     if probe_kernel(method, CPU, torch.float32, 32).kernel == DEQUANT:
         pytest.skip(f"no packed {method} kernel on this CPU to refuse")
     model = _model()
-    with caplog.at_level(logging.WARNING, logger="engine.model.quant"):
+    with caplog.at_level(logging.WARNING, logger="engine.model.quantization.quantize"):
         report = quantize_model(model, method, 32, timer=slower_above(0))
     assert report.kernel == DEQUANT and report.kernels == {DEQUANT: 16}
     assert report.refused is not None and "\n" not in report.refused

@@ -15,7 +15,7 @@ from bench.experiments.quantize import QuantScheme, make_checkpoint
 from engine.model.checkpoints.layers import GroupedInt8Linear
 from engine.model.checkpoints.load import load_quantized_model
 from engine.model.checkpoints.scheme import CheckpointError, quantization_config
-from engine.model.quant_linear import Int4Linear, Int8Linear
+from engine.model.quantization.linear import Int4Linear, Int8Linear
 from engine.model.weights import load_hf_directory
 from tests.support.hf_fixtures import make_hf_model_dir
 from tests.support.quant_checkpoints import LINEARS, read_dequantized, set_quantization_field
@@ -92,7 +92,7 @@ def test_engine_logits_follow_the_quantized_model(
     ours = [prompt_logits(model, p) for p in PROMPTS]
     floats = [prompt_logits(float32_model(base), p) for p in PROMPTS]
     to_hf, to_float = logit_error(hf_logits, ours), logit_error(floats, ours)
-    # bf16 activations around a packed kernel (engine/model/quant_linear.py) cost a few 1e-4
+    # bf16 activations around a packed kernel (engine/model/quantization/linear.py) cost a few 1e-4
     # of KL (measured 4e-4 for int8); quantizing costs more (2e-3 for 8 bits, 0.2 for 4), so
     # the engine is measurably the quantized model and not the float one.
     assert to_hf.mean_kl < 5e-3, to_hf

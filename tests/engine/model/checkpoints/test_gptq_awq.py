@@ -12,7 +12,7 @@ from bench.experiments.quant_eval import float32_model, logit_error, prompt_logi
 from engine.model.checkpoints.layers import ActOrderLinear, GroupedInt8Linear
 from engine.model.checkpoints.load import load_quantized_model
 from engine.model.checkpoints.scheme import CheckpointError
-from engine.model.quant_linear import Int4Linear
+from engine.model.quantization.linear import Int4Linear
 from engine.model.weights import load_hf_directory
 from tests.support.quant_checkpoints import (
     read_dequantized,
@@ -50,7 +50,7 @@ def test_engine_matches_the_float_model_of_the_same_weights(tmp_path: Path, case
     quantized = float32_model(checkpoint.path)
     error = logit_error([prompt_logits(float32_model(twin), PROMPT)],
                         [prompt_logits(quantized, PROMPT)])  # fmt: skip
-    # The packed int4 kernel may run in bf16 (engine/model/quant_linear.py): a few 1e-3 of
+    # The packed int4 kernel may run in bf16 (engine/model/quantization/linear.py): a few 1e-3 of
     # logit KL at most; a wrong unpacking order or zero point gives O(1).
     assert error.mean_kl < 1e-3, error
     layer = quantized.layers[0].self_attn.qkv_proj
@@ -69,7 +69,7 @@ def test_report_names_the_checkpoint_scheme(tmp_path: Path) -> None:
     assert report.checkpoint == "gptq (gptq) 4-bit group 32 asymmetric, act-order"
     assert sum(report.kernels.values()) == 2 * 4  # 2 layers x qkv, o, gate_up, down
     # Packed 4-bit codes (half a byte a weight), plus the nibble pairs an int4 layer keeps where
-    # timing at start found its kernel slower (engine/model/quant_timing.py), plus scales:
+    # timing at start found its kernel slower (engine/model/quantization/timing.py), plus scales:
     # well under half of fp32's 4 bytes whatever the timing found.
     assert report.quantized_bytes_after < report.quantized_bytes_before / 2
 

@@ -23,7 +23,7 @@ from engine.serving.errors import BadRequest
 from engine.serving.guards.disconnect import ClientDisconnected, until_disconnected
 from engine.serving.output_processor import RequestTextState, TextDelta
 from engine.serving.protocol import error_body
-from engine.serving.serving_state import ServingState
+from engine.serving.routes.serving_state import ServingState
 
 __all__ = ["respond"]
 

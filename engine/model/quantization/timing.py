@@ -1,6 +1,7 @@
 """Packed quantized kernels timed against the float matmul at start, refused where slower.
 
-`probe_kernel` (engine/model/quant_linear.py) keeps a packed kernel that is correct. Correct is
+`probe_kernel` (engine/model/quantization/linear.py) keeps a packed kernel that is correct. Correct
+is
 not fast: torch's `_weight_int8pack_mm` CUDA kernel is a plain loop, far slower than a bf16
 GEMM at prefill sizes, and the CPU int8/int4 kernels measured about 2x slower than the fp32
 matmul at 256 rows here, while 2-3x faster at one row. So, once per (method, device, dtype,
@@ -27,7 +28,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from engine.model.quant_linear import (
+from engine.model.quantization.linear import (
     DEQUANT,
     Int4Linear,
     Int8Linear,

@@ -6,7 +6,7 @@ or the chat form ``{"model"?, "messages", "add_generation_prompt" = true,
 POST /detokenize ``{"model"?, "tokens"}`` -> ``{"prompt"}``. A client that finds no tokenizer
 of its own (bench.run.endpoint.server_tokenizer) builds prompts of exact lengths with these.
 Encoding and decoding run in a worker thread, so a long text never holds the event loop; the
-tokenizer and the model's name are the app's (engine/serving/serving_state.py).
+tokenizer and the model's name are the app's (engine/serving/routes/serving_state.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from engine.serving.protocol import (
     TokenizeCompletionRequest,
     error_body,
 )
-from engine.serving.serving_state import serving_state
+from engine.serving.routes.serving_state import serving_state
 from engine.tokenizer.tokenizer import Tokenizer
 
 __all__ = ["router"]

@@ -3,7 +3,8 @@
 `quantize_model(model, "int8" | "int4", group_size)` replaces, in every decoder layer, the four
 linear layers (fused qkv_proj, o_proj, fused gate_up_proj, down_proj: 87% of Llama-3-8B's
 parameters, 93% of its matmul weights; 57% of the tiny preset's, whose embedding and LM head
-weigh relatively more) with `Int8Linear` / `Int4Linear` (engine/model/quant_linear.py), in place,
+weigh relatively more) with `Int8Linear` / `Int4Linear` (engine/model/quantization/linear.py), in
+place,
 and says what the weights take before and after and which kernel runs them.
 
 Kept in the model's dtype, on purpose:
@@ -25,14 +26,14 @@ import torch
 from torch import nn
 
 from engine.model.llama import LlamaForCausalLM
-from engine.model.quant_linear import (
+from engine.model.quantization.linear import (
     DEQUANT,
     Int4Linear,
     Int8Linear,
     KernelChoice,
     probe_kernel,
 )
-from engine.model.quant_timing import Timer, limit_to_faster_sizes, timed_kernel
+from engine.model.quantization.timing import Timer, limit_to_faster_sizes, timed_kernel
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class QuantReport:
     only the replaced layers (after = packed weights + scales (+ zeros)). quantized_weights:
     how many weight elements were quantized. kernels: kernel name -> number of linear layers
     running on it. probe: why that kernel (or the fallback) was chosen. refused: what timing
-    against the float matmul refused, in one line (engine/model/quant_timing.py), or None.
+    against the float matmul refused, in one line (engine/model/quantization/timing.py), or None.
     checkpoint: set when the weights came quantized (engine/model/checkpoints), the format and
     scheme they use.
     """
@@ -119,7 +120,7 @@ def quantize_model(
     the dequantize fallback. force_dequant skips the probe and runs every layer on the
     fallback, in the model's dtype (to measure what the packed kernels buy). A packed kernel
     is timed against the float matmul and refused at the sizes where it is slower
-    (engine/model/quant_timing.py; ``timer`` replaces the real one, for tests). Raises
+    (engine/model/quantization/timing.py; ``timer`` replaces the real one, for tests). Raises
     ValueError for an unknown method, a group size that does not divide, or a model that is
     already quantized.
     """

@@ -1,6 +1,6 @@
 """OpenAI's routes on the reference engine: POST /v1/completions and /v1/chat/completions (each
 checked, tokenized off the event loop by engine/serving/prompt_input.py, then answered by
-engine/serving/completion_responses.py) and GET /v1/models.
+engine/serving/routes/completion_responses.py) and GET /v1/models.
 
 A request naming another model, an empty prompt or one past the context, and sampling settings
 the engine cannot honour get a 400 naming the field (engine/serving/errors.py).
@@ -15,10 +15,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from engine.core.request import SamplingParams
-from engine.serving.completion_responses import respond
 from engine.serving.errors import BadRequest
 from engine.serving.protocol import ChatCompletionRequest, CompletionRequest
-from engine.serving.serving_state import serving_state
+from engine.serving.routes.completion_responses import respond
+from engine.serving.routes.serving_state import serving_state
 
 __all__ = ["router"]
 

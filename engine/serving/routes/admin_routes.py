@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from engine.serving.core_messages import Describe, ResetPrefixCache, StepsSince
 from engine.serving.protocol import error_body
-from engine.serving.serving_state import serving_state
+from engine.serving.routes.serving_state import serving_state
 
 __all__ = ["package_version", "router"]
 

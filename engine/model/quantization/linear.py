@@ -46,7 +46,8 @@ class KernelChoice:
     reason: str
     # The most rows (tokens) a call may have to run on the packed kernel; above it the layer
     # dequantizes and multiplies in the activations' dtype (None: no limit). Set where the
-    # kernel timed slower than the float matmul at larger sizes (engine/model/quant_timing.py).
+    # kernel timed slower than the float matmul at larger sizes
+    # (engine/model/quantization/timing.py).
     max_packed_rows: int | None = None
     # What the timing refused, in one line (None: nothing).
     refused: str | None = None
