@@ -15,6 +15,14 @@ t(n - 1) / z, Hesterberg's expanded percentile interval (2015, "What teachers sh
 the bootstrap", sec. 5.3), which gives Student's interval its width for normal data. One pair
 has no spread to measure and is inconclusive.
 
+Three pairs that happen to agree (0.86, 0.87, 0.86 from two identical engines, one 3-pair A/B
+of CI's gate on a loaded box) still give a narrow interval: the spread of so few pairs is itself
+noisy. The rules' ``pair_noise_floor_pct`` bounds it from below: the interval is at least as
+wide as Student's interval of n pairs whose log ratios had that standard deviation,
+t(n - 1) * floor / sqrt(n) either side of the centre. A floor of the machine's pair-to-pair
+noise makes a fail of few pairs need a change well past the allowance, while more pairs still
+narrow it as 1 / sqrt(n).
+
 The verdict of each interval is the gate's (bench.gate.verdict.classify, the same rules and
 allowances), and the report is the gate's GateReport, with A as the baseline and B as the
 candidate, so the terminal table, JUnit and Markdown are those of `bench gate`.
@@ -61,9 +69,15 @@ class PairedMetric:
 
 
 def paired_interval(
-    ratios: Sequence[float], confidence: float, resamples: int, seed: int, stream: int
+    ratios: Sequence[float],
+    confidence: float,
+    resamples: int,
+    seed: int,
+    stream: int,
+    noise_floor: float = 0.0,
 ) -> tuple[float, float, float]:
-    """(change, CI low, CI high) as fractions (0.05 = +5%) from per-pair ratios (module doc).
+    """(change, CI low, CI high) as fractions (0.05 = +5%) from per-pair ratios (module doc);
+    ``noise_floor`` is the least standard deviation of one pair's log ratio (0.1 = 10%).
 
     Needs at least 2 finite, positive ratios; raises ValueError otherwise.
     """
@@ -79,8 +93,11 @@ def paired_interval(
     alpha = 1.0 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     z = NormalDist().inv_cdf(1 - alpha / 2)
-    widen = np.sqrt(n / (n - 1)) * student_t_quantile(1 - alpha / 2, n - 1) / z
-    low, high = centre - widen * (centre - low), centre + widen * (high - centre)
+    t = student_t_quantile(1 - alpha / 2, n - 1)
+    widen = np.sqrt(n / (n - 1)) * t / z
+    least = t * noise_floor / np.sqrt(n)
+    low = min(centre - widen * (centre - low), centre - least)
+    high = max(centre + widen * (high - centre), centre + least)
     return float(np.expm1(centre)), float(np.expm1(low)), float(np.expm1(high))
 
 
@@ -91,7 +108,9 @@ def ratio_verdict(
     under ``rule`` (no interval: inconclusive, with the reason)."""
     try:
         stream = zlib.crc32(rule.metric.name.encode())
-        interval = paired_interval(ratios, rules.confidence, rules.resamples, rules.seed, stream)
+        interval = paired_interval(
+            ratios, rules.confidence, rules.resamples, rules.seed, stream, rules.pair_noise_floor
+        )
     except ValueError as exc:
         return "inconclusive", str(exc), None
     verdict, reason = classify(rule, rules.confidence, interval[1], interval[2], remedy=_REMEDY)

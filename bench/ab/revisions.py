@@ -4,13 +4,18 @@ Layout under the cache folder (perfmodel.cache.revisions_dir), one folder per co
 
     revisions/<sha>/src/     a detached `git worktree` of this repository at <sha>
     revisions/<sha>/venv/    a virtualenv holding <sha>'s project, installed editable from src/
-    revisions/<sha>/ready    written last: the folder is complete and is reused as it is
+    revisions/<sha>/ready    written last: the folder is complete and is reused while the
+                             environment it borrows from is the one running now
 
 The virtualenv reuses the current environment's packages instead of installing them again (torch
 alone is gigabytes): a ``.pth`` file in its site-packages names this interpreter's site-packages
 as a plain path entry, and the project goes in with ``pip install --no-deps
 --no-build-isolation -e src``. A plain path entry does not run that folder's own ``.pth`` files,
 so this checkout's editable install is not seen there and ``import bench`` finds <sha>'s.
+The cache outlives the environment it borrowed from (a clean clone's .venv is deleted, another
+checkout runs the same commit): a folder whose ``.pth`` names another environment than the
+running one gets its virtualenv made again (about a second) before it is used, else its engine
+would start without torch.
 Engines of the side run as ``venv/bin/python -I -m bench serve``: ``-I`` keeps PYTHONPATH and
 the current folder out of sys.path, which would otherwise shadow <sha>'s code with this one's.
 """
@@ -89,6 +94,24 @@ def _run_step(command: list[str], what: str, option: str, rev: str) -> None:
         raise RevisionError(f"{option} {rev!r}: {what} failed: {tail}")
 
 
+# The .pth in a revision's site-packages that names the running environment's site-packages.
+_PARENT_PTH = "_llm_perf_lab_parent_env.pth"
+
+
+def _site_packages(venv: Path) -> Path:
+    return Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
+
+
+def _borrows_this_environment(revision: Revision) -> bool:
+    """Whether ``revision``'s virtualenv borrows its packages from the running environment."""
+    pth = _site_packages(revision.folder / "venv") / _PARENT_PTH
+    try:
+        named = pth.read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return named == sysconfig.get_path("purelib") and revision.python.exists()
+
+
 def _build(folder: Path, commit: str, option: str, rev: str, repo: Path) -> None:
     source, venv = folder / "src", folder / "venv"
     if not (source / ".git").exists():
@@ -102,12 +125,27 @@ def _build(folder: Path, commit: str, option: str, rev: str, repo: Path) -> None
     _run_step(
         [base_python, "-m", "venv", "--clear", "--without-pip", str(venv)], "venv", option, rev
     )
-    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
     here = sysconfig.get_path("purelib")
-    (site / "_llm_perf_lab_parent_env.pth").write_text(here + "\n", encoding="utf-8")
+    (_site_packages(venv) / _PARENT_PTH).write_text(here + "\n", encoding="utf-8")
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install"]
     pip += ["-q", "--no-deps", "--no-build-isolation", "-e", str(source)]
     _run_step(pip, "pip install --no-deps -e", option, rev)
+
+
+def _check_imports(revision: Revision, option: str) -> None:
+    """RevisionError unless the virtualenv imports bench from the revision's source and torch
+    from the environment it borrows."""
+    code = "import bench, torch; print(bench.__file__)"
+    check = [str(revision.python), "-I", "-c", code]
+    proc = subprocess.run(check, capture_output=True, text=True, check=False)
+    found = proc.stdout.strip()
+    if proc.returncode != 0 or not found.startswith(str(revision.source)):
+        lines = proc.stderr.strip().splitlines()
+        why = lines[-1] if proc.returncode != 0 and lines else f"bench from {found or 'nowhere'}"
+        raise RevisionError(
+            f"{option} {revision.rev!r}: its virtualenv imports {why}, not bench from"
+            f" {revision.source}; remove {revision.folder} and try again"
+        )
 
 
 def install_revision(rev: str, option: str, repo: Path | None = None) -> Revision:
@@ -123,16 +161,10 @@ def install_revision(rev: str, option: str, repo: Path | None = None) -> Revisio
     revision = Revision(rev, commit, folder)
     with (folder / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / "ready").is_file() and revision.python.exists():
-            return revision
-        _build(folder, commit, option, rev, repo)
-        check = [str(revision.python), "-I", "-c", "import bench, sys; print(bench.__file__)"]
-        found = subprocess.run(check, capture_output=True, text=True, check=False).stdout.strip()
-        if not found.startswith(str(revision.source)):
-            raise RevisionError(
-                f"{option} {rev!r}: its virtualenv imports bench from {found or 'nowhere'},"
-                f" not from {revision.source}; remove {folder} and try again"
-            )
-        (folder / "ready").write_text(commit + "\n", encoding="utf-8")
+        if not ((folder / "ready").is_file() and _borrows_this_environment(revision)):
+            (folder / "ready").unlink(missing_ok=True)
+            _build(folder, commit, option, rev, repo)
+            _check_imports(revision, option)
+            (folder / "ready").write_text(commit + "\n", encoding="utf-8")
     os.utime(folder)  # the last use, for whoever prunes the cache
     return revision

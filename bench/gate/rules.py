@@ -10,6 +10,9 @@ A rules file is TOML::
     min_windows = 4          # per side: throughput windows, over all runs
     session_drift = true     # widen CIs by the run-to-run spread (see bench.gate.stats);
                              # false only for interleaved A/B runs made in one session
+    pair_noise_floor_pct = 0 # `bench ab` only: the least spread of one pair's ratio B / A
+                             # (bench.ab.paired), so that a few pairs that happen to agree
+                             # cannot make the interval narrower than the machine's noise
 
     [metrics]
     "throughput.output_tok_s" = { max_drop_pct = 5 }
@@ -102,6 +105,8 @@ class GateRules:
     min_windows: int = 4
     session_drift: bool = True
     source: str = "<defaults>"
+    # The least standard deviation of one pair's log ratio, as a fraction (0.1 = 10%).
+    pair_noise_floor: float = 0.0
 
 
 def _known_names() -> list[str]:
@@ -185,6 +190,7 @@ def rules_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> GateRule
         min_tail = top.get("min_tail_samples", int, 5)
         min_windows = top.get("min_windows", int, 4)
         session_drift = top.get("session_drift", bool, True)
+        noise_floor_pct = top.get("pair_noise_floor_pct", float, 0.0)
         top.table("metrics", required=True)  # checks that it is a table
         top.finish()
         top.check("confidence", 0.5 < confidence < 1, "must lie in (0.5, 1)", confidence)
@@ -193,6 +199,8 @@ def rules_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> GateRule
         top.check("min_samples", min_samples >= 2, "must be >= 2", min_samples)
         top.check("min_tail_samples", min_tail >= 1, "must be >= 1", min_tail)
         top.check("min_windows", min_windows >= 2, "must be >= 2", min_windows)
+        floor_ok = 0 <= noise_floor_pct < 100
+        top.check("pair_noise_floor_pct", floor_ok, "must lie in [0, 100)", noise_floor_pct)
         names = _flatten(data["metrics"])
         flat = Table(names, source, "metrics.")
         rules = [_read_rule(flat, name, min_samples, min_tail) for name in names]
@@ -200,7 +208,10 @@ def rules_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> GateRule
             raise top.error("metrics", "lists no metric; a gate needs at least one")
     except ScenarioError as exc:
         raise RulesError(str(exc)) from None
-    return GateRules(tuple(rules), confidence, resamples, seed, min_windows, session_drift, source)
+    return GateRules(
+        tuple(rules), confidence, resamples, seed, min_windows, session_drift, source,
+        pair_noise_floor=noise_floor_pct / 100,
+    )  # fmt: skip
 
 
 def load_rules(path: Path | str | None) -> GateRules:

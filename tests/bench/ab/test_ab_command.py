@@ -179,7 +179,7 @@ def test_rev_sides_run_heads_engine_from_its_cached_virtualenv(tmp_path: Path) -
     proc, doc = _ab(tmp_path, "--a-rev", "HEAD", "--b-rev", "HEAD", "--pairs", "1")
     # One pair measures no spread between pairs: inconclusive, exit 2.
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert doc is not None and doc["verdict"] == "inconclusive"
+    assert doc is not None and doc["verdict"] == "inconclusive", (doc, proc.stdout[-3000:])
     assert ">= 2 pairs" in doc["metrics"][0]["reason"]
     assert doc["sides"]["A"]["commit"] == doc["sides"]["B"]["commit"] == head
     python = revisions_dir() / head / "venv" / "bin" / "python"

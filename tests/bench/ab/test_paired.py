@@ -3,6 +3,7 @@ requests written by the real writers) judged by the gate's rules."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from bench.ab.paired import judge_pairs, paired_interval, ratio_verdict
 from bench.ab.session import pair_order
+from bench.gate.interval import student_t_quantile
 from bench.gate.report import to_junit_xml, to_markdown
 from bench.gate.rules import rules_from_dict
 from tests.support.gate_fakes import write_fake_run
@@ -47,6 +49,28 @@ def test_few_pairs_widen_the_interval_beyond_the_plain_percentile_one() -> None:
     logs = np.log(ratios)
     # The plain percentile interval of the mean lies within the observed means' range.
     assert np.expm1(logs.min()) > low and np.expm1(logs.max()) < high
+
+
+def test_a_noise_floor_keeps_three_agreeing_pairs_from_failing() -> None:
+    # Output tok/s ratios of one 3-pair A/B of two identical engines on a loaded box.
+    agreeing = [0.864, 0.870, 0.859]
+    rule = RULES.rules[0]
+    assert ratio_verdict(rule, RULES, agreeing)[0] == "fail"
+    floored = replace(RULES, pair_noise_floor=0.10)
+    verdict, _, interval = ratio_verdict(rule, floored, agreeing)
+    assert verdict == "inconclusive" and interval is not None
+    change, low, high = interval
+    # The floor's Student half-width: t(2) * 0.10 / sqrt(3) in log terms, either side.
+    half = student_t_quantile(0.975, 2) * 0.10 / np.sqrt(3)
+    centre = np.log1p(change)
+    assert (np.log1p(low), np.log1p(high)) == pytest.approx((centre - half, centre + half))
+    # A 25% drop over six pairs still fails under the floor; a wider real spread is kept.
+    slower = [0.74, 0.77, 0.72, 0.76, 0.75, 0.73]
+    assert ratio_verdict(rule, floored, slower)[0] == "fail"
+    spread = [0.6, 1.3, 0.9, 1.1]
+    assert paired_interval(spread, 0.95, 2000, 0, 0, 0.10) == paired_interval(
+        spread, 0.95, 2000, 0, 0
+    )
 
 
 def test_one_pair_has_no_interval() -> None:

@@ -81,6 +81,7 @@ def test_a_rules_file_with_quoted_and_dotted_tables(tmp_path: Path) -> None:
         ('confidnce = 0.9\n[metrics]\n"ttft_ms.p99" = { max_rise_pct = 5 }', "'confidence'"),
         ('confidence = 1.5\n[metrics]\n"ttft_ms.p99" = { max_rise_pct = 5 }', "(0.5, 1)"),
         ("seed = 0", "key 'metrics': missing"),
+        ('pair_noise_floor_pct = -1\n[metrics]\n"ttft_ms.p99" = { max_rise_pct = 5 }', "lie in"),
         ("[metrics]", "lists no metric"),
         ('[metrics]\n"nope.p50" = { max_rise_pct = 5 }', "unknown metric 'nope.p50'"),
         ("[metrics\n", "not valid TOML"),
