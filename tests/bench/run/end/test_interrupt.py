@@ -43,11 +43,16 @@ high = 64
 
 [engine]
 preset = "tiny"
+step_delay_ms = {step_delay_ms}
 """
 pytestmark = pytest.mark.timeout(120)
 
 ENGINE_READY = r"engine ready at (http://127\.0\.0\.1:\d+)"
 START_S = 90.0
+# A step delay for the tests that count requests cancelled in flight: each request then lasts
+# 2 to 4 s, so the 4 in flight cannot all finish between the signal and the cut, however long
+# a loaded box keeps the client's loop from running (once, with no delay, all 4 did).
+IN_FLIGHT_STEP_DELAY_MS = 60.0
 
 
 @pytest.fixture
@@ -60,9 +65,14 @@ def bench_run(tmp_path: Path) -> Iterator[list[BenchProcess]]:
 
 
 def start(
-    tmp_path: Path, started: list[BenchProcess], *args: str, requests: int = 400
+    tmp_path: Path,
+    started: list[BenchProcess],
+    *args: str,
+    requests: int = 400,
+    step_delay_ms: float = 0.0,
 ) -> BenchProcess:
-    (tmp_path / "cut.toml").write_text(SCENARIO.format(num_requests=requests))
+    scenario = SCENARIO.format(num_requests=requests, step_delay_ms=step_delay_ms)
+    (tmp_path / "cut.toml").write_text(scenario)
     proc = BenchProcess(
         [*args, "--scenario", "cut.toml", "--runs-dir", "runs", "--no-live"], tmp_path
     )
@@ -116,7 +126,7 @@ def check_partial_run(tmp_path: Path, name: str, report: bool, min_cancelled: in
 
 
 def test_ctrl_c_keeps_the_run_and_stops_everything(tmp_path: Path, bench_run: list) -> None:
-    proc = start(tmp_path, bench_run, "run")
+    proc = start(tmp_path, bench_run, "run", step_delay_ms=IN_FLIGHT_STEP_DELAY_MS)
     url = cut_mid_load(proc)
     proc.ctrl_c()
     assert proc.wait(60) == 130, proc.output
@@ -128,7 +138,7 @@ def test_ctrl_c_keeps_the_run_and_stops_everything(tmp_path: Path, bench_run: li
 
 
 def test_sigterm_exits_143_and_stops_the_engine(tmp_path: Path, bench_run: list) -> None:
-    proc = start(tmp_path, bench_run, "run")
+    proc = start(tmp_path, bench_run, "run", step_delay_ms=IN_FLIGHT_STEP_DELAY_MS)
     url = cut_mid_load(proc)
     proc.send(signal.SIGTERM)
     assert proc.wait(60) == 143, proc.output
@@ -139,7 +149,7 @@ def test_sigterm_exits_143_and_stops_the_engine(tmp_path: Path, bench_run: list)
 
 
 def test_second_ctrl_c_writes_the_tables_but_no_report(tmp_path: Path, bench_run: list) -> None:
-    proc = start(tmp_path, bench_run, "run")
+    proc = start(tmp_path, bench_run, "run", step_delay_ms=IN_FLIGHT_STEP_DELAY_MS)
     url = cut_mid_load(proc)
     proc.ctrl_c()
     proc.wait_for("SIGINT: stopping the load", 10.0)
@@ -250,7 +260,7 @@ def test_ctrl_c_reaches_worker_processes_only_through_bench(
 ) -> None:
     if "locust" in driver and importlib.util.find_spec("locust") is None:
         pytest.skip("Locust is not installed")
-    proc = start(tmp_path, bench_run, "run", *driver)
+    proc = start(tmp_path, bench_run, "run", *driver, step_delay_ms=IN_FLIGHT_STEP_DELAY_MS)
     url = cut_mid_load(proc)
     proc.ctrl_c()
     assert proc.wait(60) == 130, proc.output
