@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loadgen.client.limits import MAX_ERROR_BODY_BYTES, content_cap, usage_problem
+from loadgen.client.sse import StreamError
 from loadgen.client.token_counts import (
     StreamTokens,
     count_stream_tokens,
@@ -42,10 +44,6 @@ __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
 _MAX_MESSAGE_CHARS = 300
 
 
-class StreamError(Exception):
-    """The stream carried an error event or could not be understood; the message says which."""
-
-
 def error_message_from_body(body: bytes | str | Any) -> str:
     """The human-readable message of an error response body (bytes, text or parsed JSON).
 
@@ -54,6 +52,7 @@ def error_message_from_body(body: bytes | str | Any) -> str:
     """
     obj = body
     if isinstance(body, bytes | str):
+        body = body[:MAX_ERROR_BODY_BYTES]
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         try:
             obj = json.loads(text)
@@ -80,12 +79,23 @@ class StreamAccumulator:
         * Content chunks are kept as parallel lists of raw ns stamps and texts (no per-chunk
           objects or float math until the stream has ended).
         * ``done_ns`` is set by the caller when ``[DONE]`` arrives.
+        * With ``max_tokens``, a stream that carries more content chunks or text than
+          loadgen.client.limits.content_cap allows raises :class:`StreamError` (a server that
+          does not stop), so the texts held stay bounded.
     """
 
-    __slots__ = ("_chat", "done_ns", "finish_reason", "reasoning", "texts", "times_ns", "usage")
+    __slots__ = (
+        "_chat", "_max_chars", "_max_chunks", "chars", "done_ns", "finish_reason", "max_tokens",
+        "reasoning", "texts", "times_ns", "usage",
+    )  # fmt: skip
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, max_tokens: int | None = None) -> None:
         self._chat = api == "chat"
+        self.max_tokens = max_tokens
+        cap = content_cap(max_tokens)
+        # Unbounded without max_tokens: a float compare is as cheap as an int one.
+        self._max_chunks, self._max_chars = cap if cap is not None else (float("inf"),) * 2
+        self.chars = 0  # characters of streamed text so far
         self.times_ns: list[int] = []
         self.texts: list[str] = []
         self.reasoning: list[bool] = []  # per chunk: reasoning (True) or answer (False)
@@ -110,6 +120,7 @@ class StreamAccumulator:
                             self.texts.append(thought)
                             self.times_ns.append(t_ns)
                             self.reasoning.append(True)
+                            self.chars += len(thought)
                         text = delta.get("content")
                     else:
                         text = None
@@ -119,6 +130,9 @@ class StreamAccumulator:
                     self.texts.append(text)
                     self.times_ns.append(t_ns)
                     self.reasoning.append(False)
+                    self.chars += len(text)
+                if len(self.texts) > self._max_chunks or self.chars > self._max_chars:
+                    raise StreamError(self._overrun())
                 reason = choice.get("finish_reason")
                 if reason:
                     self.finish_reason = reason
@@ -130,6 +144,17 @@ class StreamAccumulator:
                 f"malformed stream event ({type(exc).__name__}: {exc}): "
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
+
+    def _overrun(self) -> str:
+        return (
+            f"the server streamed {len(self.texts):,} content chunks ({self.chars:,} characters) "
+            f"for max_tokens {self.max_tokens}: far past the length asked for, so the client "
+            "stopped reading"
+        )
+
+    def problem(self) -> str | None:
+        """Why the finished stream cannot be believed (an absurd usage), or None."""
+        return usage_problem(self.usage, self.max_tokens)
 
     def output_tokens(self, tokenizer: TokenizerLike | None) -> tuple[int, TokenSource]:
         """The output-token total and where it came from: usage, tokenizer, or chunk count."""
