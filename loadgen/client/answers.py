@@ -97,6 +97,13 @@ def _page_text(body: bytes) -> str:
     return text[:_TEXT_CHARS] or "(empty body)"
 
 
+def _said(body: bytes, content_type: str) -> str:
+    """What an error body says: an HTML page's title, else its error message."""
+    if "html" in content_type.lower() or body.lstrip()[:1] == b"<":
+        return _page_text(body)
+    return error_message_from_body(body)
+
+
 def answer_problem(
     status: int | None, content_type: str, location: str, body: bytes, url: str,
     sent: Iterable[str],
@@ -106,9 +113,9 @@ def answer_problem(
     if status is None:
         return None
     if status in (401, 403):
-        return auth_refusal(status, error_message_from_body(body), sent)
+        return auth_refusal(status, _said(body, content_type), sent)
     if status >= 400:
-        return f"HTTP {status}: {error_message_from_body(body)}"
+        return f"HTTP {status}: {_said(body, content_type)}"
     if 300 <= status < 400:
         return redirect_message(status, location, url)
     if is_stream(content_type):

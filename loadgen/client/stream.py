@@ -283,7 +283,7 @@ class StreamingClient:
         except TimeoutError:
             error = self._request_timeout(url)
         except (httpx.HTTPError, StreamError) as exc:
-            error = self._describe(exc, url)
+            error = self._describe(exc, url, http_status)
         except Exception as exc:  # a failed request is recorded, never dropped
             error = f"client error: {type(exc).__name__}: {exc}"
         return self._record(
@@ -476,7 +476,7 @@ class StreamingClient:
                 acc.done_ns = t_ns
         return self._ending_problem(parser, acc)
 
-    def _describe(self, exc: Exception, url: str) -> str:
+    def _describe(self, exc: Exception, url: str, http_status: int | None) -> str:
         """An error message that names what failed, where, and the knob that governs it."""
         name = type(exc).__name__
         if isinstance(exc, httpx.ConnectTimeout):
@@ -487,10 +487,7 @@ class StreamingClient:
                 f"(now {self.max_connections}) to at least the number of concurrent requests"
             )
         if isinstance(exc, httpx.TimeoutException):
-            return (
-                f"{name}: {url} was silent for {self.timeout_s:g} s; raise --read-timeout if the "
-                "server is only slow"
-            )
+            return self._read_timeout(url, http_status)
         if isinstance(exc, StreamError):
             return str(exc)
         return f"{name}: {exc or 'no detail'} (POST {url})"
