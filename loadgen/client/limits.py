@@ -11,8 +11,8 @@ memory per request, whatever the server sends:
     * ``read_timeout_s``: the longest silence between two reads of one answer, the head
       included (``--read-timeout``, scenario ``read_timeout_s``).
     * :data:`MAX_EVENT_BYTES`: one SSE line or event (loadgen.client.sse).
-    * :func:`content_cap`: the content chunks, and their characters, that one stream may carry
-      for its ``max_tokens`` (loadgen.client.openai_stream).
+    * :func:`output_cap` and :data:`CHUNK_CHARS`: the content chunks, and their text, that
+      one stream may carry for its ``max_tokens`` (loadgen.client.openai_stream).
     * :data:`MAX_ERROR_BODY_BYTES`: what is kept of an error page or any answer that is not a
       stream, for its message.
     * :func:`usage_problem`: a ``usage`` whose counts are negative or beyond belief is not used
@@ -30,7 +30,7 @@ __all__ = [
     "MAX_ERROR_BODY_BYTES",
     "MAX_EVENT_BYTES",
     "MAX_USAGE_TOKENS",
-    "content_cap",
+    "output_cap",
     "usage_problem",
 ]
 
@@ -47,21 +47,24 @@ MAX_ERROR_BODY_BYTES = 16 * 1024
 # before it is a stream that does not stop (a server may split a token's text in two chunks).
 OVERRUN_FACTOR = 2
 OVERRUN_SLACK_CHUNKS = 32
-# Characters of streamed text per allowed chunk: a token's text is a few characters, a long
-# whitespace or punctuation token a few dozen.
-MAX_CHARS_PER_CHUNK = 256
+# A stream's text may average this many characters per allowed chunk: a token's text is a few
+# characters, a long whitespace or punctuation token a few dozen.
+CHUNK_CHARS = 256
+# The text's size is checked every this many chunks (so at most this many chunks of
+# MAX_EVENT_BYTES past the cap are held before the check).
+CHECK_EVERY = 16
 # No request's usage counts more tokens than this (the longest contexts are ~10^7 tokens).
 MAX_USAGE_TOKENS = 10**9
 _USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
-def content_cap(max_tokens: int | None) -> tuple[int, int] | None:
-    """(content chunks, characters) one stream may carry for ``max_tokens``, or None for no cap
-    (``max_tokens`` unknown)."""
+def output_cap(max_tokens: int | None) -> int | None:
+    """The most content chunks (and output tokens) a stream may have for ``max_tokens``, or
+    None for no cap (``max_tokens`` unknown)."""
     if max_tokens is None:
         return None
-    chunks = OVERRUN_FACTOR * max_tokens + OVERRUN_SLACK_CHUNKS
-    return chunks, chunks * MAX_CHARS_PER_CHUNK
+    return OVERRUN_FACTOR * max_tokens + OVERRUN_SLACK_CHUNKS
+
 
 
 def _counts(usage: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -77,7 +80,7 @@ def usage_problem(usage: Any, max_tokens: int | None) -> str | None:
     """Why the server's ``usage`` object cannot be believed, or None when it can (or is absent).
 
     Absurd: not an object; a count that is negative or over :data:`MAX_USAGE_TOKENS`; a
-    ``completion_tokens`` over the stream's content cap for ``max_tokens`` (a server cannot
+    ``completion_tokens`` over :func:`output_cap` for ``max_tokens`` (a server cannot
     have generated far more than it was allowed). A count that is not an integer is left to
     loadgen.client.token_counts, which ignores it (servers differ in what they fill).
     """
@@ -91,8 +94,8 @@ def usage_problem(usage: Any, max_tokens: int | None) -> str | None:
         if value < 0 or value > MAX_USAGE_TOKENS:
             return f"the server's usage says {key}={value:g}: an impossible count, not trusted"
     completion = usage.get("completion_tokens")
-    cap = content_cap(max_tokens)
-    if cap is not None and isinstance(completion, int | float) and completion > cap[0]:
+    cap = output_cap(max_tokens)
+    if cap is not None and isinstance(completion, int | float) and completion > cap:
         return (
             f"the server's usage says completion_tokens={completion:g} for max_tokens "
             f"{max_tokens}: more than it may generate, not trusted"
