@@ -490,6 +490,9 @@ class StreamingClient:
             return self._read_timeout(url, http_status)
         if isinstance(exc, StreamError):
             return str(exc)
+        if isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
+            where = "in its body" if http_status is not None else "before the response head ended"
+            return f"{name}: the server broke the connection {where} ({_root(exc)}) (POST {url})"
         return f"{name}: {exc or 'no detail'} (POST {url})"
 
     async def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
@@ -532,3 +535,14 @@ class StreamingClient:
             return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
         except (ValueError, AttributeError, TypeError):
             return []
+
+
+def _root(exc: BaseException) -> str:
+    """The first cause in ``exc``'s chain that says something (httpx wraps an OS error in
+    exceptions with empty messages)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if str(seen):
+            return f"{type(seen).__name__}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__
