@@ -32,7 +32,9 @@ __all__ = [
     "cut_short_message",
     "is_stream",
     "key_headers",
+    "read_timeout_message",
     "redirect_message",
+    "request_timeout_message",
 ]
 
 _KEYISH = re.compile(r"authorization|key|token|secret|auth", re.IGNORECASE)
@@ -145,3 +147,19 @@ def cut_short_message(parser: SSEParser, content_chunks: int) -> str:
         f"finish_reason (the server closed it early{partial})"
     )
 
+
+def read_timeout_message(url: str, timeout_s: float, after_head: bool) -> str:
+    """A request that met ``--read-timeout`` (``timeout_s`` seconds of silence)."""
+    when = "after its headers" if after_head else "before any answer"
+    return (
+        f"ReadTimeout: {url} was silent for {timeout_s:g} s {when}; raise --read-timeout if "
+        "the server is only slow"
+    )
+
+
+def request_timeout_message(url: str, timeout_s: float) -> str:
+    """A request that met ``--request-timeout`` (``timeout_s`` seconds in all)."""
+    return (
+        f"RequestTimeout: {url} had not finished its answer after {timeout_s:g} s (the whole "
+        "request); raise --request-timeout if its answers are that long"
+    )

@@ -66,7 +66,6 @@ def output_cap(max_tokens: int | None) -> int | None:
     return OVERRUN_FACTOR * max_tokens + OVERRUN_SLACK_CHUNKS
 
 
-
 def _counts(usage: Mapping[str, Any]) -> list[tuple[str, Any]]:
     found = [(key, usage.get(key)) for key in _USAGE_COUNTS]
     details = usage.get("completion_tokens_details")

@@ -148,7 +148,6 @@ class SSEParser:
         )
 
 
-
 def _invalid_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
     bad = data[exc.start : exc.start + 4]
     return (

@@ -31,7 +31,14 @@ from typing import Any
 import httpx
 
 from loadgen.client.abandon import AbandoningAccumulator, send_abandoning
-from loadgen.client.answers import answer_problem, auth_refusal, cut_short_message, is_stream
+from loadgen.client.answers import (
+    answer_problem,
+    auth_refusal,
+    cut_short_message,
+    is_stream,
+    read_timeout_message,
+    request_timeout_message,
+)
 from loadgen.client.connection_slots import ConnectionSlots
 from loadgen.client.limits import (
     DEFAULT_READ_TIMEOUT_S,
@@ -370,17 +377,10 @@ class StreamingClient:
         return None
 
     def _read_timeout(self, url: str, http_status: int | None) -> str:
-        when = "after its headers" if http_status is not None else "before any answer"
-        return (
-            f"ReadTimeout: {url} was silent for {self.timeout_s:g} s {when}; raise "
-            "--read-timeout if the server is only slow"
-        )
+        return read_timeout_message(url, self.timeout_s, http_status is not None)
 
     def _request_timeout(self, url: str) -> str:
-        return (
-            f"RequestTimeout: {url} had not finished its answer after {self.request_timeout_s:g} "
-            "s (the whole request); raise --request-timeout if its answers are that long"
-        )
+        return request_timeout_message(url, self.request_timeout_s)
 
     async def _acquire_raw(self) -> Any:
         assert self._raw is not None
@@ -442,9 +442,7 @@ class StreamingClient:
         except TimeoutError:
             raise httpx.PoolTimeout("all connection slots stayed busy") from None
 
-    async def _read(
-        self, response: httpx.Response, acc: StreamAccumulator, url: str
-    ) -> str | None:
+    async def _read(self, response: httpx.Response, acc: StreamAccumulator, url: str) -> str | None:
         """Consume the response into ``acc``; return an error message, or None when complete."""
         kept = b""
         headers = response.headers

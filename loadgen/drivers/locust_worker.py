@@ -26,13 +26,20 @@ from typing import Any
 import gevent
 import locust  # noqa: F401  (before requests: importing locust monkey-patches ssl and sockets)
 import requests
+import urllib3
 from locust import User, constant, task
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
-from loadgen.client.answers import answer_problem, cut_short_message, is_stream
+from loadgen.client.answers import (
+    answer_problem,
+    cut_short_message,
+    is_stream,
+    read_timeout_message,
+    request_timeout_message,
+)
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 from loadgen.client.openai_stream import StreamAccumulator, StreamError
 from loadgen.client.routing import Router
@@ -244,24 +251,32 @@ def _send_to(
     try:
         # The whole request's deadline (a gevent timeout interrupts any read); never a
         # redirect followed, so the key and --header values stay with this origin.
-        with gevent.Timeout(config.request_timeout_s, _RequestTimeout), session.post(
-            url, json=body, stream=True, timeout=config.timeout_s, allow_redirects=False
-        ) as response:
+        with (
+            gevent.Timeout(config.request_timeout_s, _RequestTimeout),
+            session.post(
+                url, json=body, stream=True, timeout=config.timeout_s, allow_redirects=False
+            ) as response,
+        ):
             http_status = response.status_code
             error = _read_answer(response, acc, url, sent)
     except gevent.GreenletExit:
         status, error = "cancelled", "cancelled: the run ended while the request was in flight"
         raise_after = True
     except _RequestTimeout:
-        error = (
-            f"RequestTimeout: {url} had not finished its answer after "
-            f"{config.request_timeout_s:g} s (the whole request); raise --request-timeout if "
-            "its answers are that long"
-        )
+        error = request_timeout_message(url, config.request_timeout_s)
     except StreamError as exc:
         error = str(exc)
-    except (requests.RequestException, OSError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+    except (requests.Timeout, urllib3.exceptions.ReadTimeoutError):
+        error = read_timeout_message(url, config.timeout_s, http_status is not None)
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        # urllib3's own errors come from reading the body (a reset: ProtocolError).
+        if http_status is None:
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            error = (
+                f"{type(exc).__name__}: the server broke the connection in its body "
+                f"({_root_cause(exc)}) (POST {url})"
+            )
     if error is None and (problem := acc.problem()) is not None:
         acc.usage, status, error = None, "error", problem  # an absurd usage is not used
     if error is not None and status == "ok":
@@ -280,6 +295,17 @@ def _send_to(
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit
     return record
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost error inside ``exc`` (urllib3 and requests wrap the OS's in their args)."""
+    for _ in range(8):
+        inner = next((a for a in exc.args if isinstance(a, BaseException)), None)
+        inner = inner or exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc = inner
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _RequestTimeout(Exception):

@@ -69,7 +69,7 @@ async def _silent(request: HttpRequest, response: Response) -> None:
 async def _oversized(request: HttpRequest, response: Response) -> None:
     """One ``data:`` line that never ends, 64 KiB at a time."""
     await response.start_stream()
-    await response.send(b"data: {\"choices\": [{\"text\": \"")
+    await response.send(b'data: {"choices": [{"text": "')
     for _ in range(int(SERVER_LIMIT_S * 100)):
         await response.send(b"x" * 65536)
         await asyncio.sleep(0.01)
@@ -84,7 +84,7 @@ async def _bad_utf8(request: HttpRequest, response: Response) -> None:
 
 async def _bad_json(request: HttpRequest, response: Response) -> None:
     await response.start_stream()
-    await response.send(_text(0) + b"data: {\"choices\": [{\"text\": oops}\n\n")
+    await response.send(_text(0) + b'data: {"choices": [{"text": oops}\n\n')
     await response.send(_usage({"completion_tokens": 2}))
     await response.end()
 
@@ -212,4 +212,3 @@ def misbehaving() -> Iterator[Misbehaving]:
     """The misbehaving server and its redirect target, served from background threads."""
     with serving(openai_handler(MODELS)) as target, serving(_handler(target)) as server:
         yield Misbehaving(server, target)
-

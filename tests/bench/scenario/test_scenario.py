@@ -249,4 +249,3 @@ def test_the_client_limits_are_kept_and_left_out_of_the_dict_when_unset() -> Non
     limited = scenario_from_dict(_with(request_timeout_s=30, read_timeout_s=2.5), source=SOURCE)
     assert (limited.request_timeout_s, limited.read_timeout_s) == (30.0, 2.5)
     assert scenario_from_dict(limited.to_dict(), source=SOURCE) == limited
-
