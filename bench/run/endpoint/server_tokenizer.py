@@ -74,6 +74,7 @@ class ServerTokenizer:
         self._client = httpx.Client(
             base_url=self.base_url, headers=dict(headers or {}), timeout=timeout_s
         )
+        self._header_names = list(headers or {})  # as given, for a 401's message
         self._concurrency = concurrency
         self._max_id = -1
         self._id_text: dict[int, str] = {}
@@ -197,7 +198,7 @@ class ServerTokenizer:
             self.calls += 1
         if response.status_code in (401, 403):
             message = error_message_from_body(response.content)
-            refusal = auth_refusal(response.status_code, message, self._client.headers.keys())
+            refusal = auth_refusal(response.status_code, message, self._header_names)
             raise ServerTokenizerRefused(f"POST {route} answered {refusal}")
         if response.status_code != 200:
             raise ServerTokenizerError(f"POST {route} answered HTTP {response.status_code}")
