@@ -59,6 +59,8 @@ def run(
     num_requests: ro.NumRequests,
     input_len: ro.InputLen,
     output_len: ro.OutputLen,
+    request_timeout: ro.RequestTimeout,
+    read_timeout: ro.ReadTimeout,
     url: Urls,
     route: Route,
     engine: Engine,
@@ -94,7 +96,8 @@ def run(
 
     urls = url or []
     load = {"users": users, "num_requests": num_requests, "input_len": input_len,
-            "output_len": output_len}  # fmt: skip
+            "output_len": output_len, "request_timeout_s": request_timeout,
+            "read_timeout_s": read_timeout}  # fmt: skip
     try:
         spec = ro.override_load(load_scenario(scenario), load)
         settings = parse_settings(engine_set or [])

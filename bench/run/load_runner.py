@@ -26,6 +26,7 @@ from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_lo
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
@@ -76,11 +77,15 @@ async def drive_load(
     stop: LoadStop | None = None,
     endpoints: tuple[str, ...] = (),
     route: str = DEFAULT_ROUTE,
+    request_timeout_s: float | None = None,
+    read_timeout_s: float | None = None,
 ) -> LoadResult:
     """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring); ``stop`` ends
     it early when set (an interrupt, a dead engine: loadgen.drivers.stop). ``endpoints``: a
     fleet's replicas (``base_url`` the first), each request sent to one by ``route``
     (loadgen.client.routing; every client process routes its own requests).
+    ``request_timeout_s``, ``read_timeout_s``: the client's limits (loadgen.client.limits;
+    None: their defaults), for every driver and worker.
 
     Locust only: ``remote`` says where the master listens and how many workers join from
     `bench worker` (then no local one starts); what they must run, who joined and who was
@@ -93,9 +98,14 @@ async def drive_load(
         raise LoadError(f"--driver {driver!r}: expected one of {', '.join(DRIVERS)}")
     if workers < 1:
         raise LoadError(f"--workers {workers}: expected >= 1")
+    limits = {
+        "request_timeout_s": request_timeout_s or DEFAULT_REQUEST_TIMEOUT_S,
+        "timeout_s": read_timeout_s or DEFAULT_READ_TIMEOUT_S,
+    }
     config = ClientConfig(
-        base_url, model, headers=headers or RequestHeaders(), endpoints=endpoints, route=route
-    )
+        base_url, model, headers=headers or RequestHeaders(), endpoints=endpoints, route=route,
+        **limits,
+    )  # fmt: skip
     if driver == "asyncio":
         return await run_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,

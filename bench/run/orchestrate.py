@@ -496,6 +496,8 @@ async def _drive(
                 workers=opts.workers, headers=opts.headers, on_record=display.on_record,
                 counters=display.counters, remote=opts.remote_workers, console=console,
                 stop=stop, endpoints=opts.endpoints, route=opts.route,
+                request_timeout_s=scenario.request_timeout_s,
+                read_timeout_s=scenario.read_timeout_s,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e

@@ -118,8 +118,11 @@ class Scenario:
     workloads that take lengths from a file. ``trace`` (a ``[trace]`` table) says how a trace
     workload is replayed: its format, pace and window. ``prefix_cache`` (a ``[prefix_cache]``
     table) says what to do with the engine's prefix cache before the load; ``abandon`` (an
-    ``[abandon]`` table) which requests the client abandons mid-stream. ``source`` says
-    where the scenario was read from and is not part of :meth:`to_dict`.
+    ``[abandon]`` table) which requests the client abandons mid-stream.
+    ``request_timeout_s`` and ``read_timeout_s`` bound each request as a whole and each
+    silence in it (None: loadgen.client.limits's defaults; `bench run --request-timeout` and
+    ``--read-timeout`` override them). ``source`` says where the scenario was read from and is
+    not part of :meth:`to_dict`.
     """
 
     name: str
@@ -145,6 +148,8 @@ class Scenario:
     trace: TraceReplay | None = None
     prefix_cache: PrefixCacheSection | None = None
     abandon: AbandonShare | None = None
+    request_timeout_s: float | None = None
+    read_timeout_s: float | None = None
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -198,11 +203,17 @@ _DICT_ORDER = (
     "cooldown_s",
     "slo",
     "prefix_cache",
+    "request_timeout_s",
+    "read_timeout_s",
     "engine",
 )
 # Tables added after run folders were written: left out when unset, so an older run.json's
 # scenario reads back to the very same dict.
-_OMITTED_WHEN_UNSET = frozenset({"trace", "prefix_cache", "abandon"})
+_OMITTED_WHEN_UNSET = frozenset(
+    {"trace", "prefix_cache", "abandon", "request_timeout_s", "read_timeout_s"}
+)
+# The client's limits (loadgen.client.limits), seconds > 0 when given.
+_TIMEOUT_KEYS = ("request_timeout_s", "read_timeout_s")
 
 
 def _read_length(table: Table, name: str) -> LengthDist | None:
@@ -313,6 +324,7 @@ def scenario_from_dict(
         "cooldown_s": top.get("cooldown_s", float, 0.0),
         "ramp_up_s": top.get("ramp_up_s", float, 0.0),
     }
+    timeouts = {key: top.get(key, float, None) for key in _TIMEOUT_KEYS}
     input_len = _read_length(top, "input_len")
     output_len = _read_length(top, "output_len")
     slo = _read_slo(top)
@@ -345,6 +357,9 @@ def scenario_from_dict(
     top.check("seed", scalars["seed"] >= 0, "must be >= 0", scalars["seed"])
     for key in ("think_time_s", "temperature", "warmup_s", "cooldown_s", "ramp_up_s"):
         top.check(key, scalars[key] >= 0, "must be >= 0", scalars[key])
+    for key, value in timeouts.items():
+        if value is not None:
+            top.check(key, value > 0, "must be > 0 seconds", value)
     if duration_s is not None:
         cut = scalars["warmup_s"] + scalars["cooldown_s"]
         top.check("cooldown_s", cut < duration_s, "warmup_s + cooldown_s must be < duration_s", cut)
@@ -365,6 +380,7 @@ def scenario_from_dict(
         abandon=abandon,
         source=source,
         **scalars,
+        **timeouts,
     )
 
 

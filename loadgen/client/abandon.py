@@ -28,12 +28,13 @@ __all__ = ["AbandoningAccumulator", "send_abandoning"]
 
 class AbandoningAccumulator(StreamAccumulator):
     """A StreamAccumulator that calls ``on_reached`` once ``after_tokens`` content chunks are
-    in (never when ``after_tokens`` is None)."""
+    in (never when ``after_tokens`` is None); ``max_tokens`` caps the stream as
+    StreamAccumulator's does."""
 
     __slots__ = ("_after_tokens", "on_reached")
 
-    def __init__(self, api: Api, after_tokens: int | None) -> None:
-        super().__init__(api)
+    def __init__(self, api: Api, after_tokens: int | None, max_tokens: int | None = None) -> None:
+        super().__init__(api, max_tokens)
         self._after_tokens = after_tokens
         self.on_reached: Callable[[], None] | None = None
 

@@ -26,6 +26,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loadgen.client.limits import (
+    CHECK_EVERY,
+    CHUNK_CHARS,
+    MAX_ERROR_BODY_BYTES,
+    output_cap,
+    usage_problem,
+)
+from loadgen.client.sse import StreamError
 from loadgen.client.token_counts import (
     StreamTokens,
     count_stream_tokens,
@@ -40,10 +48,7 @@ from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSour
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
 
 _MAX_MESSAGE_CHARS = 300
-
-
-class StreamError(Exception):
-    """The stream carried an error event or could not be understood; the message says which."""
+_UNBOUNDED = 2**62
 
 
 def error_message_from_body(body: bytes | str | Any) -> str:
@@ -54,6 +59,7 @@ def error_message_from_body(body: bytes | str | Any) -> str:
     """
     obj = body
     if isinstance(body, bytes | str):
+        body = body[:MAX_ERROR_BODY_BYTES]
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         try:
             obj = json.loads(text)
@@ -80,12 +86,28 @@ class StreamAccumulator:
         * Content chunks are kept as parallel lists of raw ns stamps and texts (no per-chunk
           objects or float math until the stream has ended).
         * ``done_ns`` is set by the caller when ``[DONE]`` arrives.
+        * With ``max_tokens``, a stream of more content chunks than
+          loadgen.client.limits.output_cap, or of more text than CHUNK_CHARS a chunk, raises
+          :class:`StreamError` (a server that does not stop), so the texts held stay bounded.
     """
 
-    __slots__ = ("_chat", "done_ns", "finish_reason", "reasoning", "texts", "times_ns", "usage")
+    __slots__ = (
+        "_chars", "_chat", "_check_at", "_counted", "_max_chars", "_max_chunks", "done_ns",
+        "finish_reason", "max_tokens", "reasoning", "texts", "times_ns", "usage",
+    )  # fmt: skip
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, max_tokens: int | None = None) -> None:
         self._chat = api == "chat"
+        self.max_tokens = max_tokens
+        cap = output_cap(max_tokens)
+        # Unbounded without max_tokens (an int: an int-to-float compare costs more).
+        self._max_chunks = _UNBOUNDED if cap is None else cap
+        self._max_chars = self._max_chunks * CHUNK_CHARS
+        # The text's length is summed every CHECK_EVERY chunks, not per chunk: one compare
+        # per event on the hot path.
+        self._check_at = min(CHECK_EVERY, self._max_chunks)
+        self._counted = 0  # chunks whose characters are in _chars
+        self._chars = 0
         self.times_ns: list[int] = []
         self.texts: list[str] = []
         self.reasoning: list[bool] = []  # per chunk: reasoning (True) or answer (False)
@@ -119,6 +141,8 @@ class StreamAccumulator:
                     self.texts.append(text)
                     self.times_ns.append(t_ns)
                     self.reasoning.append(False)
+                if len(self.texts) >= self._check_at:
+                    self._check_size()
                 reason = choice.get("finish_reason")
                 if reason:
                     self.finish_reason = reason
@@ -130,6 +154,27 @@ class StreamAccumulator:
                 f"malformed stream event ({type(exc).__name__}: {exc}): "
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
+
+    def _check_size(self) -> None:
+        """Raise StreamError once the stream is past its cap (loadgen.client.limits)."""
+        n = len(self.texts)
+        self._chars += sum(len(t) for t in self.texts[self._counted : n])
+        self._counted = n
+        if n > self._max_chunks or self._chars > self._max_chars:
+            raise StreamError(self._overrun())
+        self._check_at = min(n + CHECK_EVERY, self._max_chunks + 1)
+
+    def _overrun(self) -> str:
+        return (
+            f"the server streamed {len(self.texts):,} content chunks "
+            f"({self._chars:,} characters) "
+            f"for max_tokens {self.max_tokens}: far past the length asked for, so the client "
+            "stopped reading"
+        )
+
+    def problem(self) -> str | None:
+        """Why the finished stream cannot be believed (an absurd usage), or None."""
+        return usage_problem(self.usage, self.max_tokens)
 
     def output_tokens(self, tokenizer: TokenizerLike | None) -> tuple[int, TokenSource]:
         """The output-token total and where it came from: usage, tokenizer, or chunk count."""

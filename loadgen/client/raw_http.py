@@ -7,9 +7,16 @@ taken on the loop. Here each network read lands in :meth:`Connection.data_receiv
 with one ``perf_counter_ns`` before anything else, de-chunked, and fed to the SSE parser and the
 stream accumulator in the same call: no tasks, no generators, no copies beyond the bytes.
 
-Scope: ``http://`` only (https, proxies and redirects go through httpx, see loadgen.client.stream);
-HTTP/1.1 keep-alive; bodies by ``Transfer-Encoding: chunked``, ``Content-Length`` or close. A
-request's outcome is ``(http_status, error message or None)``; the caller builds the record.
+Scope: ``http://`` only (https and proxies go through httpx, see loadgen.client.stream);
+HTTP/1.1 keep-alive; bodies by ``Transfer-Encoding: chunked``, ``Content-Length`` or close.
+Redirects are never followed (loadgen.client.answers says where they pointed). A request's
+outcome is ``(http_status, the kept body)``; the caller builds the record.
+
+Bounded whatever the server does: a head over 64 KiB fails; an answer that is no stream (an
+error status, a redirect, a type other than ``text/event-stream``) is kept up to
+loadgen.client.limits.MAX_ERROR_BODY_BYTES, and the connection is dropped once that is full
+rather than read to an end that may never come; a request ends at its whole-request deadline
+as well as after a silence (:class:`ReadTimeout`, :class:`RequestTimeout`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ import select
 from collections.abc import Callable
 from time import perf_counter_ns
 
+from loadgen.client.answers import is_stream
+from loadgen.client.limits import MAX_ERROR_BODY_BYTES
+
 __all__ = [
+    "BodyRefused",
     "ConnectError",
     "ConnectTimeout",
     "Connection",
@@ -28,11 +39,11 @@ __all__ = [
     "RawPool",
     "ReadTimeout",
     "RemoteProtocolError",
+    "RequestTimeout",
 ]
 
 OnBody = Callable[[bytes, int], None]
 _MAX_HEAD = 64 * 1024
-_MAX_ERROR_BODY = 16 * 1024
 
 
 class RawHttpError(Exception):
@@ -54,6 +65,15 @@ class PoolTimeout(RawHttpError):
 
 class ReadTimeout(RawHttpError):
     """The server was silent for too long."""
+
+
+class BodyRefused(RawHttpError):
+    """``on_body`` refused what the server sent (a malformed or endless stream): the request
+    ends now, and its connection is dropped."""
+
+
+class RequestTimeout(RawHttpError):
+    """The whole request took longer than its limit (the server kept sending, or trickled)."""
 
 
 class RemoteProtocolError(RawHttpError):
@@ -88,7 +108,9 @@ class Connection(asyncio.Protocol):
         self._trailer = False  # after the last (zero-length) chunk: its trailer section
         self._keep_alive = True
         self.error_body = b""
-        self.content_type = b""
+        self.content_type = ""
+        self.location = ""
+        self._keep_body = False  # the body is kept for a message, not streamed to on_body
         self.last_read_ns = 0
 
     # asyncio.Protocol
@@ -146,25 +168,33 @@ class Connection(asyncio.Protocol):
         for line in lines[1:]:
             name, _, value = line.partition(b":")
             name = name.strip().lower()
+            if name == b"location":
+                self.location = value.strip().decode("latin-1")
+                continue
             value = value.strip().lower()
             if name == b"transfer-encoding" and b"chunked" in value:
                 self._chunked = True
             elif name == b"content-length":
                 self._remaining = int(value)
             elif name == b"content-type":
-                self.content_type = value
+                self.content_type = value.decode("latin-1")
             elif name == b"connection" and value == b"close":
                 self._keep_alive = False
+        # An error, a redirect or no stream: kept for the message (loadgen.client.answers).
+        self._keep_body = self.status >= 300 or not is_stream(self.content_type)
         if self._chunked:
             self._remaining = None
         elif self._remaining == 0:
             self._finish()
 
     def _deliver(self, payload: bytes, t_ns: int) -> None:
-        # An error status, or a JSON answer where a stream was asked for: keep it for the message.
-        if (self.status or 0) >= 400 or self.content_type.startswith(b"application/json"):
-            if len(self.error_body) < _MAX_ERROR_BODY:
-                self.error_body += payload
+        if self._keep_body:
+            room = MAX_ERROR_BODY_BYTES - len(self.error_body)
+            self.error_body += payload[:room]
+            if len(payload) >= room:
+                # Enough for the message; the rest may never end: drop the connection.
+                self._keep_alive = False
+                self._finish()
         elif self._on_body is not None:
             self._on_body(payload, t_ns)
 
@@ -230,33 +260,39 @@ class Connection(asyncio.Protocol):
 
     # requests
     async def request(
-        self, data: bytes, on_body: OnBody, timeout_s: float
+        self, data: bytes, on_body: OnBody, timeout_s: float, deadline_ns: int | None = None
     ) -> tuple[int | None, bytes]:
         """Write ``data`` (a whole request) and wait for the whole response.
 
-        ``on_body(bytes, t_ns)`` gets the de-chunked body of a < 400 response per read; the
-        body of an error response is returned instead. Raises RawHttpError on transport
-        failures and when no byte arrives for ``timeout_s`` seconds (the connection is then
-        closed: it cannot be reused mid-response).
+        ``on_body(bytes, t_ns)`` gets the de-chunked body of a stream per read; the body of
+        any other answer (module docstring) is returned instead. Raises RawHttpError on
+        transport failures, :class:`ReadTimeout` when no byte arrives for ``timeout_s``
+        seconds, :class:`RequestTimeout` at ``deadline_ns`` (``perf_counter_ns`` time; None:
+        none); the connection is then closed: it cannot be reused mid-response.
         """
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._reset(on_body, done)
         self._got_bytes = False
-        self.last_read_ns = perf_counter_ns()
+        self.last_read_ns = start_ns = perf_counter_ns()
         timeout_ns = int(timeout_s * 1e9)
+        end_ns = deadline_ns if deadline_ns is not None else start_ns + 2**62
 
         def watchdog() -> None:
-            idle = perf_counter_ns() - self.last_read_ns
+            now = perf_counter_ns()
+            idle = now - self.last_read_ns
             if done.done():
                 return
-            if idle >= timeout_ns:
+            if now >= end_ns:
+                done.set_exception(RequestTimeout(f"over {(now - start_ns) / 1e9:.1f} s"))
+            elif idle >= timeout_ns:
                 done.set_exception(ReadTimeout(f"silent for {timeout_s} s"))
             else:
-                handle[0] = loop.call_later((timeout_ns - idle) / 1e9, watchdog)
+                wait_ns = min(timeout_ns - idle, end_ns - now)
+                handle[0] = loop.call_later(wait_ns / 1e9, watchdog)
 
-        handle = [loop.call_later(timeout_s, watchdog)]
+        handle = [loop.call_later(min(timeout_ns, end_ns - start_ns) / 1e9, watchdog)]
         self.transport.write(data)
         try:
             await done
@@ -270,11 +306,6 @@ class Connection(asyncio.Protocol):
         if not self._keep_alive:
             self.close()
         return self.status, self.error_body
-
-    @property
-    def answered_json(self) -> bool:
-        """The last response was JSON (no stream): a server that ignored stream=true."""
-        return self.content_type.startswith(b"application/json")
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
@@ -320,15 +351,16 @@ class RawPool:
         return conn
 
     async def request(
-        self, conn: Connection, data: bytes, on_body: OnBody, timeout_s: float
-    ) -> tuple[int | None, bytes]:
+        self, conn: Connection, data: bytes, on_body: OnBody, timeout_s: float,
+        deadline_ns: int | None = None,
+    ) -> tuple[int | None, bytes]:  # fmt: skip
         """``conn.request``, sent once more on a fresh connection if the server had closed the
         reused one before answering (see :class:`StaleConnection`)."""
         try:
-            return await conn.request(data, on_body, timeout_s)
+            return await conn.request(data, on_body, timeout_s, deadline_ns)
         except StaleConnection:
             await self._open(conn)
-            return await conn.request(data, on_body, timeout_s)
+            return await conn.request(data, on_body, timeout_s, deadline_ns)
 
     async def _open(self, conn: Connection) -> None:
         """(Re)open ``conn``; raises ConnectError or ConnectTimeout."""

@@ -14,6 +14,10 @@ connection: a few microseconds of CPU per chunk instead of httpx's tens); ``http
 
 Failures are data: every outcome of :meth:`StreamingClient.send` is a
 :class:`~results.folder.records.RequestRecord` (status ok, error or cancelled); it never raises.
+A server cannot hang or fool it (loadgen.client.limits): a request ends at its whole-request
+timeout or after a silence, and an oversized, endless, malformed or non-SSE answer, a redirect or
+an absurd usage ends it as an error that says what the server did (loadgen.client.answers).
+Error messages never hold the key or a ``--header`` value, even when a server echoes them.
 """
 
 from __future__ import annotations
@@ -27,14 +31,35 @@ from typing import Any
 import httpx
 
 from loadgen.client.abandon import AbandoningAccumulator, send_abandoning
+from loadgen.client.answers import (
+    answer_problem,
+    auth_refusal,
+    cut_short_message,
+    is_stream,
+    read_timeout_message,
+    request_timeout_message,
+)
 from loadgen.client.connection_slots import ConnectionSlots
+from loadgen.client.limits import (
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    MAX_ERROR_BODY_BYTES,
+)
 from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
-from loadgen.client.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTimeout
+from loadgen.client.raw_http import (
+    BodyRefused,
+    PoolTimeout,
+    RawHttpError,
+    RawPool,
+    ReadTimeout,
+    RequestTimeout,
+)
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord, Status, endpoint_of
+from results.folder.redact import REDACTED
 
 __all__ = ["ServerUnreachableError", "StreamingClient"]
 
@@ -52,8 +77,10 @@ class StreamingClient:
         model: the ``model`` field sent with every request.
         max_connections: pool size (keep-alive connections too); set it to the number of
             concurrent users so that no request waits for a connection.
-        timeout_s: the longest silence tolerated while sending or reading (per read, not per
-            request: a long stream that keeps producing never times out); also the pool wait.
+        timeout_s: the longest silence tolerated while sending or reading (per read:
+            ``--read-timeout``); also the pool wait.
+        request_timeout_s: the longest a whole request may take, from sending it to the end
+            of its answer (``--request-timeout``), seconds.
         tokenizer: counts output tokens when the server sends no usage, and weighs multi-token
             chunks; optional.
         api_key: sent as ``Authorization: Bearer <api_key>`` when given.
@@ -74,7 +101,7 @@ class StreamingClient:
         base_url: str,
         model: str,
         max_connections: int = 100,
-        timeout_s: float = 300.0,
+        timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         tokenizer: TokenizerLike | None = None,
         api_key: str | None = None,
         *,
@@ -83,6 +110,7 @@ class StreamingClient:
         extra_body: dict[str, Any] | None = None,
         raw: bool = True,
         headers: Mapping[str, str] | None = None,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -96,6 +124,11 @@ class StreamingClient:
             )
         if not timeout_s > 0:
             raise ValueError(f"StreamingClient timeout_s: expected seconds > 0, got {timeout_s!r}")
+        if not request_timeout_s > 0:
+            raise ValueError(
+                "StreamingClient request_timeout_s: expected seconds > 0, "
+                f"got {request_timeout_s!r}"
+            )
         if connect_timeout_s is None:
             connect_timeout_s = min(timeout_s, 10.0)
         elif not connect_timeout_s > 0:
@@ -110,6 +143,7 @@ class StreamingClient:
         self.model = model
         self.max_connections = max_connections
         self.timeout_s = float(timeout_s)
+        self.request_timeout_s = float(request_timeout_s)
         self.connect_timeout_s = float(connect_timeout_s)
         self.tokenizer = tokenizer
         self._extra_body = dict(extra_body or {})
@@ -130,6 +164,8 @@ class StreamingClient:
                 del sent[known]
             sent[name] = value
         self._headers = sent
+        # What error messages must never show, even when a server echoes it back.
+        self._secrets = [*(headers or {}).values(), *([api_key] if api_key else [])]
         self._trust_env = trust_env
         self._slots_pool: ConnectionSlots | None = None
         self._raw: RawPool | None = None
@@ -217,12 +253,13 @@ class StreamingClient:
         ``abandon`` rule closes the stream early (then ``abandoned``; loadgen.client.abandon).
         """
         if spec.abandon is not None:
-            acc = AbandoningAccumulator(spec.api, spec.abandon.after_tokens)
+            acc = AbandoningAccumulator(spec.api, spec.abandon.after_tokens, spec.max_tokens)
             return await send_abandoning(
                 spec.abandon, acc, lambda: self._send(spec, user_id, scheduled_s, clock, acc),
                 scheduled_s, clock,
             )  # fmt: skip
-        return await self._send(spec, user_id, scheduled_s, clock, StreamAccumulator(spec.api))
+        acc = StreamAccumulator(spec.api, spec.max_tokens)
+        return await self._send(spec, user_id, scheduled_s, clock, acc)
 
     async def _send(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
@@ -242,15 +279,18 @@ class StreamingClient:
             try:
                 # Stamped after the slot wait: sent_s - scheduled_s then shows client-side queueing.
                 sent_ns = perf_counter_ns()
-                async with http.stream("POST", url, content=body) as response:
-                    http_status = response.status_code
-                    error = await self._read(response, acc)
+                async with asyncio.timeout(self.request_timeout_s):
+                    async with http.stream("POST", url, content=body) as response:
+                        http_status = response.status_code
+                        error = await self._read(response, acc, url)
             finally:
                 self._slots.release(http)
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except (httpx.HTTPError, StreamError, UnicodeDecodeError) as exc:
-            error = self._describe(exc, url)
+        except TimeoutError:
+            error = self._request_timeout(url)
+        except (httpx.HTTPError, StreamError) as exc:
+            error = self._describe(exc, url, http_status)
         except Exception as exc:  # a failed request is recorded, never dropped
             error = f"client error: {type(exc).__name__}: {exc}"
         return self._record(
@@ -265,20 +305,24 @@ class StreamingClient:
         assert self._raw is not None
         parser = SSEParser()
         failures: list[str] = []
+        drained = [0]  # body bytes after [DONE]: bounded, so junk after it cannot hold us
         http_status: int | None = None
         status: Status = "ok"
         error: str | None = None
 
         def on_body(raw: bytes, t_ns: int) -> None:
-            if parser.done or failures:
+            if parser.done:
+                drained[0] += len(raw)
+                if drained[0] > MAX_ERROR_BODY_BYTES:
+                    raise BodyRefused("the server kept sending after [DONE]")
                 return
             try:
                 for data in parser.feed(raw):
                     if data:
                         acc.add_event(data, t_ns)
-            except (StreamError, UnicodeDecodeError) as exc:
-                failures.append(self._describe(exc, url))
-                return
+            except StreamError as exc:
+                failures.append(str(exc))
+                raise BodyRefused(str(exc)) from None
             if parser.done:
                 acc.done_ns = t_ns
 
@@ -288,34 +332,28 @@ class StreamingClient:
             conn = await self._acquire_raw()
             try:
                 sent_ns = perf_counter_ns()
-                _, error_body = await self._raw.request(conn, request, on_body, self.timeout_s)
+                deadline_ns = sent_ns + int(self.request_timeout_s * 1e9)
+                _, kept = await self._raw.request(
+                    conn, request, on_body, self.timeout_s, deadline_ns
+                )
             finally:
                 http_status = conn.status  # also when the stream broke after its head
                 self._raw.release(conn)
-            if http_status is not None and http_status >= 400:
-                error = f"HTTP {http_status}: {error_message_from_body(error_body)}"
-            elif conn.answered_json:
-                error = (
-                    "expected an SSE stream (text/event-stream), got application/json: "
-                    f"{error_message_from_body(error_body)}; does the server support stream=true?"
-                )
-            elif failures:
-                error = failures[0]
-            elif not parser.done and acc.finish_reason is None:
-                partial = "; an incomplete event was buffered" if parser.has_partial_event else ""
-                error = (
-                    f"stream ended before [DONE] after {len(acc.texts)} content chunks and no "
-                    f"finish_reason (the server closed it early{partial})"
-                )
+            error = answer_problem(
+                http_status, conn.content_type, conn.location, kept, url, self._headers
+            )
+            if error is None:
+                error = self._ending_problem(parser, acc)
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        except BodyRefused as exc:
+            error = failures[0] if failures else f"{exc} (POST {url})"
         except PoolTimeout as exc:
             error = f"PoolTimeout: {exc}"
         except ReadTimeout:
-            error = (
-                f"ReadTimeout: {url} was silent for {self.timeout_s} s; raise timeout_s if the "
-                "server is only slow"
-            )
+            error = self._read_timeout(url, http_status)
+        except RequestTimeout:
+            error = self._request_timeout(url)
         except RawHttpError as exc:
             error = f"{type(exc).__name__}: {exc} (POST {url})"
         except Exception as exc:  # a failed request is recorded, never dropped
@@ -323,6 +361,26 @@ class StreamingClient:
         return self._record(
             spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
         )
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the key or any ``--header`` value (a server may echo them)."""
+        for secret in sorted(set(self._secrets), key=len, reverse=True):
+            if secret:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    @staticmethod
+    def _ending_problem(parser: SSEParser, acc: StreamAccumulator) -> str | None:
+        """What is wrong with a stream that ended (cut short before its end), or None."""
+        if not parser.done and acc.finish_reason is None:
+            return cut_short_message(parser, len(acc.texts))
+        return None
+
+    def _read_timeout(self, url: str, http_status: int | None) -> str:
+        return read_timeout_message(url, self.timeout_s, http_status is not None)
+
+    def _request_timeout(self, url: str) -> str:
+        return request_timeout_message(url, self.request_timeout_s)
 
     async def _acquire_raw(self) -> Any:
         assert self._raw is not None
@@ -348,6 +406,12 @@ class StreamingClient:
                 status, error = "ok", None
             elif status == "ok":
                 status = "error"
+        elif status == "ok" and (problem := acc.problem()) is not None:
+            # An absurd usage is not used for any count: the stream's own are, and it fails.
+            acc.usage = None
+            status, error = "error", problem
+        if error is not None:
+            error = self._scrub(error)
         fields: dict[str, Any] = {
             "spec": spec,
             "user_id": user_id,
@@ -378,37 +442,39 @@ class StreamingClient:
         except TimeoutError:
             raise httpx.PoolTimeout("all connection slots stayed busy") from None
 
-    async def _read(self, response: httpx.Response, acc: StreamAccumulator) -> str | None:
+    async def _read(self, response: httpx.Response, acc: StreamAccumulator, url: str) -> str | None:
         """Consume the response into ``acc``; return an error message, or None when complete."""
-        if response.status_code >= 400:
-            raw = await response.aread()
-            return f"HTTP {response.status_code}: {error_message_from_body(raw)}"
-        content_type = response.headers.get("content-type", "")
-        if content_type.startswith("application/json"):
-            raw = await response.aread()
-            return (
-                f"expected an SSE stream (text/event-stream), got {content_type}: "
-                f"{error_message_from_body(raw)}; does the server support stream=true?"
-            )
+        kept = b""
+        headers = response.headers
+        if response.status_code >= 300 or not is_stream(headers.get("content-type", "")):
+            async for raw in response.aiter_raw():
+                kept += raw[: MAX_ERROR_BODY_BYTES - len(kept)]
+                if len(kept) >= MAX_ERROR_BODY_BYTES:
+                    break  # enough for the message; the rest may never end
+        problem = answer_problem(
+            response.status_code, headers.get("content-type", ""),
+            headers.get("location", ""), kept, url, self._headers,
+        )  # fmt: skip
+        if problem is not None:
+            return problem
         parser = SSEParser()
+        drained = 0
         async for raw in response.aiter_bytes():
             t_ns = perf_counter_ns()
             if parser.done:
-                continue  # drain the body so the connection returns to the pool
+                # Drain the body so the connection returns to the pool, but not without end.
+                drained += len(raw)
+                if drained > MAX_ERROR_BODY_BYTES:
+                    break
+                continue
             for data in parser.feed(raw):
                 if data:
                     acc.add_event(data, t_ns)
             if parser.done:
                 acc.done_ns = t_ns
-        if parser.done or acc.finish_reason is not None:
-            return None
-        partial = "; an incomplete event was buffered" if parser.has_partial_event else ""
-        return (
-            f"stream ended before [DONE] after {len(acc.texts)} content chunks and no "
-            f"finish_reason (the server closed it early{partial})"
-        )
+        return self._ending_problem(parser, acc)
 
-    def _describe(self, exc: Exception, url: str) -> str:
+    def _describe(self, exc: Exception, url: str, http_status: int | None) -> str:
         """An error message that names what failed, where, and the knob that governs it."""
         name = type(exc).__name__
         if isinstance(exc, httpx.ConnectTimeout):
@@ -419,14 +485,12 @@ class StreamingClient:
                 f"(now {self.max_connections}) to at least the number of concurrent requests"
             )
         if isinstance(exc, httpx.TimeoutException):
-            return (
-                f"{name}: {url} was silent for {self.timeout_s} s; raise timeout_s if the "
-                f"server is only slow"
-            )
-        if isinstance(exc, UnicodeDecodeError):
-            return f"malformed stream event: invalid UTF-8 ({exc})"
+            return self._read_timeout(url, http_status)
         if isinstance(exc, StreamError):
             return str(exc)
+        if isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
+            where = "in its body" if http_status is not None else "before the response head ended"
+            return f"{name}: the server broke the connection {where} ({_root(exc)}) (POST {url})"
         return f"{name}: {exc or 'no detail'} (POST {url})"
 
     async def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
@@ -459,11 +523,9 @@ class StreamingClient:
                 f"base_url"
             ) from None
         if response.status_code in (401, 403):
-            raise ServerUnreachableError(
-                f"{url} answered HTTP {response.status_code}: "
-                f"{error_message_from_body(response.content)}; pass the server's key with "
-                "--api-key KEY (or $OPENAI_API_KEY), or the header it wants with --header"
-            )
+            message = error_message_from_body(response.content)
+            refusal = auth_refusal(response.status_code, message, self._headers)
+            raise ServerUnreachableError(self._scrub(f"{url} answered {refusal}"))
         if response.status_code >= 400:
             return []
         try:
@@ -471,3 +533,14 @@ class StreamingClient:
             return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
         except (ValueError, AttributeError, TypeError):
             return []
+
+
+def _root(exc: BaseException) -> str:
+    """The first cause in ``exc``'s chain that says something (httpx wraps an OS error in
+    exceptions with empty messages)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if str(seen):
+            return f"{type(seen).__name__}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__

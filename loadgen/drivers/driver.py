@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from loadgen.client.routing import DEFAULT_ROUTE, RoutedClient
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
@@ -40,15 +41,19 @@ class ClientConfig:
     worker processes build their own clients from it (``--workers`` gets it through the spawn
     pipe, never a file). ``headers``: ``--api-key`` and ``--header``, shown by name only.
     ``endpoints``: a fleet's replicas, every ``--url`` in order (``base_url`` is the first),
-    each request sent to one by ``route`` (loadgen.client.routing); empty for one endpoint."""
+    each request sent to one by ``route`` (loadgen.client.routing); empty for one endpoint.
+    ``timeout_s``: the longest silence between two reads (``--read-timeout``);
+    ``request_timeout_s``: the longest whole request (``--request-timeout``), seconds
+    (loadgen.client.limits)."""
 
     base_url: str
     model: str
     headers: RequestHeaders = field(default_factory=RequestHeaders)
-    timeout_s: float = 300.0
+    timeout_s: float = DEFAULT_READ_TIMEOUT_S
     extra_body: dict[str, Any] = field(default_factory=dict)
     endpoints: tuple[str, ...] = ()
     route: str = DEFAULT_ROUTE
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -66,6 +71,7 @@ class ClientConfig:
                 self.model,
                 max_connections=connections,
                 timeout_s=self.timeout_s,
+                request_timeout_s=self.request_timeout_s,
                 tokenizer=tokenizer,
                 headers=self.headers.as_dict(),
                 extra_body=self.extra_body,

@@ -26,13 +26,22 @@ from typing import Any
 import gevent
 import locust  # noqa: F401  (before requests: importing locust monkey-patches ssl and sockets)
 import requests
+import urllib3
 from locust import User, constant, task
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
-from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.answers import (
+    answer_problem,
+    cut_short_message,
+    is_stream,
+    read_timeout_message,
+    request_timeout_message,
+)
+from loadgen.client.limits import MAX_ERROR_BODY_BYTES
+from loadgen.client.openai_stream import StreamAccumulator, StreamError
 from loadgen.client.routing import Router
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
@@ -55,10 +64,12 @@ from loadgen.drivers.locust_job import (
 from loadgen.request_spec import RequestSpec
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
+from results.folder.redact import REDACTED
 
 __all__ = ["PlanUser", "WorkerState", "main"]
 
 _FLUSH_S = 0.25
+_READ_BYTES = 64 * 1024  # at most this much of a stream in memory per read
 _TICK_S = 0.01
 
 
@@ -230,36 +241,50 @@ def _send_to(
         body["ignore_eos"] = True
     if spec.seed is not None:
         body["seed"] = spec.seed
-    acc = StreamAccumulator(spec.api)
+    acc = StreamAccumulator(spec.api, spec.max_tokens)
     scheduled_s = clock.now_s()
     sent_ns = time.perf_counter_ns()
     state.started.append([spec.request_id, user_id, scheduled_s, clock.to_s(sent_ns)])
     status, error, http_status = "ok", None, None
     raise_after = False
+    sent = list(session.headers)
     try:
-        with session.post(url, json=body, stream=True, timeout=config.timeout_s) as response:
+        # The whole request's deadline (a gevent timeout interrupts any read); never a
+        # redirect followed, so the key and --header values stay with this origin.
+        with (
+            gevent.Timeout(config.request_timeout_s, _RequestTimeout),
+            session.post(
+                url, json=body, stream=True, timeout=config.timeout_s, allow_redirects=False
+            ) as response,
+        ):
             http_status = response.status_code
-            if http_status >= 400:
-                error = f"HTTP {http_status}: {error_message_from_body(response.content)}"
-            else:
-                parser = SSEParser()
-                for raw in response.raw.stream(None, decode_content=False):
-                    t_ns = time.perf_counter_ns()
-                    for data in parser.feed(raw):
-                        if data:
-                            acc.add_event(data, t_ns)
-                    if parser.done and acc.done_ns is None:
-                        acc.done_ns = t_ns
-                if not parser.done and acc.finish_reason is None:
-                    error = "stream ended before [DONE] (the server closed it early)"
+            error = _read_answer(response, acc, url, sent)
     except gevent.GreenletExit:
         status, error = "cancelled", "cancelled: the run ended while the request was in flight"
         raise_after = True
-    except (requests.RequestException, StreamError, UnicodeDecodeError, OSError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+    except _RequestTimeout:
+        error = request_timeout_message(url, config.request_timeout_s)
+    except StreamError as exc:
+        error = str(exc)
+    except (requests.Timeout, urllib3.exceptions.ReadTimeoutError):
+        error = read_timeout_message(url, config.timeout_s, http_status is not None)
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        # urllib3's own errors come from reading the body (a reset: ProtocolError).
+        if http_status is None:
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            error = (
+                f"{type(exc).__name__}: the server broke the connection in its body "
+                f"({_root_cause(exc)}) (POST {url})"
+            )
+    if error is None and (problem := acc.problem()) is not None:
+        acc.usage, status, error = None, "error", problem  # an absurd usage is not used
     if error is not None and status == "ok":
         status = "ok" if acc.done_ns is not None else "error"
         error = None if status == "ok" else error
+    if error is not None:
+        for secret in config.headers.secret_values():
+            error = error.replace(secret, REDACTED)  # a server may echo the key back
     record = acc.to_record(
         spec=spec, user_id=user_id, scheduled_s=scheduled_s, sent_ns=sent_ns,
         end_ns=time.perf_counter_ns(), clock=clock, tokenizer=None, status=status,
@@ -270,6 +295,55 @@ def _send_to(
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit
     return record
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost error inside ``exc`` (urllib3 and requests wrap the OS's in their args)."""
+    for _ in range(8):
+        inner = next((a for a in exc.args if isinstance(a, BaseException)), None)
+        inner = inner or exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc = inner
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _RequestTimeout(Exception):
+    """The whole request's deadline passed (raised by gevent.Timeout in the request)."""
+
+
+def _read_answer(
+    response: requests.Response, acc: StreamAccumulator, url: str, sent: list[str]
+) -> str | None:
+    """Read ``response`` into ``acc`` as loadgen.client.stream does; its error, or None."""
+    kept = b""
+    headers = response.headers
+    content_type = headers.get("content-type", "")
+    if response.status_code >= 300 or not is_stream(content_type):
+        kept = response.raw.read(MAX_ERROR_BODY_BYTES, decode_content=False) or b""
+    problem = answer_problem(
+        response.status_code, content_type, headers.get("location", ""), kept, url, sent
+    )
+    if problem is not None:
+        return problem
+    parser = SSEParser()
+    drained = 0
+    for raw in response.raw.stream(_READ_BYTES, decode_content=False):
+        t_ns = time.perf_counter_ns()
+        if parser.done:
+            # Read to the end so the connection is kept, but not without end.
+            drained += len(raw)
+            if drained > MAX_ERROR_BODY_BYTES:
+                break
+            continue
+        for data in parser.feed(raw):
+            if data:
+                acc.add_event(data, t_ns)
+        if parser.done:
+            acc.done_ns = t_ns
+    if not parser.done and acc.finish_reason is None:
+        return cut_short_message(parser, len(acc.texts))
+    return None
 
 
 class PlanUser(User):

@@ -54,8 +54,9 @@ class Response:
     async def start_stream(
         self, status: int = 200, content_type: str = "text/event-stream"
     ) -> None:
+        typed = f"Content-Type: {content_type}\r\n" if content_type else ""
         self._writer.write(
-            f"HTTP/1.1 {status} OK\r\nContent-Type: {content_type}\r\n"
+            f"HTTP/1.1 {status} OK\r\n{typed}"
             "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n".encode()
         )
         await self._writer.drain()
@@ -78,6 +79,15 @@ class Response:
             + body
         )
         await self._writer.drain()
+
+    def write_raw(self, data: bytes) -> None:
+        """Write ``data`` as it is: a whole response whose every byte the test chose."""
+        self._finish()
+        self._writer.write(data)
+
+    def socket(self) -> Any:
+        """The connection's socket (to set options such as SO_LINGER before :meth:`abort`)."""
+        return self._writer.transport.get_extra_info("socket")
 
     def abort(self) -> None:
         """Close the connection now, mid-response."""

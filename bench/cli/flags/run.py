@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.cli.flags.shared import BenchOption
 from bench.scenario.scenario import Scenario, scenario_from_dict
+from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 
 __all__ = ["LOAD_OVERRIDES", "override_load"]
@@ -105,6 +106,23 @@ OutputLen = BenchOption(
     metavar="TOKENS",
     minimum=1,
 ).annotated()
+# The client's limits (loadgen.client.limits), over the scenario's keys of the same name.
+RequestTimeout = BenchOption(
+    float | None,
+    None,
+    "The longest one request may take, sent to last byte (scenario request_timeout_s; "
+    f"default {DEFAULT_REQUEST_TIMEOUT_S:g}); a request past it fails, saying so.",
+    metavar="SECONDS",
+    minimum=0.001,
+).annotated()
+ReadTimeout = BenchOption(
+    float | None,
+    None,
+    "The longest silence within one answer, its headers included (scenario read_timeout_s; "
+    f"default {DEFAULT_READ_TIMEOUT_S:g}); a request silent that long fails, saying so.",
+    metavar="SECONDS",
+    minimum=0.001,
+).annotated()
 
 # The scenario keys the load overrides replace, by option.
 LOAD_OVERRIDES = {
@@ -112,10 +130,12 @@ LOAD_OVERRIDES = {
     "--num-requests": "num_requests",
     "--input-len": "input_len",
     "--output-len": "output_len",
+    "--request-timeout": "request_timeout_s",
+    "--read-timeout": "read_timeout_s",
 }
 
 
-def override_load(scenario: Scenario, overrides: Mapping[str, int | None]) -> Scenario:
+def override_load(scenario: Scenario, overrides: Mapping[str, float | None]) -> Scenario:
     """``scenario`` with the given load overrides (by scenario key; None: keep the scenario's),
     validated as the scenario file is, so run.json's scenario records them as if the file had
     said so. A fixed length replaces an [input_len]/[output_len] table.

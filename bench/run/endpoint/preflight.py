@@ -28,12 +28,14 @@ import httpx
 
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
+from loadgen.client.answers import auth_refusal
 from loadgen.client.openai_stream import error_message_from_body
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.spec import LengthDist
 
 __all__ = [
+    "KeyRefused",
     "Preflight",
     "PreflightError",
     "ServedModel",
@@ -59,6 +61,10 @@ _UPPER_PARAM = {"fixed": "value", "uniform": "high"}
 
 class PreflightError(RuntimeError):
     """The scenario cannot run against this endpoint; the message says why and what to change."""
+
+
+class KeyRefused(PreflightError):
+    """The endpoint answered 401/403: the message says whether a key was sent, and the fix."""
 
 
 @dataclass(frozen=True)
@@ -183,10 +189,8 @@ def models_document(base_url: str, headers: Mapping[str, str]) -> Any:
     response = _get(url, headers)
     status = response.status_code
     if status in (401, 403):
-        raise PreflightError(
-            f"{url} answered HTTP {status}: {error_message_from_body(response.content)}; the "
-            "server wants a key: pass it with --api-key (default $OPENAI_API_KEY)"
-        )
+        refusal = auth_refusal(status, error_message_from_body(response.content), headers)
+        raise KeyRefused(f"{url} answered {refusal}")
     if status == 404:
         raise PreflightError(
             f"{base_url} answered 404 on /v1/models: not an OpenAI-compatible server? check --url"

@@ -33,7 +33,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-__all__ = ["ServerTokenizer", "ServerTokenizerError"]
+from loadgen.client.answers import auth_refusal
+from loadgen.client.openai_stream import error_message_from_body
+
+__all__ = ["ServerTokenizer", "ServerTokenizerError", "ServerTokenizerRefused"]
 
 # Distinct ids tried for the prompt pool: ~2 round trips each, enough variety for random prompts.
 _POOL_CANDIDATES = 192
@@ -46,6 +49,10 @@ _MIN_WORD_INITIAL = 32
 
 class ServerTokenizerError(RuntimeError):
     """A /tokenize or /detokenize call that failed; the message names the route and status."""
+
+
+class ServerTokenizerRefused(ServerTokenizerError):
+    """The route answered 401/403: a key to fix (the message says whether one was sent)."""
 
 
 class ServerTokenizer:
@@ -67,6 +74,7 @@ class ServerTokenizer:
         self._client = httpx.Client(
             base_url=self.base_url, headers=dict(headers or {}), timeout=timeout_s
         )
+        self._header_names = list(headers or {})  # as given, for a 401's message
         self._concurrency = concurrency
         self._max_id = -1
         self._id_text: dict[int, str] = {}
@@ -82,13 +90,17 @@ class ServerTokenizer:
         cls, base_url: str, model: str, headers: Mapping[str, str] | None = None
     ) -> ServerTokenizer | str:
         """A ServerTokenizer when ``base_url`` answers /tokenize and /detokenize in one of the
-        shapes above, else the reason it does not (one line, for the caller's error)."""
+        shapes above, else the reason it does not (one line, for the caller's error); raises
+        ServerTokenizerRefused when the server wants a key it was not given."""
         tok = cls(base_url, model, headers)
         try:
             ids = tok.encode("Hello, world", add_special_tokens=False)
             if not ids:
                 raise ServerTokenizerError("POST /tokenize returned no tokens for a short text")
             tok.decode(ids)
+        except ServerTokenizerRefused:
+            tok.close()
+            raise
         except (ServerTokenizerError, httpx.HTTPError) as e:
             tok.close()
             return str(e) or type(e).__name__
@@ -184,6 +196,10 @@ class ServerTokenizer:
             raise ServerTokenizerError(f"POST {route}: {type(e).__name__}: {e}") from e
         with self._lock:
             self.calls += 1
+        if response.status_code in (401, 403):
+            message = error_message_from_body(response.content)
+            refusal = auth_refusal(response.status_code, message, self._header_names)
+            raise ServerTokenizerRefused(f"POST {route} answered {refusal}")
         if response.status_code != 200:
             raise ServerTokenizerError(f"POST {route} answered HTTP {response.status_code}")
         try:

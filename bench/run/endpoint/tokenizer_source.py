@@ -37,8 +37,8 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from bench.run.endpoint.preflight import PreflightError, models_document
-from bench.run.endpoint.server_tokenizer import ServerTokenizer
+from bench.run.endpoint.preflight import KeyRefused, PreflightError, models_document
+from bench.run.endpoint.server_tokenizer import ServerTokenizer, ServerTokenizerRefused
 from engine.tokenizer.for_model import tokenizer_for_model
 from engine.tokenizer.tokenizer import TokenizerError
 from loadgen.protocols import TokenizerLike
@@ -155,7 +155,10 @@ def tokenizer_for_endpoint(
         if resolved is not None:
             return resolved
         tried.extend(attempts)
-    server = ServerTokenizer.probe(base_url, served_id, headers)
+    try:
+        server = ServerTokenizer.probe(base_url, served_id, headers)
+    except ServerTokenizerRefused as e:
+        raise TokenizerNotFoundError(f"--url {base_url}: {e}") from e
     if isinstance(server, ServerTokenizer):
         return ResolvedTokenizer(server, "server", served_id)
     tried.append(f"server tokenization: {server}")
@@ -282,6 +285,9 @@ def _served_model(
     # is no LLM server, is said as such here too.
     try:
         document = models_document(base_url, headers or {})
+    except KeyRefused as e:
+        # A key to fix, not a tokenizer: --tokenizer would only move the same 401 to the load.
+        raise TokenizerNotFoundError(str(e)) from e
     except PreflightError as e:
         raise TokenizerNotFoundError(
             f"{e}; the served model's tokenizer cannot be found from it, so {_FIX}"

@@ -85,6 +85,18 @@ def test_load_overrides_replace_the_scenarios(captured: list[RunOptions]) -> Non
     assert scenario["engine"] == captured[0].scenario.engine.to_dict()
 
 
+def test_the_client_limits_override_the_scenarios(captured: list[RunOptions]) -> None:
+    invoke("run", "--scenario", "1-user", "--request-timeout", "30", "--read-timeout", "2.5")
+    (opts,) = captured
+    assert (opts.scenario.request_timeout_s, opts.scenario.read_timeout_s) == (30.0, 2.5)
+    assert "--request-timeout 30.0" in opts.scenario.source
+
+
+def test_a_client_limit_of_zero_is_refused(captured: list[RunOptions]) -> None:
+    result = invoke("run", "--request-timeout", "0")
+    assert result.exit_code == 2 and "--request-timeout" in result.output and captured == []
+
+
 def test_an_override_out_of_bounds_is_refused(captured: list[RunOptions]) -> None:
     result = invoke("run", "--users", "0")
     assert result.exit_code == 2 and "--users" in result.output and captured == []

@@ -174,6 +174,9 @@ def test_type_and_key_errors(changes: dict[str, Any], expected: list[str]) -> No
         ({"input_len__low": 0}, "key 'input_len.low': must be at least 1 token"),
         ({"output_len__value": 0}, "key 'output_len.value': must be at least 1 token"),
         ({"slo__tpot_ms": 0}, "key 'slo.tpot_ms': must be > 0 milliseconds"),
+        ({"request_timeout_s": 0}, "key 'request_timeout_s': must be > 0 seconds, got 0.0"),
+        ({"read_timeout_s": -1}, "key 'read_timeout_s': must be > 0 seconds"),
+        ({"read_timeout_s": "soon"}, "key 'read_timeout_s': expected"),
         ({"engine__block_size": 12}, "key 'engine.block_size': must be a power of two"),
         ({"engine__max_num_seqs": 0}, "key 'engine.max_num_seqs': must be at least 1"),
         (
@@ -237,3 +240,12 @@ def test_lengths_are_the_samplers_own_type() -> None:
     assert isinstance(dist, LengthDist)
     assert (dist.kind, dist.low, dist.high, dist.min, dist.max) == ("uniform", 8, 16, 1, 12)
     assert dist.to_dict() == {"kind": "uniform", "low": 8, "high": 16, "max": 12}
+
+
+def test_the_client_limits_are_kept_and_left_out_of_the_dict_when_unset() -> None:
+    plain = scenario_from_dict(BASE, source=SOURCE)
+    assert plain.request_timeout_s is None and plain.read_timeout_s is None
+    assert "request_timeout_s" not in plain.to_dict()
+    limited = scenario_from_dict(_with(request_timeout_s=30, read_timeout_s=2.5), source=SOURCE)
+    assert (limited.request_timeout_s, limited.read_timeout_s) == (30.0, 2.5)
+    assert scenario_from_dict(limited.to_dict(), source=SOURCE) == limited

@@ -108,7 +108,23 @@ def test_the_client_sends_key_and_headers(raw: bool) -> None:
 def test_a_request_without_the_key_records_the_401() -> None:
     record = run(send_once(guarded(streaming_handler(2, 0.0)), make_requests(1)[0]))
     assert record.status == "error" and record.http_status == 401
-    assert record.error == "HTTP 401: Unauthorized"
+    assert record.error is not None and record.error.startswith("HTTP 401: Unauthorized; ")
+    assert "no key was sent" in record.error and "--api-key KEY" in record.error
+    assert "--tokenizer" not in record.error
+
+
+def test_a_refused_key_is_said_refused_and_never_shown() -> None:
+    async def main() -> RequestRecord:
+        async with (
+            LocalServer(guarded(streaming_handler(1, 0.0))) as server,
+            StreamingClient(server.base_url, "m", 1, api_key="wrong-key-123") as client,
+        ):
+            return await client.send(make_requests(1)[0], 0, 0.0, RunClock())
+
+    record = run(main())
+    assert record.http_status == 401 and record.error is not None
+    assert "refused the key sent in Authorization" in record.error
+    assert "wrong-key-123" not in record.error and "--tokenizer" not in record.error
 
 
 def test_the_reachability_check_names_the_options_on_401() -> None:

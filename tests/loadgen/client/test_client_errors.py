@@ -108,7 +108,10 @@ def test_read_timeout_names_the_knob() -> None:
 
     record = run(send_once(handler, spec(), timeout_s=0.3))
     assert (
-        record.status == "error" and "ReadTimeout" in record.error and "timeout_s" in record.error
+        record.status == "error"
+        and "ReadTimeout" in record.error
+        and "after its headers" in record.error
+        and "--read-timeout" in record.error
     )
 
 

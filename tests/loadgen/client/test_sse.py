@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from loadgen.client.sse import SSEParser
+from loadgen.client.sse import SSEParser, StreamError
 from tests.support.sse_streams import FIXTURE_STREAMS, fixture_stream
 
 
@@ -93,9 +93,36 @@ def test_incomplete_event_at_end_is_not_dispatched() -> None:
     assert not parser.done
 
 
-def test_invalid_utf8_raises() -> None:
-    with pytest.raises(UnicodeDecodeError):
+def test_invalid_utf8_raises_naming_the_bytes() -> None:
+    with pytest.raises(StreamError, match=r"invalid UTF-8.*xff\\xfe.*offset 0"):
         SSEParser().feed(b"data: \xff\xfe\n\n")
+
+
+@pytest.mark.parametrize(
+    ("reads", "what"),
+    [
+        ([b"data: " + b"x" * 200], "a line"),  # one unfinished line, over the limit
+        ([b"data: " + b"x" * 60 + b"\n"] * 4, "an event"),  # data lines without a blank one
+        ([b"data: " + b"x" * 300 + b"\n\n"], "an event"),  # one whole event in one read
+    ],
+)
+def test_a_line_or_event_over_the_limit_raises(reads: list[bytes], what: str) -> None:
+    parser = SSEParser(max_event_bytes=128)
+    with pytest.raises(StreamError, match=f"{what} over 128 bytes"):
+        for read in reads:
+            parser.feed(read)
+
+
+def test_events_up_to_the_limit_pass_and_the_count_restarts_per_event() -> None:
+    parser = SSEParser(max_event_bytes=128)
+    event = b"data: " + b"x" * 120 + b"\n\n"
+    assert parser.feed(event * 50) == ["x" * 120] * 50
+
+
+def test_the_first_line_that_is_no_sse_field_is_kept() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"<!DOCTYPE html>\n<html><title>Sign in</title>\nevent: x\n") == []
+    assert parser.stray == b"<!DOCTYPE html>" and parser.events == 0
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURE_STREAMS))

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from bench.run.endpoint.preflight import PreflightError, preflight, served_models
+from bench.run.endpoint.preflight import PreflightError, models_document, preflight, served_models
 from bench.run.load_plan import build_plan
 from bench.run.orchestrate import RunOptions, RunRefused, run_benchmark
 from bench.scenario.scenario import Scenario, load_scenario
@@ -199,9 +199,20 @@ def test_a_server_wanting_a_key_is_said_so(tmp_path: Path) -> None:
     spec = scenario(tmp_path, SMALL.format(low=8, high=16, out=8))
     with (
         serving(handler) as server,
-        pytest.raises(PreflightError, match=r"HTTP 401: Unauthorized; .*--api-key"),
+        pytest.raises(PreflightError, match=r"HTTP 401: Unauthorized; no key was sent.*--api-key"),
     ):
         check(spec, server.base_url)
+
+
+def test_a_refused_key_is_said_refused_not_missing(tmp_path: Path) -> None:
+    async def handler(request, response) -> None:  # type: ignore[no-untyped-def]
+        await response.send_json(403, {"error": {"message": "Forbidden"}})
+
+    with serving(handler) as server, pytest.raises(PreflightError) as info:
+        models_document(server.base_url, {"X-Api-Key": "k-123"})
+    message = str(info.value)
+    assert "HTTP 403: Forbidden; the server refused the key sent in X-Api-Key" in message
+    assert "k-123" not in message and "--tokenizer" not in message
 
 
 def test_vllm_cards_lora_adapters_take_their_base_models_context(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from bench.run.endpoint.tokenizer_source import (
     HUB_TOKENIZER_FILES,
     TokenizerNotFoundError,
     resolve_tokenizer,
+    tokenizer_for_endpoint,
 )
 from engine.tokenizer.tokenizer import Tokenizer
 from perfmodel.presets import PRESETS
@@ -228,3 +229,35 @@ def test_from_a_hub_only_tokenizer_files_are_fetched_with_the_token_never_shown(
     for proc in (fetched, refused, offline):
         assert CANARY not in proc.stdout + proc.stderr
     assert not [p for p in cache.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+
+
+def _wants_a_key(on: str) -> Callable[[SeenRequest], Reply]:
+    """A server whose ``on`` route ("/v1/models" or "/tokenize") answers 401, the rest as a
+    server with a model of no resolvable tokenizer."""
+
+    def route(request: SeenRequest) -> Reply:
+        if request.path.startswith(on):
+            return 401, {"Content-Type": "application/json"}, b'{"error": "Unauthorized"}'
+        body = {"object": "list", "data": [{"id": "nowhere/none", "object": "model"}]}
+        return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+    return route
+
+
+@pytest.mark.parametrize("on", ["/v1/models", "/tokenize"])
+@pytest.mark.parametrize("key", [None, "sk-refused-1"])
+def test_a_401_names_the_key_and_not_the_tokenizer(
+    on: str, key: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with (
+        threaded_server(_wants_a_key(on)) as (url, _),
+        pytest.raises(TokenizerNotFoundError) as info,
+    ):
+        tokenizer_for_endpoint(url, None, headers)
+    message = str(info.value)
+    assert "HTTP 401: Unauthorized" in message and "--tokenizer" not in message
+    said = "the server refused the key sent in Authorization" if key else "no key was sent"
+    assert said in message and (key is None or key not in message)
