@@ -59,6 +59,7 @@ def run(
     num_requests: ro.NumRequests,
     input_len: ro.InputLen,
     output_len: ro.OutputLen,
+    extra_body: ro.ExtraBody,
     url: Urls,
     route: Route,
     engine: Engine,
@@ -96,7 +97,7 @@ def run(
     load = {"users": users, "num_requests": num_requests, "input_len": input_len,
             "output_len": output_len}  # fmt: skip
     try:
-        spec = ro.override_load(load_scenario(scenario), load)
+        spec = ro.override_request(ro.override_load(load_scenario(scenario), load), extra_body)
         settings = parse_settings(engine_set or [])
         refuse_settings_for_external(settings, urls, launch, launch_model)
         headers = request_headers(api_key, header)
