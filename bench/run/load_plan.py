@@ -36,6 +36,7 @@ __all__ = [
     "planned_requests",
     "reads_rows",
     "trace_entries",
+    "without_ignore_eos",
 ]
 
 # A duration-bound run without num_requests prepares this many requests at most; set
@@ -191,6 +192,12 @@ def build_plan(
         ramp_up_s=0.0 if schedule is not None else scenario.ramp_up_s,
         rows=rows,
     )
+
+
+def without_ignore_eos(plan: LoadPlan) -> LoadPlan:
+    """``plan`` with every request sent without ignore_eos (a server that refuses it)."""
+    sessions = [[dataclasses.replace(spec, ignore_eos=False) for spec in s] for s in plan.sessions]
+    return dataclasses.replace(plan, sessions=sessions)
 
 
 def load_section(plan: LoadPlan, driver: str, workers: int) -> dict[str, Any]:

@@ -50,15 +50,16 @@ def prepare_load(
     scenario: Scenario, tokenizer: TokenizerLike, adapter: EngineAdapter, console: Console,
     context_tokens: int | None = None,
 ) -> LoadPlan:  # fmt: skip
-    """The scenario's load plan; ``ignore_eos`` is dropped (and said) for an engine that
-    rejects it, rather than failing every request. The rows of a file of prompts refused (over
+    """The scenario's load plan; ``ignore_eos`` is dropped (and said) for an engine known to
+    reject it, rather than failing every request (where that is not known, the pre-flight asks
+    the server: bench.run.endpoint.preflight_fields). The rows of a file of prompts refused (over
     ``context_tokens``, the served context, among other reasons) or reused are said, a line
     each (bench.run.load_plan).
 
     Raises:
         loadgen.workloads.spec.WorkloadError: the file does not parse, or no row can be sent.
     """
-    if scenario.ignore_eos and not adapter.accepts_ignore_eos:
+    if scenario.ignore_eos and adapter.accepts_ignore_eos is False:
         console.print(
             f"[yellow]engine {adapter.name!r} does not take ignore_eos: requests are sent "
             "without it, so outputs may end before max_tokens[/yellow]"

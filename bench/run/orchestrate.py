@@ -47,7 +47,7 @@ from bench.run.fleet import fleet_engine_fields, preflight_fleet
 from bench.run.launch.engine_launch import collect_nsys_report, launch_reference
 from bench.run.launch.engine_watch import EngineWatch
 from bench.run.live import LiveDisplay
-from bench.run.load_plan import reads_rows
+from bench.run.load_plan import reads_rows, without_ignore_eos
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.messages import print_info, print_note
 from bench.run.probing import (
@@ -342,9 +342,13 @@ def _prepare(
             checked = preflight_fleet(scenario, plan, opts.endpoints, adapter, opts.model, headers)
         else:
             checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
-        fields_check = check_request_fields(plan, base_url, checked.model, headers)
+        fields_check = check_request_fields(
+            plan, base_url, checked.model, headers, adapter.accepts_ignore_eos is None
+        )
     except PreflightError as e:
         raise RunRefused(str(e)) from e
+    if fields_check is not None and fields_check.ignore_eos == "rejected":
+        plan = without_ignore_eos(plan)
     for note in checked.notes + (fields_check.notes if fields_check else []):
         print_note(console, note)
     cache = prepare_prefix_cache(

@@ -1,25 +1,29 @@
 """The pre-flight's check of what the requests carry beyond a prompt: their request fields
 (``[request]``, ``--extra-body``, a dataset's rows) and ``ignore_eos``.
 
-Where the plan's requests carry either, :func:`check_request_fields` sends one short request
-with the same fields before the load (a prompt of its own, so that no prompt of the load is
-cached ahead of it; not streamed; :data:`PROBE_MAX_TOKENS` tokens), one more for each other set
-of field names the rows carry (at most :data:`MAX_PROBES` in all), and reads the answer:
+Where the plan's requests carry fields, or ask for ``ignore_eos`` of an engine whose adapter
+does not know whether it takes it (the plain ``openai`` one), :func:`check_request_fields`
+sends one short request with the same body fields before the load (a prompt of its own, so
+that no prompt of the load is cached ahead of it; not streamed; :data:`PROBE_MAX_TOKENS`
+tokens), one more for each other set of field names the rows carry (at most
+:data:`MAX_PROBES` in all), and reads the answer:
 
-* refused (HTTP 4xx): the run is refused (:class:`PreflightError`), naming the server's
-  message and what to drop: ``ignore_eos`` (found by sending the fields once more without it)
-  or the fields;
+* the fields refused (HTTP 4xx, also without ``ignore_eos``): the run is refused
+  (:class:`PreflightError`), naming the server's message and the fields to drop;
+* ``ignore_eos`` refused (the same body is taken without it): ``rejected``; the caller sends
+  the load without it, and says so: outputs end where the model stops, so the output lengths
+  reported are those served, not those asked;
 * ``ignore_eos`` asked and the answer stopped (``finish_reason`` ``stop``) before
-  ``max_tokens``: the server ignores it, so outputs end where the model stops, not at each
-  request's ``max_tokens``; the run goes on with that note, and run.json's
-  ``load.request_check.ignore_eos`` says ``ignored``: the output lengths reported are those
-  served, not those asked;
+  ``max_tokens``: ``ignored``, with the same note;
 * ``ignore_eos`` asked and all :data:`PROBE_MAX_TOKENS` tokens came: ``kept`` (a server that
   ignores it but had not reached an end yet reads the same; the output lengths in
   requests.parquet tell);
 * a server error or no answer: a note; the load will tell.
 
-The fields recorded in run.json (:func:`fields_section`) hide the values of secret-looking
+An engine whose adapter vouches for ``ignore_eos`` (vLLM, SGLang, llama.cpp, the reference
+engine) is sent no check for it alone: the check's tokens would count in the engine's own
+counters, which the run's token reconciliation reads. run.json's ``load.request_check`` records
+the outcome; the fields recorded (:func:`fields_section`) hide the values of secret-looking
 names (results.folder.redact).
 """
 
@@ -28,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NoReturn
 
 import httpx
 
@@ -47,6 +51,9 @@ __all__ = [
     "redact_fields",
 ]
 
+# What a check says of ignore_eos (FieldCheck.ignore_eos adds "not asked").
+_Outcome = Literal["kept", "ignored", "rejected", "unchecked"]
+
 PROBE_MAX_TOKENS = 16
 MAX_PROBES = 4
 # A prompt no workload sends, so that the probe warms no prefix of the load's prompts.
@@ -56,7 +63,8 @@ PROBE_PROMPT = "Pre-flight check of the request fields: count from one to twenty
 @dataclass
 class FieldCheck:
     """What the check found: the field names sent, what became of ``ignore_eos`` (``"not
-    asked"``, ``"kept"``, ``"ignored"``, ``"unchecked"``), and notes for the user."""
+    asked"``, ``"kept"``, ``"ignored"``, ``"rejected"``, ``"unchecked"``), and notes for the
+    user."""
 
     fields: list[str] = field(default_factory=list)
     ignore_eos: str = "not asked"
@@ -135,7 +143,7 @@ def _url(base_url: str, spec: RequestSpec) -> str:
     return root + ("/chat/completions" if spec.api == "chat" else "/completions")
 
 
-def _eos_outcome(answer: Any) -> str:
+def _eos_outcome(answer: Any) -> _Outcome:
     """``kept`` or ``ignored`` from a completion's answer (``unchecked`` when it says neither)."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
     usage = answer.get("usage") if isinstance(answer, dict) else None
@@ -148,60 +156,83 @@ def _eos_outcome(answer: Any) -> str:
 
 
 def check_request_fields(
-    plan: LoadPlan, base_url: str, model: str, headers: Mapping[str, str] | None = None
+    plan: LoadPlan,
+    base_url: str,
+    model: str,
+    headers: Mapping[str, str] | None = None,
+    check_ignore_eos: bool = False,
 ) -> FieldCheck | None:
-    """Send the plan's request fields and ``ignore_eos`` once each (module docstring); None
-    when its requests carry neither.
+    """Send the plan's request fields, and ``ignore_eos`` where asked, once each (module
+    docstring); ``check_ignore_eos``: send a check for ``ignore_eos`` alone too. None when
+    nothing was checked. ``ignore_eos == "rejected"`` in the result: send the load without it.
 
     Raises:
-        PreflightError: the server refuses them; the message names what to drop.
+        PreflightError: the server refuses the fields; the message names what to drop.
     """
     headers = headers or {}
     asked = any(r.ignore_eos for r in plan.requests)
-    probes = [p for p in _probes(plan) if p.fields] or (plan.requests[:1] if asked else [])
+    probes = [p for p in _probes(plan) if p.fields]
+    if not probes and asked and check_ignore_eos:
+        probes = plan.requests[:1]
     if not probes:
         return None
     check = FieldCheck(sorted({k for p in probes for k in p.fields or {}}),
                        "unchecked" if asked else "not asked")  # fmt: skip
     for spec in probes:
-        url = _url(base_url, spec)
-        answer = _send(url, _body(spec, model, asked), headers)
-        if isinstance(answer, str) or answer.status_code >= 500:
-            check.notes.append(answer if isinstance(answer, str) else (
-                f"the check of the request fields got HTTP {answer.status_code}: "
-                f"{error_message_from_body(answer.content)}; the load will tell"))  # fmt: skip
-            continue
-        if answer.status_code >= 400:
-            _refuse(spec, url, model, headers, asked, answer)
-        if asked and check.ignore_eos != "ignored":
-            try:
-                check.ignore_eos = _eos_outcome(answer.json())
-            except ValueError:
-                check.ignore_eos = "unchecked"
-    if check.ignore_eos == "ignored":
+        with_eos = asked and check.ignore_eos != "rejected"
+        outcome, note = _check_one(spec, base_url, model, headers, with_eos)
+        if note is not None:
+            check.notes.append(note)
+        elif outcome == "rejected" or check.ignore_eos not in ("ignored", "rejected"):
+            check.ignore_eos = outcome if asked else "not asked"
+    if check.ignore_eos in ("ignored", "rejected"):
+        how = "refuses it: requests are sent without it" if check.ignore_eos == "rejected" else (
+            f"ignores it (a check of {PROBE_MAX_TOKENS} tokens stopped early)")  # fmt: skip
         check.notes.append(
-            f"{base_url} ignores ignore_eos (a check of {PROBE_MAX_TOKENS} tokens stopped "
-            "early): outputs end where the model stops, so output lengths are as served, not "
-            "as asked"
+            f"{base_url} {how}: ignore_eos cannot hold, outputs end where the model stops, so "
+            "output lengths are as served, not as asked"
         )
     return check
 
 
-def _refuse(
-    spec: RequestSpec, url: str, model: str, headers: Mapping[str, str], asked: bool,
-    answer: httpx.Response,
-) -> None:  # fmt: skip
-    """Raise the PreflightError of a refused check, naming ignore_eos or the fields."""
+def _check_one(
+    spec: RequestSpec, base_url: str, model: str, headers: Mapping[str, str], ignore_eos: bool
+) -> tuple[_Outcome, str | None]:
+    """What one check found of ignore_eos, and a note where no usable answer came."""
+    url = _url(base_url, spec)
+    answer = _send(url, _body(spec, model, ignore_eos), headers)
+    if not isinstance(answer, str) and 400 <= answer.status_code < 500 and ignore_eos:
+        first = answer
+        answer = _send(url, _body(spec, model, False), headers)
+        if not isinstance(answer, str) and answer.status_code < 400:
+            return "rejected", None
+        if not isinstance(answer, str) and answer.status_code < 500:
+            _refuse(spec, url, first)
+    if isinstance(answer, str):
+        return "unchecked", answer
+    if answer.status_code >= 500:
+        return "unchecked", (
+            f"the check of the request fields got HTTP {answer.status_code}: "
+            f"{error_message_from_body(answer.content)}; the load will tell"
+        )
+    if answer.status_code >= 400:
+        _refuse(spec, url, answer)
+    try:
+        return _eos_outcome(answer.json()), None
+    except ValueError:
+        return "unchecked", None
+
+
+def _refuse(spec: RequestSpec, url: str, answer: httpx.Response) -> NoReturn:
+    """Raise the PreflightError of refused fields, naming them."""
     message = error_message_from_body(answer.content)
     names = ", ".join(sorted(spec.fields or {}))
-    culprit = f"the request fields ({names}): drop them from [request], --extra-body or the rows"
-    if asked and spec.fields:
-        again = _send(url, _body(spec, model, False), headers)
-        if not isinstance(again, str) and again.status_code < 400:
-            culprit = "ignore_eos: set ignore_eos = false in the scenario"
-    elif asked:
-        culprit = "ignore_eos: set ignore_eos = false in the scenario"
+    what = (
+        f"the request fields ({names}): drop them from [request], --extra-body or the rows"
+        if names
+        else "a plain request: check the server, --model and --api-key"
+    )
     raise PreflightError(
         f"{url} refused a request before the load (HTTP {answer.status_code}: {message}); "
-        f"it does not take {culprit}"
+        f"it does not take {what}"
     )

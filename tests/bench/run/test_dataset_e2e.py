@@ -130,7 +130,10 @@ def test_a_chat_jsonl_replays_with_its_request_fields(tmp_path: Path, served: st
         "no output length (a max_tokens column, an answer, output_len)": 1,
         "unknown role 'robot'": 1,
     }
-    assert run["load"]["request_fields"]["every_request"] == {"top_k": 4, "skip_special_tokens": False}
+    assert run["load"]["request_fields"]["every_request"] == {
+        "top_k": 4,
+        "skip_special_tokens": False,
+    }
     assert run["load"]["request_fields"]["per_request"] == {"min_tokens": 8}
     assert run["load"]["request_check"]["ignore_eos"] == "kept"
     assert run["scenario"]["request"] == {"top_k": 4, "min_tokens": 1, "skip_special_tokens": False}

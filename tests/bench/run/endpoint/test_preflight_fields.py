@@ -46,9 +46,11 @@ def _server(refuse: set[str] = frozenset(), stop_early: bool = False):  # type: 
     return threaded_server(route)
 
 
-def test_nothing_is_sent_without_fields_or_ignore_eos() -> None:
+def test_nothing_is_sent_without_fields_or_an_unknown_ignore_eos() -> None:
     with _server() as (url, seen):
-        assert check_request_fields(_plan(None, None), url, "m") is None
+        assert check_request_fields(_plan(None, None), url, "m", check_ignore_eos=True) is None
+        # An adapter that vouches for ignore_eos: no check's tokens in the engine's counters.
+        assert check_request_fields(_plan(None, ignore_eos=True), url, "m") is None
     assert seen == []
 
 
@@ -66,17 +68,22 @@ def test_the_fields_and_ignore_eos_are_sent_once_per_set_of_names() -> None:
     assert "a prompt" not in json.dumps(bodies)  # no prompt of the load is cached ahead of it
 
 
-def test_a_server_that_refuses_ignore_eos_is_named_before_the_load() -> None:
-    refused = r"Unrecognized request argument: ignore_eos.*set ignore_eos = false"
-    with (
-        _server(refuse={"ignore_eos"}) as (url, seen),
-        pytest.raises(PreflightError, match=refused),
-    ):
-        check_request_fields(_plan({"top_k": 5}, ignore_eos=True), url, "m")
-    assert len(seen) == 2  # once with it, once without: the fields alone are taken
+@pytest.mark.parametrize("fields", [{"top_k": 5}, None])
+def test_a_server_that_refuses_ignore_eos_is_named_and_sent_none(
+    fields: dict[str, Any] | None,
+) -> None:
+    with _server(refuse={"ignore_eos"}) as (url, seen):
+        plan = _plan(fields, ignore_eos=True)
+        check = check_request_fields(plan, url, "m", check_ignore_eos=True)
+    assert check is not None and check.ignore_eos == "rejected"
+    assert check.notes == [
+        f"{url} refuses it: requests are sent without it: ignore_eos cannot hold, outputs end "
+        "where the model stops, so output lengths are as served, not as asked"
+    ]
+    assert len(seen) == 2  # once with it, once without: the rest is taken
 
 
-def test_a_server_that_refuses_a_field_is_named_before_the_load() -> None:
+def test_a_server_that_refuses_a_field_is_named_and_the_run_refused() -> None:
     plan = _plan({"response_format": {"type": "json_object"}}, ignore_eos=True)
     refused = r"does not take the request fields \(response_format\): drop them"
     with (
@@ -88,7 +95,7 @@ def test_a_server_that_refuses_a_field_is_named_before_the_load() -> None:
 
 def test_a_server_that_ignores_ignore_eos_is_noted() -> None:
     with _server(stop_early=True) as (url, _):
-        check = check_request_fields(_plan(None, ignore_eos=True), url, "m")
+        check = check_request_fields(_plan(None, ignore_eos=True), url, "m", check_ignore_eos=True)
     assert check is not None and check.ignore_eos == "ignored"
     assert "output lengths are as served, not as asked" in check.notes[0]
 
