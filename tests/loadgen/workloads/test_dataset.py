@@ -12,10 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from loadgen.client.stream import StreamingClient
+from loadgen.drivers.locust_job import spec_from_wire, spec_to_wire
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowReport
 from loadgen.workloads.spec import LengthDist, WorkloadError, WorkloadSpec
+from tests.support.hf_hub_cache import lay_out_hub_repo
 from tests.support.tokenizers import make_tokenizer
 
 pytestmark = pytest.mark.timeout(60)
@@ -214,8 +217,6 @@ def test_a_file_that_does_not_parse_names_its_line(
 def test_a_hub_dataset_is_read_from_the_offline_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.support.hf_hub_cache import lay_out_hub_repo
-
     source = tmp_path / "repo"
     (source).mkdir()
     _jsonl(source / "train.jsonl", _prompts(3))
@@ -233,3 +234,23 @@ def test_a_hub_dataset_is_read_from_the_offline_cache(
         dataset_requests(
             WorkloadSpec(kind="dataset", hub="org/missing"), DatasetSource(), TOK, 1, 0
         )
+
+
+def test_a_rows_request_goes_on_the_wire_as_written(tmp_path: Path) -> None:
+    """The client's body and Locust's wire form carry the messages and the fields."""
+    path = _jsonl(tmp_path / "chats.jsonl", CHATS[:2])
+    specs = dataset_requests(
+        _workload(path), DatasetSource(), TOK, 2, 0, api="chat", fields={"top_k": 1},
+        ignore_eos=True, temperature=0.5,
+    )  # fmt: skip
+    client = StreamingClient("http://127.0.0.1:1", "m", 1, extra_body={"top_k": 9, "x": 1})
+    body = json.loads(client.request_body(specs[1]))
+    assert body["messages"][0]["content"][0] == {"type": "text", "text": "pro ion "}
+    assert body["messages"][2]["tool_call_id"] == "c1"
+    assert body["top_k"] == 1 and body["x"] == 1  # the request's fields over the client's
+    assert body["temperature"] == 0.5 and body["ignore_eos"] is True and body["stream"] is True
+    first = json.loads(client.request_body(specs[0]))
+    assert first["messages"][0] == {"role": "system", "content": "You answer in one line."}
+    assert first["top_k"] == 5
+    for spec in specs:
+        assert spec_from_wire(json.loads(json.dumps(spec_to_wire(spec)))) == spec
