@@ -37,8 +37,10 @@ class EngineAdapter:
     default_api: Api = "completions"
     health_path: str = "/health"
     metric_names: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # Whether the engine accepts vLLM's `ignore_eos` extension; others reject unknown fields.
-    accepts_ignore_eos: bool = True
+    # Whether the engine accepts vLLM's `ignore_eos` extension (others reject unknown fields);
+    # None: not known, so the pre-flight sends it once and keeps it where the server takes it
+    # (bench.run.endpoint.preflight_fields).
+    accepts_ignore_eos: bool | None = True
     metrics_path: str = "/metrics"
     description: str = ""
     executable: str | None = None

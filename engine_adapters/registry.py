@@ -16,7 +16,8 @@ from engine_adapters.vllm import VLLM
 
 OPENAI = EngineAdapter(
     name="openai",
-    accepts_ignore_eos=False,
+    # Some OpenAI-compatible servers take it, some refuse it: the pre-flight asks.
+    accepts_ignore_eos=None,
     # Any OpenAI-compatible server answers /v1/models; few have /health.
     health_path="/v1/models",
     description="any OpenAI-compatible endpoint",

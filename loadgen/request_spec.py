@@ -5,13 +5,59 @@ What comes back is recorded as results.folder.records.RequestRecord, the run fol
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-__all__ = ["API_KINDS", "Abandon", "Api", "RequestSpec"]
+__all__ = [
+    "API_KINDS",
+    "RESERVED_FIELDS",
+    "Abandon",
+    "Api",
+    "Message",
+    "RequestSpec",
+    "message_dict",
+    "message_text",
+]
 
 Api = Literal["completions", "chat"]
 API_KINDS: tuple[str, ...] = get_args(Api)
+
+# One chat message: a (role, text) pair, or the OpenAI message object itself where it carries
+# more than a role and a text (multi-part content, a tool call, a tool's answer, a name).
+Message = tuple[str, str] | Mapping[str, Any]
+
+# Body fields the load generator sets itself, which request fields may not replace: what is
+# measured depends on them (a stream with usage, the planned prompt and output length, one
+# choice), and ignore_eos is the scenario's own key, which the pre-flight checks.
+RESERVED_FIELDS: dict[str, str] = {
+    "model": "--model",
+    "stream": "nothing: every request is streamed",
+    "stream_options": "nothing: usage is always asked for",
+    "prompt": "the workload",
+    "messages": "the workload",
+    "max_tokens": "output_len, or a dataset's max_tokens column",
+    "max_completion_tokens": "output_len, or a dataset's max_tokens column",
+    "n": "nothing: one choice a request is measured",
+    "ignore_eos": "the scenario's top-level ignore_eos",
+}
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    """``message`` as the JSON object a chat request sends."""
+    if isinstance(message, tuple):
+        return {"role": message[0], "content": message[1]}
+    return dict(message)
+
+
+def message_text(message: Message) -> tuple[str, str]:
+    """(role, text) of ``message``: multi-part content joined, as a chat template reads it."""
+    if isinstance(message, tuple):
+        return message
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return str(message.get("role", "")), content if isinstance(content, str) else ""
 
 
 @dataclass(frozen=True)
@@ -47,9 +93,13 @@ class RequestSpec:
             sent only when true, so strict OpenAI servers are not sent an unknown field).
         temperature: sampling temperature, >= 0.
         seed: per-request sampling seed, or None to let the server choose.
-        messages: for ``api="chat"``, the whole conversation to send as (role, content) pairs
-            (multi-turn chats, system prompts); ``prompt`` is then its transcript, and
-            ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
+        messages: for ``api="chat"``, the whole conversation to send (:data:`Message`: (role,
+            content) pairs, or OpenAI message objects; multi-turn chats, system prompts, tool
+            turns); ``prompt`` is then its transcript, and ``prompt_tokens`` counts that
+            transcript. None sends ``prompt`` as one user message.
+        fields: more body fields of this request (a scenario's ``[request]`` table and
+            ``--extra-body``, then a dataset row's own fields over them); they win over the
+            body's defaults (``temperature``, ``seed``) but never name :data:`RESERVED_FIELDS`.
         abandon: the client closes the stream early, as a user who stopped reading
             (:class:`Abandon`); None reads it to the end.
     """
@@ -62,8 +112,9 @@ class RequestSpec:
     ignore_eos: bool = False
     temperature: float = 0.0
     seed: int | None = None
-    messages: tuple[tuple[str, str], ...] | None = None
+    messages: tuple[Message, ...] | None = None
     abandon: Abandon | None = None
+    fields: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -79,6 +130,10 @@ class RequestSpec:
         if not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 0:
             raise ValueError(
                 f"RequestSpec.prompt_tokens: expected an int >= 0, got {self.prompt_tokens!r}"
+            )
+        if self.fields and (reserved := sorted(set(self.fields) & set(RESERVED_FIELDS))):
+            raise ValueError(
+                f"RequestSpec.fields: {reserved[0]!r} is set by {RESERVED_FIELDS[reserved[0]]}"
             )
         if self.temperature < 0:
             raise ValueError(

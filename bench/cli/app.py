@@ -61,6 +61,7 @@ def run(
     output_len: ro.OutputLen,
     request_timeout: ro.RequestTimeout,
     read_timeout: ro.ReadTimeout,
+    extra_body: ro.ExtraBody,
     url: Urls,
     route: Route,
     engine: Engine,
@@ -99,7 +100,7 @@ def run(
             "output_len": output_len, "request_timeout_s": request_timeout,
             "read_timeout_s": read_timeout}  # fmt: skip
     try:
-        spec = ro.override_load(load_scenario(scenario), load)
+        spec = ro.override_request(ro.override_load(load_scenario(scenario), load), extra_body)
         settings = parse_settings(engine_set or [])
         refuse_settings_for_external(settings, urls, launch, launch_model)
         headers = request_headers(api_key, header)

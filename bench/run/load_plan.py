@@ -1,21 +1,28 @@
 """From a scenario to a load plan: the requests (or sessions), and when they go out.
 
-:func:`build_plan` reads the scenario's workload (synthetic, ShareGPT, multi-turn, trace) and its
-load shape (closed-loop users, or open-loop arrivals), builds every request up front (prompts of
-exact token lengths take about a millisecond each, which must not happen during the load) and
-returns a :class:`loadgen.drivers.driver.LoadPlan`. :func:`load_section` is run.json's record of it.
+:func:`build_plan` reads the scenario's workload (synthetic, ShareGPT, multi-turn, trace,
+dataset) and its load shape (closed-loop users, or open-loop arrivals), builds every request up
+front (prompts of exact token lengths take about a millisecond each, which must not happen
+during the load) and returns a :class:`loadgen.drivers.driver.LoadPlan`; every request carries
+the scenario's ``[request]`` fields (a dataset row's own over them), and the rows a file of
+prompts refused or reused are counted in the plan's ``rows``. :func:`load_section` is run.json's
+record of it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from bench.scenario.scenario import Scenario
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import RequestSpec
+from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
 from loadgen.workloads.prompts import synthetic_requests
+from loadgen.workloads.rows import RowReport
 from loadgen.workloads.sharegpt import sharegpt_requests
 from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_entries
 from loadgen.workloads.trace_prompts import trace_requests
@@ -27,7 +34,9 @@ __all__ = [
     "build_plan",
     "load_section",
     "planned_requests",
+    "reads_rows",
     "trace_entries",
+    "without_ignore_eos",
 ]
 
 # A duration-bound run without num_requests prepares this many requests at most; set
@@ -85,50 +94,92 @@ def arrival_rows(scenario: Scenario, plan: LoadPlan) -> list[ArrivalRow] | None:
     ]  # fmt: skip
 
 
-def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
-    """The load plan of ``scenario``, its prompts built with ``tokenizer`` (module docstring)."""
+def reads_rows(scenario: Scenario) -> bool:
+    """Whether the workload's requests are rows of a file of prompts, whose rows over the
+    served context are refused one by one (a dataset, ShareGPT, multi-turn from a file)."""
+    workload = scenario.workload
+    return workload.kind == "dataset" or (
+        workload.kind in ("sharegpt", "multiturn") and workload.path is not None
+    )
+
+
+def _file_sessions(
+    scenario: Scenario, tokenizer: TokenizerLike, context_tokens: int | None, report: RowReport
+) -> list[list[RequestSpec]]:
+    """The sessions of a workload read from a file of prompts (:func:`reads_rows`)."""
+    workload, common, n = scenario.workload, _common(scenario), planned_requests(scenario)
+    assert workload.path is not None or workload.hub is not None
+    if workload.kind == "dataset":
+        specs = dataset_requests(
+            workload, scenario.dataset or DatasetSource(), tokenizer, n, scenario.seed,
+            **common, output_len=scenario.output_len, fields=scenario.request,
+            context_tokens=context_tokens, report=report,
+        )  # fmt: skip
+    elif workload.kind == "multiturn":
+        return sharegpt_sessions(
+            workload.path, tokenizer, n, scenario.seed, **common,  # type: ignore[arg-type]
+            max_turns=workload.turns, max_context_tokens=workload.max_context_tokens,
+            context_tokens=context_tokens, report=report,
+        )  # fmt: skip
+    else:
+        specs = sharegpt_requests(
+            workload.path, tokenizer, n, scenario.seed, **common,  # type: ignore[arg-type]
+            output_len=scenario.output_len, max_input_tokens=workload.max_input_tokens,
+            max_output_tokens=workload.max_output_tokens, context_tokens=context_tokens,
+            report=report,
+        )  # fmt: skip
+    return [[spec] for spec in specs]
+
+
+def _with_fields(
+    sessions: list[list[RequestSpec]], fields: dict[str, Any] | None
+) -> list[list[RequestSpec]]:
+    """Every request with the scenario's ``[request]`` fields (a dataset's carry them already,
+    its rows' own over them)."""
+    if not fields:
+        return sessions
+    return [[dataclasses.replace(spec, fields=dict(fields)) for spec in s] for s in sessions]
+
+
+def build_plan(
+    scenario: Scenario, tokenizer: TokenizerLike, context_tokens: int | None = None
+) -> LoadPlan:
+    """The load plan of ``scenario``, its prompts built with ``tokenizer`` (module docstring);
+    ``context_tokens``, the served context where known, refuses the rows of a file of prompts
+    that do not fit it (the others' longest request is checked by the pre-flight)."""
     workload = scenario.workload
     common = _common(scenario)
     schedule = None
+    rows: dict[str, Any] | None = None
     if workload.kind == "trace":
         specs, schedule = trace_requests(
             trace_entries(scenario), tokenizer, scenario.seed, **common,
             block_tokens=(scenario.trace or TraceReplay()).block_tokens,
         )  # fmt: skip
         sessions: list[list[Any]] = [[spec] for spec in specs]
+    elif reads_rows(scenario):
+        report = RowReport(str(workload.hub or workload.path))
+        sessions = _file_sessions(scenario, tokenizer, context_tokens, report)
+        rows = report.to_json()
+        rows["lines"] = report.lines()
     elif workload.kind == "multiturn":
-        n = planned_requests(scenario)
-        if workload.path is not None:
-            sessions = sharegpt_sessions(
-                workload.path, tokenizer, n, scenario.seed, **common,
-                max_turns=workload.turns, max_context_tokens=workload.max_context_tokens,
-            )  # fmt: skip
-        else:
-            assert scenario.input_len and scenario.output_len and workload.turns
-            sessions = synthetic_sessions(
-                tokenizer, n, workload.turns, scenario.input_len, scenario.output_len,
-                scenario.seed, **common,
-                system_prompt_tokens=workload.system_prompt_tokens or 0,
-            )  # fmt: skip
+        assert scenario.input_len and scenario.output_len and workload.turns
+        sessions = synthetic_sessions(
+            tokenizer, planned_requests(scenario), workload.turns, scenario.input_len,
+            scenario.output_len, scenario.seed, **common,
+            system_prompt_tokens=workload.system_prompt_tokens or 0,
+        )  # fmt: skip
     else:
-        n = planned_requests(scenario)
-        if workload.kind == "sharegpt":
-            assert workload.path is not None
-            specs = sharegpt_requests(
-                workload.path, tokenizer, n, scenario.seed, **common,
-                output_len=scenario.output_len,
-                max_input_tokens=workload.max_input_tokens,
-                max_output_tokens=workload.max_output_tokens,
-            )  # fmt: skip
-        else:
-            assert scenario.input_len and scenario.output_len
-            specs = synthetic_requests(
-                tokenizer, n, scenario.input_len, scenario.output_len, seed=scenario.seed,
-                **common, shared_prefix=scenario.shared_prefix,
-            )  # fmt: skip
+        assert scenario.input_len and scenario.output_len
+        specs = synthetic_requests(
+            tokenizer, planned_requests(scenario), scenario.input_len, scenario.output_len,
+            seed=scenario.seed, **common, shared_prefix=scenario.shared_prefix,
+        )  # fmt: skip
         sessions = [[spec] for spec in specs]
-        if scenario.arrival is not None:
-            schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
+    if workload.kind != "dataset":
+        sessions = _with_fields(sessions, scenario.request)
+    if scenario.arrival is not None and workload.kind != "multiturn":
+        schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
     if scenario.abandon is not None:
         sessions = scenario.abandon.apply(sessions, scenario.seed)
     return LoadPlan(
@@ -139,7 +190,14 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
         duration_s=scenario.duration_s,
         think_time_s=scenario.think_time_s,
         ramp_up_s=0.0 if schedule is not None else scenario.ramp_up_s,
+        rows=rows,
     )
+
+
+def without_ignore_eos(plan: LoadPlan) -> LoadPlan:
+    """``plan`` with every request sent without ignore_eos (a server that refuses it)."""
+    sessions = [[dataclasses.replace(spec, ignore_eos=False) for spec in s] for s in plan.sessions]
+    return dataclasses.replace(plan, sessions=sessions)
 
 
 def load_section(plan: LoadPlan, driver: str, workers: int) -> dict[str, Any]:
@@ -153,6 +211,8 @@ def load_section(plan: LoadPlan, driver: str, workers: int) -> dict[str, Any]:
         "sessions": len(plan.sessions),
         "max_in_flight": plan.cap,
     }
+    if plan.rows is not None:
+        section["rows"] = {k: v for k, v in plan.rows.items() if k != "lines"}
     if plan.schedule_s is not None and len(plan.schedule_s):
         span = float(plan.schedule_s[-1] - plan.schedule_s[0])
         section["schedule_span_s"] = span

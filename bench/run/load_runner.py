@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.run.load_plan import arrival_rows, build_plan, load_section
+from bench.run.messages import print_warning
 from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_loopback_note
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
@@ -47,17 +48,28 @@ class LoadError(RuntimeError):
 
 
 def prepare_load(
-    scenario: Scenario, tokenizer: TokenizerLike, adapter: EngineAdapter, console: Console
-) -> LoadPlan:
-    """The scenario's load plan; ``ignore_eos`` is dropped (and said) for an engine that
-    rejects it, rather than failing every request."""
-    if scenario.ignore_eos and not adapter.accepts_ignore_eos:
+    scenario: Scenario, tokenizer: TokenizerLike, adapter: EngineAdapter, console: Console,
+    context_tokens: int | None = None,
+) -> LoadPlan:  # fmt: skip
+    """The scenario's load plan; ``ignore_eos`` is dropped (and said) for an engine known to
+    reject it, rather than failing every request (where that is not known, the pre-flight asks
+    the server: bench.run.endpoint.preflight_fields). The rows of a file of prompts refused (over
+    ``context_tokens``, the served context, among other reasons) or reused are said, a line
+    each (bench.run.load_plan).
+
+    Raises:
+        loadgen.workloads.spec.WorkloadError: the file does not parse, or no row can be sent.
+    """
+    if scenario.ignore_eos and adapter.accepts_ignore_eos is False:
         console.print(
             f"[yellow]engine {adapter.name!r} does not take ignore_eos: requests are sent "
             "without it, so outputs may end before max_tokens[/yellow]"
         )
         scenario = dataclasses.replace(scenario, ignore_eos=False)
-    return build_plan(scenario, tokenizer)
+    plan = build_plan(scenario, tokenizer, context_tokens)
+    for line in (plan.rows or {}).get("lines", []):
+        print_warning(console, line)
+    return plan
 
 
 async def drive_load(

@@ -28,7 +28,13 @@ from bench.run.end.interrupt import RunInterrupted, active_interrupts, run_end_s
 from bench.run.end.run_writer import RunWriter, write_report
 from bench.run.endpoint.cache_state import PrefixCacheRun, prepare_prefix_cache
 from bench.run.endpoint.environment import cpu_name, git_commit, hardware, package_versions
-from bench.run.endpoint.preflight import Preflight, PreflightError, preflight
+from bench.run.endpoint.preflight import Preflight, PreflightError, preflight, served_context
+from bench.run.endpoint.preflight_fields import (
+    FieldCheck,
+    check_request_fields,
+    fields_section,
+    redact_fields,
+)
 from bench.run.endpoint.run_fingerprint import RunFingerprint, engine_identity
 from bench.run.endpoint.server_tokenizer import ServerTokenizer
 from bench.run.endpoint.tokenizer_source import (
@@ -41,6 +47,7 @@ from bench.run.fleet import fleet_engine_fields, preflight_fleet
 from bench.run.launch.engine_launch import collect_nsys_report, launch_reference
 from bench.run.launch.engine_watch import EngineWatch
 from bench.run.live import LiveDisplay
+from bench.run.load_plan import reads_rows, without_ignore_eos
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
 from bench.run.messages import print_info, print_note
 from bench.run.probing import (
@@ -60,6 +67,7 @@ from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
 from loadgen.drivers.stop import LoadStop
+from loadgen.workloads.spec import WorkloadError
 from probes import nsys
 from probes.session import ProbeResult
 from results.figures.analytic import analytic_section
@@ -265,6 +273,8 @@ class _Prepared:
     # Whether every endpoint runs on this host (bench.run.endpoint's same_host).
     local: bool
     calibration_notes: list[str]
+    # The request fields and ignore_eos as the endpoint took them (None: none to check).
+    fields_check: FieldCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -311,21 +321,35 @@ def _prepare(
     says; the engine's description; this CPU's roofs measured where a CPU run has none."""
     scenario = opts.scenario
     print_info(console, f"tokenizer: {tokenizer.describe()}")
-    plan = prepare_load(scenario, tokenizer.tokenizer, adapter, console)
+    headers = opts.headers.as_dict()
+    try:
+        # A file's rows over the served context are refused one by one, so it is read first.
+        context = (
+            served_context(base_url, adapter, opts.model, headers)[1]
+            if reads_rows(scenario)
+            else None
+        )
+        plan = prepare_load(scenario, tokenizer.tokenizer, adapter, console, context)
+    except (PreflightError, WorkloadError) as e:
+        raise RunRefused(str(e)) from e
     if isinstance(tokenizer.tokenizer, ServerTokenizer):
         print_info(
             console, f"prompt lengths checked by the server: {tokenizer.tokenizer.calls} calls"
         )
         tokenizer.tokenizer.close()
-    headers = opts.headers.as_dict()
     try:
         if len(opts.endpoints) > 1:
             checked = preflight_fleet(scenario, plan, opts.endpoints, adapter, opts.model, headers)
         else:
             checked = preflight(scenario, plan, base_url, adapter, opts.model, headers)
+        fields_check = check_request_fields(
+            plan, base_url, checked.model, headers, adapter.accepts_ignore_eos is None
+        )
     except PreflightError as e:
         raise RunRefused(str(e)) from e
-    for note in checked.notes:
+    if fields_check is not None and fields_check.ignore_eos == "rejected":
+        plan = without_ignore_eos(plan)
+    for note in checked.notes + (fields_check.notes if fields_check else []):
         print_note(console, note)
     cache = prepare_prefix_cache(
         scenario.prefix_cache, adapter, base_url, opts.headers, plan, checked.model
@@ -338,7 +362,7 @@ def _prepare(
     # when the engine runs on this host.
     local = all(same_host(url) for url in opts.endpoints or (base_url,))
     notes = calibrate_before_load(opts.calibrate, description, local, console)
-    return _Prepared(plan, checked, cache, description, local, notes)
+    return _Prepared(plan, checked, cache, description, local, notes, fields_check)
 
 
 def _measure(
@@ -426,6 +450,12 @@ def _write_folder(
         writer.path, result, prepared.plan, opts.driver, opts.workers, opts.remote_workers,
         scenario,
     )  # fmt: skip
+    load_info["request_fields"] = fields_section(prepared.plan)
+    if prepared.fields_check is not None:
+        load_info["request_check"] = prepared.fields_check.to_json()
+    scenario_json = scenario.to_dict()
+    if scenario.request:
+        scenario_json["request"] = redact_fields(scenario.request)
     machine = hardware()
     planned = len(prepared.plan.requests) if total_known(scenario) else None
     ended = run_end_sections(
@@ -433,7 +463,7 @@ def _write_folder(
         result.records, t0_ns, planned,
     )  # fmt: skip
     summary = writer.finish(
-        scenario=scenario.to_dict(),
+        scenario=scenario_json,
         engine=EngineSection(
             **engine_info,
             model=prepared.checked.model,

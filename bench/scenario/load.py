@@ -11,6 +11,10 @@
                          # max_context_tokens
     kind = "trace"       # path (JSONL: timestamp ms or t_s, input_length, output_length),
                          # time_scale; replayed open loop at the trace's times
+    kind = "dataset"     # path (JSONL, JSON, CSV, Parquet, a datasets folder) or hub (a Hub
+                         # dataset id): the user's own prompts or chats; min_input_tokens,
+                         # max_input_tokens, max_output_tokens; output_len optional; read as
+                         # its [dataset] table says (bench.scenario.request_tables)
 
 ``[trace]`` (only with ``kind = "trace"``) says how the trace is replayed
 (``loadgen.workloads.trace.TraceReplay``): ``format`` (auto | mooncake | azure), ``speed``
@@ -83,7 +87,9 @@ def read_workload(table: Table, source: str) -> WorkloadSpec:
         values["path"] = _resolve(values["path"], source)
     workload = construct(sub, WorkloadSpec, kind=kind, **values)
     if workload.path is not None:
-        sub.check("path", os.path.isfile(workload.path), "no such file", workload.path)
+        # A dataset may be a datasets folder (save_to_disk) as well as a file.
+        found = os.path.exists if kind == "dataset" else os.path.isfile
+        sub.check("path", found(workload.path), "no such file", workload.path)
     return workload
 
 
@@ -134,6 +140,7 @@ def check_combination(
     has_output_len: bool,
     has_shared_prefix: bool,
     trace: TraceReplay | None = None,
+    has_dataset: bool = False,
 ) -> None:
     """The rules between tables: which workloads take which lengths, and the loop they need."""
     kind = workload.kind
@@ -145,11 +152,13 @@ def check_combination(
     else:
         if has_input_len:
             raise top.error("input_len", f"workload kind '{kind}' takes its prompts from a file")
-        takes_output = kind == "sharegpt"
+        takes_output = kind in ("sharegpt", "dataset")
         if has_output_len and not takes_output:
             raise top.error("output_len", f"workload kind '{kind}' takes lengths from its file")
     if has_shared_prefix and kind != "synthetic":
         raise top.error("shared_prefix", "only workload kind 'synthetic' takes shared prefixes")
+    if has_dataset and kind != "dataset":
+        raise top.error("dataset", f"only workload kind 'dataset' takes it (kind is '{kind}')")
     if trace is not None and kind != "trace":
         raise top.error("trace", f"only workload kind 'trace' takes it (kind is '{kind}')")
     paced = trace is not None and (trace.speed is not None or trace.target_rate_rps is not None)

@@ -28,10 +28,12 @@ from bench.scenario.load import (
     read_workload,
 )
 from bench.scenario.prefix_cache import PrefixCacheSection, read_prefix_cache
+from bench.scenario.request_tables import read_dataset, read_request
 from bench.scenario.toml_table import ScenarioError, Table, suggest
 from engine.config import SETTINGS, SettingError
 from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ArrivalProcess
+from loadgen.workloads.dataset import DatasetSource
 from loadgen.workloads.spec import (
     LENGTH_BOUNDS,
     LENGTH_KINDS,
@@ -118,7 +120,9 @@ class Scenario:
     workloads that take lengths from a file. ``trace`` (a ``[trace]`` table) says how a trace
     workload is replayed: its format, pace and window. ``prefix_cache`` (a ``[prefix_cache]``
     table) says what to do with the engine's prefix cache before the load; ``abandon`` (an
-    ``[abandon]`` table) which requests the client abandons mid-stream.
+    ``[abandon]`` table) which requests the client abandons mid-stream. ``dataset`` (a
+    ``[dataset]`` table) how a dataset workload's rows are read; ``request`` (a ``[request]``
+    table) body fields sent with every request (bench.scenario.request_tables).
     ``request_timeout_s`` and ``read_timeout_s`` bound each request as a whole and each
     silence in it (None: loadgen.client.limits's defaults; `bench run --request-timeout` and
     ``--read-timeout`` override them). ``source`` says where the scenario was read from and is
@@ -150,6 +154,8 @@ class Scenario:
     abandon: AbandonShare | None = None
     request_timeout_s: float | None = None
     read_timeout_s: float | None = None
+    dataset: DatasetSource | None = None
+    request: dict[str, Any] | None = None
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -171,6 +177,7 @@ class Scenario:
         data["trace"] = self.trace.to_dict() if self.trace else None
         data["prefix_cache"] = self.prefix_cache.to_dict() if self.prefix_cache else None
         data["abandon"] = self.abandon.to_dict() if self.abandon else None
+        data["dataset"] = self.dataset.to_dict() if self.dataset else None
         data["engine"] = self.engine.to_dict()
         return {
             key: data[key]
@@ -193,7 +200,9 @@ _DICT_ORDER = (
     "api",
     "ignore_eos",
     "temperature",
+    "request",
     "workload",
+    "dataset",
     "trace",
     "input_len",
     "output_len",
@@ -210,8 +219,9 @@ _DICT_ORDER = (
 # Tables added after run folders were written: left out when unset, so an older run.json's
 # scenario reads back to the very same dict.
 _OMITTED_WHEN_UNSET = frozenset(
-    {"trace", "prefix_cache", "abandon", "request_timeout_s", "read_timeout_s"}
-)
+    {"trace", "prefix_cache", "abandon", "dataset", "request", "request_timeout_s",
+     "read_timeout_s"}
+)  # fmt: skip
 # The client's limits (loadgen.client.limits), seconds > 0 when given.
 _TIMEOUT_KEYS = ("request_timeout_s", "read_timeout_s")
 
@@ -335,10 +345,12 @@ def scenario_from_dict(
     trace = read_trace(top)
     prefix_cache = read_prefix_cache(top)
     abandon = read_abandon(top)
+    dataset = read_dataset(top)
+    request = read_request(top)
     top.finish()
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
-        shared_prefix is not None, trace,
+        shared_prefix is not None, trace, dataset is not None,
     )  # fmt: skip
     open_loop = arrival is not None or workload.open_loop
     if users is None:
@@ -378,6 +390,8 @@ def scenario_from_dict(
         trace=trace,
         prefix_cache=prefix_cache,
         abandon=abandon,
+        dataset=dataset,
+        request=request,
         source=source,
         **scalars,
         **timeouts,

@@ -25,6 +25,7 @@ _TYPE_NAMES: dict[type, str] = {
     float: "a number",
     str: "a string",
     bool: "a boolean (true or false)",
+    list: "a list",
 }
 
 
@@ -115,6 +116,12 @@ class Table:
         if not isinstance(value, Mapping):
             raise self.error(name, f"expected a table, got {_found(value)}")
         return Table(value, self._source, f"{self.key(name)}.")
+
+    def take_all(self) -> dict[str, Any]:
+        """Every key of this table with its value as TOML gave it, each counted as asked for
+        (a table whose keys are the user's own, such as ``[request]``)."""
+        self._known.extend(self._data)
+        return dict(self._data)
 
     def finish(self, context: str = "") -> None:
         """Raise a ScenarioError listing every key of this table that no lookup asked for."""

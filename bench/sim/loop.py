@@ -23,7 +23,7 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.drivers.driver import LoadPlan
-from loadgen.request_spec import RequestSpec
+from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"
@@ -76,7 +76,8 @@ def _prompt_ids(engine: LLMEngine, spec: RequestSpec) -> list[int]:
     tok = engine.tokenizer
     if spec.api == "chat":
         turns = spec.messages or (("user", spec.prompt),)
-        text = tok.apply_chat_template([{"role": r, "content": c} for r, c in turns])
+        chat = [dict(zip(("role", "content"), message_text(m), strict=True)) for m in turns]
+        text = tok.apply_chat_template(chat)
         return tok.encode(text, add_special_tokens=False)
     return tok.encode(spec.prompt, add_special_tokens=True)
 

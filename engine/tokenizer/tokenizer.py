@@ -34,7 +34,7 @@ SYNTHETIC_VERSION = 1
 SYNTHETIC_CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for message in messages %}"
-    "{% if message['role'] not in ['system', 'user', 'assistant'] %}"
+    "{% if message['role'] not in ['system', 'developer', 'user', 'assistant', 'tool'] %}"
     "{{ raise_exception('unknown role: ' + message['role']) }}"
     "{% endif %}"
     "<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"

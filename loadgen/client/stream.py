@@ -57,7 +57,7 @@ from loadgen.client.raw_http import (
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import RequestSpec
+from loadgen.request_spec import RequestSpec, message_dict
 from results.folder.records import RequestRecord, Status, endpoint_of
 from results.folder.redact import REDACTED
 
@@ -228,7 +228,7 @@ class StreamingClient:
         }
         if spec.api == "chat":
             if spec.messages:
-                body["messages"] = [{"role": r, "content": c} for r, c in spec.messages]
+                body["messages"] = [message_dict(m) for m in spec.messages]
             else:
                 body["messages"] = [{"role": "user", "content": spec.prompt}]
         else:
@@ -238,6 +238,8 @@ class StreamingClient:
         if spec.seed is not None:
             body["seed"] = spec.seed
         body.update(self._extra_body)
+        if spec.fields:
+            body.update(spec.fields)
         return json.dumps(body, separators=(",", ":")).encode()
 
     async def send(

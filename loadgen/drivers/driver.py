@@ -98,6 +98,9 @@ class LoadPlan:
         think_time_s: closed loop: pause between a user's answer and its next request.
         ramp_up_s: closed loop: users start spread over this many seconds (open loop: the
             ramp is already in the schedule).
+        rows: what became of the rows of the file the requests were drawn from: read,
+            refused by reason, reused (loadgen.workloads.rows.RowReport.to_json); None for
+            workloads read from no file of prompts.
     """
 
     mode: LoadMode
@@ -108,6 +111,7 @@ class LoadPlan:
     duration_s: float | None = None
     think_time_s: float = 0.0
     ramp_up_s: float = 0.0
+    rows: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("closed", "open"):

@@ -43,7 +43,7 @@ from typing import Any
 
 from loadgen.client.auth import RequestHeaders
 from loadgen.drivers.driver import ClientConfig, LoadPlan
-from loadgen.request_spec import RequestSpec
+from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
@@ -168,10 +168,13 @@ def client_from_wire(data: dict[str, Any]) -> ClientConfig:
 
 
 def spec_to_wire(spec: RequestSpec) -> dict[str, Any]:
-    """A request as a plain dict (messages as lists of ``[role, content]``)."""
+    """A request as a plain dict (a (role, content) message as a list ``[role, content]``, an
+    OpenAI message object as it is)."""
     row = dataclasses.asdict(spec)
     if spec.messages is not None:
-        row["messages"] = [list(m) for m in spec.messages]
+        row["messages"] = [list(m) if isinstance(m, tuple) else dict(m) for m in spec.messages]
+    if spec.fields is not None:
+        row["fields"] = dict(spec.fields)
     return row
 
 
@@ -179,7 +182,9 @@ def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
     """The inverse of :func:`spec_to_wire`."""
     fields = dict(row)
     if fields.get("messages") is not None:
-        fields["messages"] = tuple((str(r), str(c)) for r, c in fields["messages"])
+        fields["messages"] = tuple(
+            dict(m) if isinstance(m, dict) else (str(m[0]), str(m[1])) for m in fields["messages"]
+        )
     return RequestSpec(**fields)
 
 
@@ -192,7 +197,9 @@ def plan_parts(
     size = 0
     for session in sessions:
         part.append([spec_to_wire(s) for s in session])
-        size += sum(len(s.prompt) + sum(len(c) for _, c in s.messages or ()) for s in session)
+        size += sum(
+            len(s.prompt) + sum(len(message_text(m)[1]) for m in s.messages or ()) for s in session
+        )
         if size >= part_bytes:
             yield part
             part, size = [], 0

@@ -61,7 +61,7 @@ from loadgen.drivers.locust_job import (
     record_to_wire,
     spec_from_wire,
 )
-from loadgen.request_spec import RequestSpec
+from loadgen.request_spec import RequestSpec, message_dict
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
 from results.folder.redact import REDACTED
@@ -232,7 +232,7 @@ def _send_to(
     }  # fmt: skip
     if spec.api == "chat":
         messages = spec.messages or (("user", spec.prompt),)
-        body["messages"] = [{"role": r, "content": c} for r, c in messages]
+        body["messages"] = [message_dict(m) for m in messages]
         url = base_url.rstrip("/") + "/v1/chat/completions"
     else:
         body["prompt"] = spec.prompt
@@ -241,6 +241,7 @@ def _send_to(
         body["ignore_eos"] = True
     if spec.seed is not None:
         body["seed"] = spec.seed
+    body.update(spec.fields or {})
     acc = StreamAccumulator(spec.api, spec.max_tokens)
     scheduled_s = clock.now_s()
     sent_ns = time.perf_counter_ns()

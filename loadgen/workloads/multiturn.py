@@ -21,7 +21,7 @@ transcript (``"User: ...\\nAssistant: ..."`` lines), which the server sees as on
 
 from __future__ import annotations
 
-import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ import numpy as np
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Api, RequestSpec
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
+from loadgen.workloads.rows import RowRefused, RowReport, repeat_to
 from loadgen.workloads.sharegpt import MIN_TOKENS, Turn, load_sharegpt
 from loadgen.workloads.spec import LengthDist, WorkloadError
 
@@ -114,6 +115,43 @@ def synthetic_sessions(
     return sessions
 
 
+def _session_of(
+    conversation: list[Turn], tokenizer: TokenizerLike, api: Api, ignore_eos: bool,
+    temperature: float, max_turns: int | None, limit: tuple[int, str] | None,
+) -> tuple[list[RequestSpec], str | None]:  # fmt: skip
+    """The turns of one conversation (ids to be given) and why it ended before its last user
+    turn (None: it did not); RowRefused when not even its first turn can be sent. ``limit``:
+    the most prompt plus answer tokens of a turn, and the key that sets it."""
+    session: list[RequestSpec] = []
+    history: list[Turn] = []
+    cut: str | None = None
+    for k, turn in enumerate(conversation):
+        if turn.role == "system" and not history:
+            history.append(turn)
+        if turn.role != "user":
+            continue  # answers join the history with the turn they answer
+        if max_turns is not None and len(session) >= max_turns:
+            break  # the scenario's own cap: not a cut
+        answer = conversation[k + 1] if k + 1 < len(conversation) else None
+        if answer is None or answer.role != "assistant":
+            cut = "a user turn without an answer to take the length from"
+            break
+        max_tokens = len(tokenizer.encode(answer.text, add_special_tokens=False))
+        if max_tokens < MIN_TOKENS:
+            cut = f"an answer under {MIN_TOKENS} tokens"
+            break
+        history.append(turn)
+        spec = turn_request("t", history, max_tokens, tokenizer, api, ignore_eos, temperature)
+        if limit is not None and spec.prompt_tokens + max_tokens > limit[0]:
+            cut = f"a turn over {limit[1]} ({limit[0]} tokens)"
+            break
+        session.append(spec)
+        history.append(answer)
+    if not session:
+        raise RowRefused(f"first turn cannot be sent: {cut or 'no user turn'}")
+    return session, cut
+
+
 def sharegpt_sessions(
     path: str | Path,
     tokenizer: TokenizerLike,
@@ -125,56 +163,63 @@ def sharegpt_sessions(
     *,
     max_turns: int | None = None,
     max_context_tokens: int | None = None,
+    context_tokens: int | None = None,
+    report: RowReport | None = None,
 ) -> list[list[RequestSpec]]:
     """Sessions from a ShareGPT file's conversations (shuffled with ``seed``), ``num_requests``
-    turns in all; a session ends at ``max_turns`` turns or before the turn whose prompt plus
-    answer would pass ``max_context_tokens``. Conversations are reused when the file runs out.
+    turns in all; a session ends at ``max_turns`` turns, or before a turn that cannot be sent:
+    no answer to take its length from, an answer under 4 tokens, or a prompt plus answer over
+    ``max_context_tokens`` or the served ``context_tokens``. ``report`` counts the conversations
+    refused (not even a first turn), cut short, and reused when the file runs out.
     """
-    conversations = load_sharegpt(path)
+    report = report if report is not None else RowReport(str(path))
+    conversations = load_sharegpt(path, report)
+    report.read = sum(report.refused.values())
     order = np.random.default_rng(np.random.SeedSequence([seed, 0x3A17])).permutation(
         len(conversations)
     )
-    sessions: list[list[RequestSpec]] = []
-    produced = 0
-    for rounds, index in enumerate(itertools.cycle(order.tolist())):
-        if produced >= num_requests:
+    named = ((max_context_tokens, "max_context_tokens"), (context_tokens, "the served context"))
+    limits = [(tokens, key) for tokens, key in named if tokens is not None]
+    limit = min(limits) if limits else None
+    built: list[list[RequestSpec]] = []
+    for index in order.tolist():
+        if sum(len(b) for b in built) >= num_requests:
             break
-        if rounds >= len(order) and not sessions:
-            break  # a whole pass gave nothing: no usable conversation
-        session: list[RequestSpec] = []
-        history: list[Turn] = []
-        conversation = conversations[index]
-        for k, turn in enumerate(conversation):
-            if turn.role == "system" and not history:
-                history.append(turn)
-            if turn.role != "user":
-                continue  # answers join the history with the turn they answer
-            answer = conversation[k + 1] if k + 1 < len(conversation) else None
-            if answer is None or answer.role != "assistant":
-                break
-            max_tokens = len(tokenizer.encode(answer.text, add_special_tokens=False))
-            if max_tokens < MIN_TOKENS:
-                break
-            history.append(turn)
-            rid = f"s{len(sessions):05d}-t{len(session):03d}"
-            spec = turn_request(rid, history, max_tokens, tokenizer, api, ignore_eos, temperature)
-            if max_context_tokens is not None and (
-                spec.prompt_tokens + max_tokens > max_context_tokens
-            ):
-                break
-            session.append(spec)
-            produced += 1
-            if produced >= num_requests or (max_turns is not None and len(session) >= max_turns):
-                break
-            history.append(answer)
-        if session:
-            sessions.append(session)
-    if num_requests and not sessions:
-        raise WorkloadError(
-            f"{path}: no conversation starts with a user turn and an answer of >= {MIN_TOKENS} "
-            f"tokens within max_context_tokens={max_context_tokens}"
-        )
-    return sessions
+        report.read += 1
+        try:
+            session, cut = _session_of(
+                conversations[index], tokenizer, api, ignore_eos, temperature, max_turns, limit
+            )
+        except RowRefused as refused:
+            report.refuse(refused.reason)
+            continue
+        if cut is not None:
+            report.cut[cut] += 1
+        built.append(session)
+    report.usable = len(built)
+    return _renumbered(repeat_to(built, _sessions_needed(built, num_requests), report,
+                                 "conversation"), num_requests)  # fmt: skip
+
+
+def _sessions_needed(built: list[list[RequestSpec]], num_requests: int) -> int:
+    """How many sessions, ``built`` cycled, hold ``num_requests`` turns."""
+    turns, needed = 0, 0
+    while built and turns < num_requests:
+        turns += len(built[needed % len(built)])
+        needed += 1
+    return needed if built else (1 if num_requests else 0)
+
+
+def _renumbered(sessions: list[list[RequestSpec]], num_requests: int) -> list[list[RequestSpec]]:
+    """Each session's turns with ids ``s{session:05d}-t{turn:03d}``, the last cut to make
+    ``num_requests`` turns in all."""
+    out: list[list[RequestSpec]] = []
+    left = num_requests
+    for s, session in enumerate(sessions):
+        take = session[:left]
+        out.append([replace(spec, request_id=f"s{s:05d}-t{k:03d}") for k, spec in enumerate(take)])
+        left -= len(take)
+    return out
 
 
 def sessions_turns(sessions: list[list[RequestSpec]]) -> int:

@@ -48,7 +48,7 @@ _POSITIVE: dict[str, dict[str, bool]] = {
     "pareto": {"shape": False, "scale": False},
 }
 
-WorkloadKind = Literal["synthetic", "sharegpt", "multiturn", "trace"]
+WorkloadKind = Literal["synthetic", "sharegpt", "multiturn", "trace", "dataset"]
 WORKLOAD_KINDS: tuple[str, ...] = get_args(WorkloadKind)
 # Per workload kind, the parameters it takes and their types (WorkloadSpec's docstring).
 WORKLOAD_PARAMS: dict[str, dict[str, type]] = {
@@ -61,6 +61,13 @@ WORKLOAD_PARAMS: dict[str, dict[str, type]] = {
         "max_context_tokens": int,
     },
     "trace": {"path": str, "time_scale": float},
+    "dataset": {
+        "path": str,
+        "hub": str,
+        "min_input_tokens": int,
+        "max_input_tokens": int,
+        "max_output_tokens": int,
+    },
 }
 
 
@@ -261,6 +268,10 @@ class WorkloadSpec:
       ``turns`` when set); ``max_context_tokens`` ends a session whose history outgrows it.
     * ``trace``: ``path`` (JSONL of timestamps and lengths) replayed open loop at the trace's
       times stretched by ``time_scale``.
+    * ``dataset``: ``path`` (a JSONL, JSON, CSV or Parquet file, or a ``datasets`` folder) or
+      ``hub`` (a dataset repository of the Hugging Face cache) of prompts or chat
+      conversations (loadgen.workloads.dataset); ``min_input_tokens`` and ``max_input_tokens``
+      refuse rows outside them, ``max_output_tokens`` caps the output lengths.
     """
 
     kind: WorkloadKind = "synthetic"
@@ -271,6 +282,8 @@ class WorkloadSpec:
     system_prompt_tokens: int | None = None
     max_context_tokens: int | None = None
     time_scale: float | None = None
+    hub: str | None = None
+    min_input_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in WORKLOAD_KINDS:
@@ -283,10 +296,16 @@ class WorkloadSpec:
         if self.kind in ("sharegpt", "trace") and self.path is None:
             problem = f"missing; kind '{self.kind}' reads its requests from a file"
             raise ParameterError(owner, "path", problem)
+        if self.kind == "dataset" and (self.path is None) == (self.hub is None):
+            problem = "set one: path (a file or datasets folder) or hub (a Hub dataset id)"
+            raise ParameterError(owner, "path" if self.hub is None else "hub", problem)
         if self.kind == "multiturn" and self.path is None and self.turns is None:
             problem = "missing; set turns (synthetic chats) or path (a ShareGPT file)"
             raise ParameterError(owner, "turns", problem)
-        for name in ("max_input_tokens", "max_output_tokens", "turns", "max_context_tokens"):
+        for name in (
+            "max_input_tokens", "max_output_tokens", "turns", "max_context_tokens",
+            "min_input_tokens",
+        ):  # fmt: skip
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ParameterError(owner, name, f"must be >= 1, got {value!r}")
@@ -297,6 +316,9 @@ class WorkloadSpec:
             if self.path is not None:
                 problem = "is for synthetic chats; a ShareGPT file has its own"
                 raise ParameterError(owner, "system_prompt_tokens", problem)
+        low, high = self.min_input_tokens, self.max_input_tokens
+        if low is not None and high is not None and high < low:
+            raise ParameterError(owner, "max_input_tokens", f"must be >= min_input_tokens ({low})")
         if self.time_scale is not None and self.time_scale <= 0:
             raise ParameterError(owner, "time_scale", f"must be > 0, got {self.time_scale!r}")
 

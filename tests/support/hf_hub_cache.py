@@ -41,11 +41,13 @@ def tokenizer_repo_files(folder: Path, vocab_size: int = 512) -> Path:
 
 
 def lay_out_hub_repo(
-    cache: Path, repo_id: str, source: Path, commit: str, revision: str = "main"
-) -> Path:
-    """Put every file of ``source`` into ``cache`` as repository ``repo_id`` at ``commit`` (40
-    hex digits), with ``refs/<revision>`` naming it; returns the snapshot folder."""
-    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    cache: Path, repo_id: str, source: Path, commit: str, revision: str = "main",
+    repo_type: str = "model",
+) -> Path:  # fmt: skip
+    """Put every file of ``source`` into ``cache`` as repository ``repo_id`` (of ``repo_type``:
+    model or dataset) at ``commit`` (40 hex digits), with ``refs/<revision>`` naming it;
+    returns the snapshot folder."""
+    repo = cache / (f"{repo_type}s--" + repo_id.replace("/", "--"))
     snapshot = repo / "snapshots" / commit
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     snapshot.mkdir(parents=True, exist_ok=True)

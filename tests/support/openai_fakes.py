@@ -59,7 +59,9 @@ def openai_handler(
     ``models``: the /v1/models entries (None: /v1/models answers 404). ``documents``: other GET
     paths and their JSON. ``fail(i)`` for the i-th completion request (from 0): (HTTP status,
     message) to answer with an OpenAI error body, or None to stream ``n_chunks`` one-token
-    chunks and the usage.
+    chunks and the usage. A request that is not streamed (the pre-flight's check of the request
+    fields and ignore_eos) is answered with one completion of all its ``max_tokens``, and not
+    counted.
     """
     count = 0
 
@@ -73,6 +75,12 @@ def openai_handler(
                 await response.send_json(200, documents[path])
             else:
                 await response.send_json(404, {"detail": "Not Found"})
+            return
+        if request.body and request.json().get("stream") is False:
+            asked = request.json().get("max_tokens", 1)
+            choice = {"text": " t" * asked, "index": 0, "finish_reason": "length"}
+            usage = {"completion_tokens": asked, "prompt_tokens": 2}
+            await response.send_json(200, {"choices": [choice], "usage": usage})
             return
         index, count = count, count + 1
         failure = fail(index) if fail is not None else None

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.cli.flags.shared import BenchOption
+from bench.scenario.request_tables import parse_extra_body
 from bench.scenario.scenario import Scenario, scenario_from_dict
 from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 
-__all__ = ["LOAD_OVERRIDES", "override_load"]
+__all__ = ["LOAD_OVERRIDES", "override_load", "override_request"]
 
 Nsys = BenchOption(
     bool,
@@ -123,6 +124,14 @@ ReadTimeout = BenchOption(
     metavar="SECONDS",
     minimum=0.001,
 ).annotated()
+ExtraBody = BenchOption(
+    str | None,
+    None,
+    "A JSON object of request fields merged into every request (over the scenario's "
+    "\\[request] table; a dataset row's own fields win over both), e.g. "
+    '\'{"chat_template_kwargs": {"enable_thinking": false}, "top_k": 20}\'.',
+    metavar="JSON",
+).annotated()
 
 # The scenario keys the load overrides replace, by option.
 LOAD_OVERRIDES = {
@@ -152,3 +161,16 @@ def override_load(scenario: Scenario, overrides: Mapping[str, float | None]) -> 
     named = [f"{flag} {given[key]}" for flag, key in LOAD_OVERRIDES.items() if key in given]
     options = ", ".join(named)
     return scenario_from_dict(data, source=f"{scenario.source} with {options}")
+
+
+def override_request(scenario: Scenario, extra_body: str | None) -> Scenario:
+    """``scenario`` with ``--extra-body``'s fields over its ``[request]`` table, validated as
+    the file is, so that run.json's scenario records every field sent.
+
+    Raises bench.scenario.scenario.ScenarioError: not a JSON object, or a reserved field.
+    """
+    if extra_body is None:
+        return scenario
+    data: dict[str, Any] = scenario.to_dict()
+    data["request"] = {**(scenario.request or {}), **parse_extra_body(extra_body)}
+    return scenario_from_dict(data, source=f"{scenario.source} with --extra-body")

@@ -43,6 +43,7 @@ __all__ = [
     "keys_to_change",
     "longest_request",
     "preflight",
+    "served_context",
     "served_models",
 ]
 
@@ -153,13 +154,13 @@ def keys_to_change(scenario: Scenario) -> list[str]:
             keys += ["workload.turns", "workload.system_prompt_tokens"]
     if scenario.shared_prefix is not None:
         keys.append("shared_prefix.tokens")
-    if workload.kind == "sharegpt":
+    if workload.kind in ("sharegpt", "dataset"):
         keys.append("workload.max_input_tokens")
     elif scenario.input_len is not None:
         keys.append(_upper_key("input_len", scenario.input_len))
     if scenario.output_len is not None:
         keys.append(_upper_key("output_len", scenario.output_len))
-    elif workload.kind == "sharegpt":
+    if workload.kind in ("sharegpt", "dataset") and scenario.output_len is None:
         keys.append("workload.max_output_tokens")
     return keys
 
@@ -241,6 +242,26 @@ def _choose(models: Sequence[ServedModel], wanted: str | None, base_url: str) ->
     )
 
 
+def served_context(
+    base_url: str, adapter: EngineAdapter, model: str | None, headers: Mapping[str, str]
+) -> tuple[ServedModel, int | None, str | None]:
+    """The model to send (``model``, else the first served) and the context it is served with,
+    in tokens, with where it was read (None, None where the endpoint states none).
+
+    Raises:
+        PreflightError: the endpoint is no LLM server, wants a key, or does not serve ``model``.
+    """
+    chosen = _choose(served_models(models_document(base_url, headers)), model, base_url)
+    length, source = chosen.max_model_len, chosen.context_source
+    if adapter.context_path is not None:
+        # The engine's own document states the context it runs with (llama.cpp: per slot), which
+        # wins over the model's trained context.
+        found = _adapter_context(base_url, adapter, headers)
+        if found is not None and source != "/v1/models max_model_len":
+            length, source = found
+    return chosen, length, source
+
+
 def preflight(
     scenario: Scenario,
     plan: LoadPlan,
@@ -258,16 +279,8 @@ def preflight(
             the longest request cannot fit its context.
     """
     headers = headers or {}
-    models = served_models(models_document(base_url, headers))
-    chosen = _choose(models, model, base_url)
+    chosen, length, source = served_context(base_url, adapter, model, headers)
     notes: list[str] = []
-    length, source = chosen.max_model_len, chosen.context_source
-    if adapter.context_path is not None:
-        # The engine's own document states the context it runs with (llama.cpp: per slot), which
-        # wins over the model's trained context.
-        found = _adapter_context(base_url, adapter, headers)
-        if found is not None and source != "/v1/models max_model_len":
-            length, source = found
     longest = longest_request(plan)
     longest_tokens = longest.prompt_tokens + longest.max_tokens if longest else None
     if length is None:

@@ -101,8 +101,11 @@ def test_chat_template(tok: Tokenizer) -> None:
         "<|assistant|>\n"
     )
     assert tok.encode(prompt)[0] == tok.bos_token_id  # specials in the text are matched
-    with pytest.raises(TokenizerError, match="unknown role: tool"):
-        tok.apply_chat_template([{"role": "tool", "content": "x"}])
+    # Every role of OpenAI's chat API renders (a replayed conversation's tool turns too).
+    tool = tok.apply_chat_template([{"role": "tool", "content": "x"}], add_generation_prompt=False)
+    assert tool == "<s><|tool|>\nx</s>\n"
+    with pytest.raises(TokenizerError, match="unknown role: robot"):
+        tok.apply_chat_template([{"role": "robot", "content": "x"}])
 
 
 def test_hf_directory_matches_transformers(tmp_path: Path) -> None:

@@ -1,0 +1,238 @@
+"""The pre-flight's check of what the requests carry beyond a prompt: their request fields
+(``[request]``, ``--extra-body``, a dataset's rows) and ``ignore_eos``.
+
+Where the plan's requests carry fields, or ask for ``ignore_eos`` of an engine whose adapter
+does not know whether it takes it (the plain ``openai`` one), :func:`check_request_fields`
+sends one short request with the same body fields before the load (a prompt of its own, so
+that no prompt of the load is cached ahead of it; not streamed; :data:`PROBE_MAX_TOKENS`
+tokens), one more for each other set of field names the rows carry (at most
+:data:`MAX_PROBES` in all), and reads the answer:
+
+* the fields refused (HTTP 4xx, also without ``ignore_eos``): the run is refused
+  (:class:`PreflightError`), naming the server's message and the fields to drop;
+* ``ignore_eos`` refused (the same body is taken without it): ``rejected``; the caller sends
+  the load without it, and says so: outputs end where the model stops, so the output lengths
+  reported are those served, not those asked;
+* ``ignore_eos`` asked and the answer stopped (``finish_reason`` ``stop``) before
+  ``max_tokens``: ``ignored``, with the same note;
+* ``ignore_eos`` asked and all :data:`PROBE_MAX_TOKENS` tokens came: ``kept`` (a server that
+  ignores it but had not reached an end yet reads the same; the output lengths in
+  requests.parquet tell);
+* a server error or no answer: a note; the load will tell.
+
+An engine whose adapter vouches for ``ignore_eos`` (vLLM, SGLang, llama.cpp, the reference
+engine) is sent no check for it alone: the check's tokens would count in the engine's own
+counters, which the run's token reconciliation reads. run.json's ``load.request_check`` records
+the outcome; the fields recorded (:func:`fields_section`) hide the values of secret-looking
+names (results.folder.redact).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn
+
+import httpx
+
+from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
+from loadgen.client.openai_stream import error_message_from_body
+from loadgen.drivers.driver import LoadPlan
+from loadgen.request_spec import RequestSpec
+from results.folder.redact import REDACTED, is_secret_flag
+
+__all__ = [
+    "MAX_PROBES",
+    "PROBE_MAX_TOKENS",
+    "FieldCheck",
+    "check_request_fields",
+    "fields_section",
+    "redact_fields",
+]
+
+# What a check says of ignore_eos (FieldCheck.ignore_eos adds "not asked").
+_Outcome = Literal["kept", "ignored", "rejected", "unchecked"]
+
+PROBE_MAX_TOKENS = 16
+MAX_PROBES = 4
+# A prompt no workload sends, so that the probe warms no prefix of the load's prompts.
+PROBE_PROMPT = "Pre-flight check of the request fields: count from one to twenty in words."
+
+
+@dataclass
+class FieldCheck:
+    """What the check found: the field names sent, what became of ``ignore_eos`` (``"not
+    asked"``, ``"kept"``, ``"ignored"``, ``"rejected"``, ``"unchecked"``), and notes for the
+    user."""
+
+    fields: list[str] = field(default_factory=list)
+    ignore_eos: str = "not asked"
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """run.json's ``load.request_check``."""
+        return {"fields": self.fields, "ignore_eos": self.ignore_eos, "notes": self.notes}
+
+
+def redact_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` with the value of every secret-looking name (``api_key``, ``*_token``) hidden,
+    at any depth."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if is_secret_flag(str(key)):
+            out[key] = REDACTED
+        elif isinstance(value, Mapping):
+            out[key] = redact_fields(value)
+        else:
+            out[key] = value
+    return out
+
+
+def fields_section(plan: LoadPlan) -> dict[str, Any]:
+    """run.json's ``load.request_fields``: the fields every request carried (values, secrets
+    hidden), and how many requests carried each field that not all of them did."""
+    requests = plan.requests
+    counts: Counter[str] = Counter(k for r in requests for k in (r.fields or {}))
+    common = {k for k, n in counts.items() if n == len(requests)}
+    first = requests[0].fields or {} if requests else {}
+    same = {k: v for k, v in first.items() if k in common and all(
+        (r.fields or {}).get(k) == v for r in requests)}  # fmt: skip
+    return {
+        "every_request": redact_fields(same),
+        "per_request": dict(sorted((k, n) for k, n in counts.items() if k not in same)),
+    }
+
+
+def _probes(plan: LoadPlan) -> list[RequestSpec]:
+    """The first request of each set of field names the plan's requests carry."""
+    seen: dict[frozenset[str], RequestSpec] = {}
+    for spec in plan.requests:
+        names = frozenset(spec.fields or {})
+        if names not in seen:
+            seen[names] = spec
+        if len(seen) >= MAX_PROBES:
+            break
+    return list(seen.values())
+
+
+def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
+                            "temperature": spec.temperature, "stream": False}  # fmt: skip
+    if spec.api == "chat":
+        body["messages"] = [{"role": "user", "content": PROBE_PROMPT}]
+    else:
+        body["prompt"] = PROBE_PROMPT
+    if ignore_eos:
+        body["ignore_eos"] = True
+    body.update(spec.fields or {})
+    return body
+
+
+def _send(url: str, body: dict[str, Any], headers: Mapping[str, str]) -> httpx.Response | str:
+    """The answer, or a note of why none came."""
+    try:
+        return httpx.post(url, json=body, headers=dict(headers), timeout=4 * PREFLIGHT_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"the check of the request fields got no answer ({type(exc).__name__})"
+
+
+def _url(base_url: str, spec: RequestSpec) -> str:
+    root = base_url.rstrip("/")
+    root = root if root.endswith("/v1") else root + "/v1"
+    return root + ("/chat/completions" if spec.api == "chat" else "/completions")
+
+
+def _eos_outcome(answer: Any) -> _Outcome:
+    """``kept`` or ``ignored`` from a completion's answer (``unchecked`` when it says neither)."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    if not choices or not isinstance(usage, dict) or not isinstance(choices[0], dict):
+        return "unchecked"
+    tokens, reason = usage.get("completion_tokens"), choices[0].get("finish_reason")
+    if isinstance(tokens, int) and tokens < PROBE_MAX_TOKENS and reason == "stop":
+        return "ignored"
+    return "kept" if tokens == PROBE_MAX_TOKENS else "unchecked"
+
+
+def check_request_fields(
+    plan: LoadPlan,
+    base_url: str,
+    model: str,
+    headers: Mapping[str, str] | None = None,
+    check_ignore_eos: bool = False,
+) -> FieldCheck | None:
+    """Send the plan's request fields, and ``ignore_eos`` where asked, once each (module
+    docstring); ``check_ignore_eos``: send a check for ``ignore_eos`` alone too. None when
+    nothing was checked. ``ignore_eos == "rejected"`` in the result: send the load without it.
+
+    Raises:
+        PreflightError: the server refuses the fields; the message names what to drop.
+    """
+    headers = headers or {}
+    asked = any(r.ignore_eos for r in plan.requests)
+    probes = [p for p in _probes(plan) if p.fields]
+    if not probes and asked and check_ignore_eos:
+        probes = plan.requests[:1]
+    if not probes:
+        return None
+    check = FieldCheck(sorted({k for p in probes for k in p.fields or {}}),
+                       "unchecked" if asked else "not asked")  # fmt: skip
+    for spec in probes:
+        with_eos = asked and check.ignore_eos != "rejected"
+        outcome, note = _check_one(spec, base_url, model, headers, with_eos)
+        if note is not None:
+            check.notes.append(note)
+        elif outcome == "rejected" or check.ignore_eos not in ("ignored", "rejected"):
+            check.ignore_eos = outcome if asked else "not asked"
+    if check.ignore_eos in ("ignored", "rejected"):
+        how = "refuses it: requests are sent without it" if check.ignore_eos == "rejected" else (
+            f"ignores it (a check of {PROBE_MAX_TOKENS} tokens stopped early)")  # fmt: skip
+        check.notes.append(
+            f"{base_url} {how}: ignore_eos cannot hold, outputs end where the model stops, so "
+            "output lengths are as served, not as asked"
+        )
+    return check
+
+
+def _check_one(
+    spec: RequestSpec, base_url: str, model: str, headers: Mapping[str, str], ignore_eos: bool
+) -> tuple[_Outcome, str | None]:
+    """What one check found of ignore_eos, and a note where no usable answer came."""
+    url = _url(base_url, spec)
+    answer = _send(url, _body(spec, model, ignore_eos), headers)
+    if not isinstance(answer, str) and 400 <= answer.status_code < 500 and ignore_eos:
+        first = answer
+        answer = _send(url, _body(spec, model, False), headers)
+        if not isinstance(answer, str) and answer.status_code < 400:
+            return "rejected", None
+        if not isinstance(answer, str) and answer.status_code < 500:
+            _refuse(spec, url, first)
+    if isinstance(answer, str):
+        return "unchecked", answer
+    if answer.status_code >= 500:
+        return "unchecked", (
+            f"the check of the request fields got HTTP {answer.status_code}: "
+            f"{error_message_from_body(answer.content)}; the load will tell"
+        )
+    if answer.status_code >= 400:
+        _refuse(spec, url, answer)
+    try:
+        return _eos_outcome(answer.json()), None
+    except ValueError:
+        return "unchecked", None
+
+
+def _refuse(spec: RequestSpec, url: str, answer: httpx.Response) -> NoReturn:
+    """Raise the PreflightError of refused fields, naming them."""
+    message = error_message_from_body(answer.content)
+    names = ", ".join(sorted(spec.fields or {}))
+    what = (
+        f"the request fields ({names}): drop them from [request], --extra-body or the rows"
+        if names
+        else "a plain request: check the server, --model and --api-key"
+    )
+    raise PreflightError(
+        f"{url} refused a request before the load (HTTP {answer.status_code}: {message}); "
+        f"it does not take {what}"
+    )
