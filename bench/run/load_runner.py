@@ -26,6 +26,7 @@ from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_lo
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.kernel_stamps import run_stamps
 from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
@@ -146,4 +147,6 @@ def record_load(
         section["workers_asked"] = remote.local_workers(workers) + remote.expected
     if result.worker_info is not None:
         section["locust_workers"] = result.worker_info
+    # Locust's users read through requests (urllib3): their chunks carry user-space stamps.
+    section["receive_stamps"] = run_stamps(result.stamps, f"the {driver} driver's client")
     return section
