@@ -20,9 +20,11 @@ from loadgen.client import kernel_stamps
 from loadgen.client.kernel_stamps import KernelClock, run_stamps
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
+from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
 from results.folder.records import RequestRecord
-from tests.support.http_server import run
-from tests.support.loadgen_requests import spec
+from tests.support.http_server import LocalServer, run
+from tests.support.loadgen_requests import make_requests, spec
+from tests.support.sse_streams import streaming_handler
 
 pytestmark = pytest.mark.timeout(60)
 linux_only = pytest.mark.skipif(
@@ -201,3 +203,21 @@ def test_the_runs_source_is_kernel_user_or_mixed() -> None:
     assert run_stamps([user], "")["source"] == "user"
     none = run_stamps([], "the locust driver's client")
     assert none["source"] == "user" and none["why"] == "the locust driver's client"
+
+
+def test_a_fleets_router_reports_each_replicas_connections() -> None:
+    async def main() -> LoadResult:
+        async with (
+            LocalServer(streaming_handler(2, 0.001)) as a,
+            LocalServer(streaming_handler(2, 0.001)) as b,
+        ):
+            config = ClientConfig(a.base_url, "m", timeout_s=10, endpoints=(a.base_url, b.base_url))
+            plan = LoadPlan("closed", [[s] for s in make_requests(4)], users=2)
+            return await run_plan(plan, config, RunClock())
+
+    result = run(main())
+    assert [c["endpoint"] for c in result.stamps] == [r.endpoint for r in result.records[:2]]
+    assert {c["worker"] for c in result.stamps} == {0}
+    source = "kernel" if sys.platform.startswith("linux") else "user"
+    assert {r.stamps for r in result.records} == {source}
+    assert run_stamps(result.stamps, "")["source"] == source
