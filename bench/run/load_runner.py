@@ -147,6 +147,7 @@ def record_load(
         section["workers_asked"] = remote.local_workers(workers) + remote.expected
     if result.worker_info is not None:
         section["locust_workers"] = result.worker_info
-    # Locust's users read through requests (urllib3): their chunks carry user-space stamps.
-    section["receive_stamps"] = run_stamps(result.stamps, f"the {driver} driver's client")
+    section["receive_stamps"] = run_stamps(
+        result.stamps, "Locust's users read their sockets through requests: user-space stamps"
+    )
     return section

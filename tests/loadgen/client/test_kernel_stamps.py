@@ -32,7 +32,8 @@ linux_only = pytest.mark.skipif(
 )
 
 # Wide margins, so that a loaded machine's scheduling cannot blur kernel and user-space stamps:
-# a blocked chunk is read BLOCK_S late, far beyond any thread's wake-up delay (LATE_MS).
+# a blocked chunk is read at least BLOCK_S after it was sent, far beyond any thread's wake-up
+# delay (LATE_MS).
 GAP_S = 0.3  # the server's spacing between chunks
 BLOCK_S = 0.2  # how long the test blocks the client's event loop
 LATE_MS = 50.0
@@ -53,16 +54,20 @@ class ChunkServer:
         self.port = self.listener.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
-    def _block_loop(self) -> None:
+    def _block_loop(self) -> threading.Event:
+        """Block the client's loop now; it stays blocked until the returned event is set
+        (after the chunk is sent) and ``BLOCK_S`` more, so it reads the chunk that late."""
         assert self.loop is not None
-        started = threading.Event()
+        started, sent = threading.Event(), threading.Event()
 
         def blocker() -> None:
             started.set()
+            sent.wait(10)
             time.sleep(BLOCK_S)  # the whole loop stops: no read, no user-space stamp
 
         self.loop.call_soon_threadsafe(blocker)
         started.wait(10)
+        return sent
 
     def _serve(self) -> None:
         conn, _ = self.listener.accept()
@@ -78,8 +83,7 @@ class ChunkServer:
             for i in range(CHUNKS):
                 if i:
                     time.sleep(GAP_S)
-                if i in self.block:
-                    self._block_loop()
+                blocked = self._block_loop() if i in self.block else None
                 last = i == CHUNKS - 1
                 event = {
                     "choices": [{"text": f" t{i}", "finish_reason": "length" if last else None}]
@@ -89,6 +93,8 @@ class ChunkServer:
                     body += b"data: [DONE]\n\n"
                 self.sent_ns.append(time.perf_counter_ns())
                 conn.sendall(b"%x\r\n%s\r\n" % (len(body), body) + (b"0\r\n\r\n" if last else b""))
+                if blocked is not None:
+                    blocked.set()
 
     def __enter__(self) -> ChunkServer:
         self.thread.start()
@@ -145,7 +151,7 @@ def test_a_blocked_reader_moves_user_space_stamps_but_not_the_kernels() -> None:
     assert conn["stamps"] == "kernel" and conn["kernel_stamped_reads"] == conn["reads"] > 0
     kernel_late, user_late = got.late_ms(got.chunk_ns), got.late_ms(got.read_ns)
     # The client read the blocked chunks a block late ...
-    assert all(user_late[i] > BLOCK_S * 1000 - LATE_MS for i in BLOCKED), user_late
+    assert all(user_late[i] >= BLOCK_S * 1000 for i in BLOCKED), user_late
     # ... but their recorded times, TTFT's chunk included, are when they arrived.
     assert all(-1.0 < late < LATE_MS for late in kernel_late), kernel_late
     assert max(abs(e) for e in got.itl_error_ms(got.chunk_ns)) < LATE_MS
@@ -158,7 +164,7 @@ def test_user_space_stamps_move_with_the_blocked_reader() -> None:
     got = stream_once(BLOCKED, kernel=False)
     assert got.record.stamps == "user"
     assert got.chunk_ns == got.read_ns
-    assert all(got.late_ms(got.chunk_ns)[i] > BLOCK_S * 1000 - LATE_MS for i in BLOCKED)
+    assert all(got.late_ms(got.chunk_ns)[i] >= BLOCK_S * 1000 for i in BLOCKED)
     (conn,) = got.stamps["connections"]
     assert conn == {"connection": 0, "stamps": "user", "why": "user-space stamps asked for",
                     "reads": 0, "kernel_stamped_reads": 0}  # fmt: skip
