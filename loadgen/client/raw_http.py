@@ -24,7 +24,8 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
-from loadgen.client.kernel_stamps import KernelClock, StampCounts, open_connection, stamp_report
+from loadgen.client.kernel_clock import KernelClock, StampCounts, stamp_report
+from loadgen.client.kernel_stamps import open_connection
 
 __all__ = [
     "ConnectError",

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from loadgen.client import kernel_stamps
-from loadgen.client.kernel_stamps import KernelClock, run_stamps
+from loadgen.client.kernel_clock import KernelClock, run_stamps
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
