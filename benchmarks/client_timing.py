@@ -13,7 +13,14 @@ the CPU of the load alone). Clients that are not installed are skipped. Prints a
 ``--out`` writes the figures as JSON.
 
 `ours` runs this project's client in a subprocess: `python benchmarks/client_timing.py --ours
-URL STREAMS REQUESTS TOKENS OUT` (closed loop, no tokenizer: tokens from the server's usage).
+URL STREAMS REQUESTS TOKENS OUT [user]` (closed loop, no tokenizer: tokens from the server's
+usage), with kernel receive stamps (`ours`) or user-space ones only (`ours-user`). Each of its
+prompts starts with its request id, and the truth server keeps every stream's send times
+(``--per-stream``), so its error is also measured chunk by chunk (:func:`chunk_errors`): TTFT,
+ITL and arrival (chunk time - true send) errors p50/p99/max, for the chunk times the run used
+(``t_s``: the kernel's stamps in `ours`) and for the user-space read times of the same chunks
+(``read_s``), and the share of chunks read together with a later segment (their kernel stamps
+are equal: the kernel merges queued segments and keeps the last one's stamp).
 """
 
 from __future__ import annotations
@@ -45,7 +52,9 @@ def _cpu_children_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> None:
+def run_ours(
+    url: str, streams: int, requests: int, tokens: int, out: Path, kernel: bool = True
+) -> None:
     """This project's client: closed loop, ``streams`` users; pickles its records to ``out``.
 
     Only loadgen is imported here (no pandas), so the CPU measured is the client's own.
@@ -56,7 +65,7 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
     from loadgen.request_spec import RequestSpec
 
     specs = [
-        RequestSpec(f"r{i:06d}", "hello " * 100, 100, tokens, ignore_eos=True)
+        RequestSpec(f"r{i:06d}", f"r{i:06d} " + "hello " * 99, 100, tokens, ignore_eos=True)
         for i in range(requests)
     ]
     plan = LoadPlan("closed", [[s] for s in specs], users=streams)
@@ -64,12 +73,71 @@ def run_ours(url: str, streams: int, requests: int, tokens: int, out: Path) -> N
     gc.freeze()
     clock = RunClock()
     cpu0 = time.process_time()
-    result = asyncio.run(run_plan(plan, ClientConfig(url, "truth"), clock))
+    config = ClientConfig(url, "truth", kernel_stamps=kernel)
+    result = asyncio.run(run_plan(plan, config, clock))
     load_cpu_s = time.process_time() - cpu0
-    out.write_bytes(pickle.dumps({"records": result.records, "load_cpu_s": load_cpu_s}))
+    out.write_bytes(
+        pickle.dumps({"records": result.records, "load_cpu_s": load_cpu_s, "t0_ns": clock.t0_ns,
+                      "stamps": result.stamps})
+    )  # fmt: skip
 
 
-def _summarize_ours(path: Path) -> dict[str, Any]:
+def _stats(values: list[float]) -> dict[str, float | None]:
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float64)
+    if not arr.size:
+        return {"p50": None, "p99": None, "max": None}
+    return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
+            "max": float(arr.max())}  # fmt: skip
+
+
+def chunk_errors(records: list[Any], t0_ns: int, truth: dict[str, Any]) -> dict[str, Any]:
+    """Per-chunk errors (ms) against the truth server's per-stream send times: for ``t_s`` (the
+    chunk times the run used) and ``read_s`` (the user-space read times of the same chunks),
+    TTFT error per request, ITL error per gap and arrival error per chunk (time - true send);
+    ``merged_share``: chunks whose kernel stamp equals the next chunk's (read together);
+    ``request_to_server_ms``: the truth server's arrival stamp - the client's sent stamp, which
+    the TTFT error includes (the server stamps a request when its loop reads it)."""
+    sends = {key: (arrival, sent) for key, arrival, sent in truth.get("streams", [])}
+    out: dict[str, Any] = {}
+    merged = counted = 0
+    to_server: list[float] = []
+    for column in ("t_s", "read_s"):
+        ttft, itl, late, late_alone = [], [], [], []
+        for r in records:
+            key = r.request_id
+            if r.status != "ok" or key not in sends or not r.chunks:
+                continue
+            arrival, sent = sends[key]
+            ns = [t0_ns + round(getattr(c, column) * 1e9) for c in r.chunks]
+            stamps = [c.t_s for c in r.chunks]
+            if len(ns) != len(sent):
+                continue
+            sent_ns = t0_ns + round(r.sent_s * 1e9)
+            if column == "t_s":
+                to_server.append((arrival - sent_ns) / 1e6)
+            ttft.append(((ns[0] - sent_ns) - (sent[0] - arrival)) / 1e6)
+            for i in range(len(ns)):
+                late.append((ns[i] - sent[i]) / 1e6)
+                alone = i + 1 == len(ns) or stamps[i + 1] != stamps[i]
+                if alone:
+                    late_alone.append((ns[i] - sent[i]) / 1e6)
+                if i:
+                    itl.append(((ns[i] - ns[i - 1]) - (sent[i] - sent[i - 1])) / 1e6)
+                if column == "t_s":
+                    counted += 1
+                    merged += not alone
+        out[column] = {"ttft_error_ms": _stats(ttft), "itl_error_ms": _stats(itl),
+                       "arrival_error_ms": _stats(late),
+                       "arrival_error_unmerged_ms": _stats(late_alone)}  # fmt: skip
+    out["merged_share"] = merged / counted if counted else None
+    out["request_to_server_ms"] = _stats(to_server)
+    out["chunks"] = counted
+    return out
+
+
+def _summarize_ours(path: Path, truth: dict[str, Any]) -> dict[str, Any]:
     from results.figures.summary import compute_summary
     from results.folder.run_folder import requests_frame, tokens_frame
 
@@ -81,6 +149,8 @@ def _summarize_ours(path: Path) -> dict[str, Any]:
         "itl_ms": [summary["itl_ms"]["p50"], summary["itl_ms"]["p99"]],
         "ok": summary["counts"]["all"]["ok"],
         "load_cpu_s": data["load_cpu_s"],
+        "kernel_requests": sum(r.stamps == "kernel" for r in records),
+        "chunk_errors": chunk_errors(records, data["t0_ns"], truth),
     }
 
 
@@ -93,7 +163,7 @@ def _aiperf(exe: str, url: str, args: argparse.Namespace, work: Path) -> tuple[l
         "--artifact-dir", str(work / "aiperf"), "--ui-type", "none",
     ]  # fmt: skip
 
-    def parse() -> dict[str, Any]:
+    def parse(truth: dict[str, Any]) -> dict[str, Any]:
         found = sorted((work / "aiperf").rglob("profile_export_aiperf.json"))
         data = json.loads(found[-1].read_text())
         pick = lambda key: [data[key]["p50"], data[key]["p99"]]  # noqa: E731
@@ -113,7 +183,7 @@ def _vllm(python: str, url: str, args: argparse.Namespace, work: Path) -> tuple[
         "ttft,itl", "--metric-percentiles", "50,99",
     ]  # fmt: skip
 
-    def parse() -> dict[str, Any]:
+    def parse(truth: dict[str, Any]) -> dict[str, Any]:
         data = json.loads((work / "vllm.json").read_text())
         return {"ttft_ms": [data["p50_ttft_ms"], data["p99_ttft_ms"]],
                 "itl_ms": [data["p50_itl_ms"], data["p99_itl_ms"]]}  # fmt: skip
@@ -121,11 +191,14 @@ def _vllm(python: str, url: str, args: argparse.Namespace, work: Path) -> tuple[
     return cmd, parse
 
 
-def _ours(url: str, args: argparse.Namespace, work: Path) -> tuple[list[str], Any]:
+def _ours(
+    url: str, args: argparse.Namespace, work: Path, kernel: bool = True
+) -> tuple[list[str], Any]:
     out = work / "ours.pkl"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--ours", url, str(args.streams),
            str(args.requests), str(args.tokens), str(out)]  # fmt: skip
-    return cmd, lambda: _summarize_ours(out)
+    cmd += [] if kernel else ["user"]
+    return cmd, lambda truth: _summarize_ours(out, truth)
 
 
 def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[str, Any]:
@@ -136,7 +209,7 @@ def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[
     server = subprocess.Popen(
         ["taskset", "-c", SERVER_CPU, sys.executable, str(ROOT / "benchmarks" / "truth_server.py"),
          "--port", str(port), "--out", str(truth_path), "--ttft-ms", str(args.ttft_ms),
-         "--itl-ms", str(args.itl_ms)],
+         "--itl-ms", str(args.itl_ms), "--per-stream"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -153,7 +226,6 @@ def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[
         cpu_s, wall_s = _cpu_children_s() - cpu0, time.monotonic() - t0
         if done.returncode != 0:
             return {"client": name, "error": (done.stderr or done.stdout)[-1500:]}
-        figures = parse()
     finally:
         try:
             httpx.post(url + "/shutdown", timeout=5)
@@ -161,6 +233,8 @@ def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[
             server.terminate()
         server.wait(timeout=60)
     truth = json.loads(truth_path.read_text())
+    figures = parse(truth)
+    truth.pop("streams", None)
     shutil.rmtree(work, ignore_errors=True)
     tokens = truth["tokens"]
     return {
@@ -187,18 +261,40 @@ def _row(r: dict[str, Any]) -> str:
     )
     ttft, itl = rep["ttft_ms"], rep["itl_ms"]
     truth = f"truth {tru['ttft_ms']['p50']:.1f}/{tru['ttft_ms']['p99']:.1f}"
+    per_chunk = ""
+    if "chunk_errors" in rep:
+        errors = rep["chunk_errors"]
+
+        def three(d: dict[str, Any]) -> str:
+            return "/".join(
+                f"{d[k]:+.2f}" if d[k] is not None else "-" for k in ("p50", "p99", "max")
+            )
+
+        for column, what in (("t_s", "recorded"), ("read_s", "user-space")):
+            e = errors[column]
+            per_chunk += (
+                f"\n{'':>17}{what:>10} per chunk p50/p99/max: TTFT error "
+                f"{three(e['ttft_error_ms'])}  ITL error {three(e['itl_error_ms'])}  arrival "
+                f"{three(e['arrival_error_ms'])} "
+                f"(unmerged {three(e['arrival_error_unmerged_ms'])}) ms"
+            )
+        per_chunk += (
+            f"\n{'':>17}read with a later segment: {errors['merged_share']:.2%} of chunks; "
+            f"request to the server's stamp {three(errors['request_to_server_ms'])} ms"
+        )
     return (
         f"{r['client']:>10} {r['streams']:>5}  TTFT p50/p99 {ttft[0]:7.1f}/{ttft[1]:7.1f} "
         f"({truth}, error {err[0]:+.1f}/{err[1]:+.1f})  ITL p50/p99 {itl[0]:5.2f}/{itl[1]:6.2f} "
         f"(error {err[2]:+.2f}/{err[3]:+.2f})  CPU s/1k tok {r['cpu_s_per_1k_tokens']:.3f}{load}"
-        f"  server late p99 {tru['lateness_ms']['p99']:.2f} ms"
+        f"  server late p99 {tru['lateness_ms']['p99']:.2f} ms{per_chunk}"
     )
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--ours":
         url, streams, requests, tokens, out = sys.argv[2:7]
-        run_ours(url, int(streams), int(requests), int(tokens), Path(out))
+        kernel = sys.argv[7:8] != ["user"]
+        run_ours(url, int(streams), int(requests), int(tokens), Path(out), kernel)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=100)
@@ -213,9 +309,12 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=8191)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--only", default="ours,vllm,aiperf")
+    parser.add_argument("--only", default="ours,ours-user,vllm,aiperf")
     args = parser.parse_args()
-    clients: list[tuple[str, Any]] = [("ours", _ours)]
+    clients: list[tuple[str, Any]] = [
+        ("ours", _ours),
+        ("ours-user", lambda u, a, w: _ours(u, a, w, kernel=False)),
+    ]
     if args.vllm_python and args.tokenizer:
         clients.append(("vllm", lambda u, a, w: _vllm(args.vllm_python, u, a, w)))
     if args.aiperf and args.tokenizer and os.path.exists(args.aiperf):

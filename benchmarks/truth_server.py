@@ -13,7 +13,9 @@ The truth: each chunk's actual send time is stamped (``time.perf_counter_ns`` ju
 socket write) into the chunk itself (``"t_send_ns"``) and into the server's log. So true TTFT =
 first send - request arrival and true ITL = gaps between sends, whatever the server's own
 timing errors; those it measures too, as lateness = actual send - planned send. On SIGTERM,
-SIGINT or POST /shutdown it writes ``--out``: per-request truth and summary figures (ms).
+SIGINT or POST /shutdown it writes ``--out``: per-request truth and summary figures (ms); with
+``--per-stream``, also every stream's first prompt word, arrival and send times (ns), so that
+a client whose prompts start with their request id can be judged chunk by chunk.
 Plain asyncio protocols; no framework, so the server's own overhead stays small and known.
 """
 
@@ -48,6 +50,7 @@ class Stream:
     tokens: int
     prompt_tokens: int
     arrival_ns: int
+    key: str = ""  # the prompt's first word
     sent_ns: list[int] = field(default_factory=list)
     planned_ns: list[int] = field(default_factory=list)
 
@@ -174,8 +177,9 @@ class TruthServer:
             prompt = json.dumps(request.get("messages")) if chat else str(request.get("prompt", ""))
             asked = request.get("max_tokens") or request.get("max_completion_tokens") or 16
             stream = Stream(
-                transport, chat, max(1, int(asked)), max(1, len(prompt) // 4), arrival_ns
-            )
+                transport, chat, max(1, int(asked)), max(1, len(prompt) // 4), arrival_ns,
+                key=prompt.split(" ", 1)[0],
+            )  # fmt: skip
             transport.write(_HEADERS)
             self._push(arrival_ns + self.ttft_ns, stream)
         elif path.endswith("/shutdown"):
@@ -192,8 +196,9 @@ class TruthServer:
         head = f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
         transport.write(head.encode() + b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
 
-    def truth(self) -> dict[str, Any]:
-        """Per-request truth and its distributions (ms)."""
+    def truth(self, per_stream: bool = False) -> dict[str, Any]:
+        """Per-request truth and its distributions (ms); ``per_stream``: with ``streams``, each
+        ``[key, arrival_ns, [sent_ns, ...]]``."""
         ttft, itl, late = [], [], []
         for s in self.streams_done:
             sent = np.asarray(s.sent_ns, dtype=np.int64)
@@ -216,12 +221,18 @@ class TruthServer:
             "ttft_ms": stats(ttft),
             "itl_ms": stats(itl),
             "lateness_ms": stats(late),
+            **(
+                {"streams": [[s.key, s.arrival_ns, s.sent_ns] for s in self.streams_done]}
+                if per_stream
+                else {}
+            ),
         }
 
 
 async def serve(
-    port: int, ttft_ms: float, itl_ms: float, out: Path | None, token_text: str = " to"
-) -> None:
+    port: int, ttft_ms: float, itl_ms: float, out: Path | None, token_text: str = " to",
+    per_stream: bool = False,
+) -> None:  # fmt: skip
     server = TruthServer(ttft_ms, itl_ms, token_text=token_text)
     loop = asyncio.get_running_loop()
     tcp = await loop.create_server(lambda: _Conn(server), "127.0.0.1", port, backlog=4096)
@@ -233,7 +244,9 @@ async def serve(
     scheduler.cancel()
     tcp.close()
     if out is not None:
-        out.write_text(json.dumps(server.truth(), indent=2) + "\n")
+        out.write_text(
+            json.dumps(server.truth(per_stream), indent=None if per_stream else 2) + "\n"
+        )
 
 
 def main() -> None:
@@ -243,8 +256,13 @@ def main() -> None:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=None, help="where to write the truth (JSON)")
     parser.add_argument("--token-text", default=" to", help="each chunk's text (one token)")
+    parser.add_argument(
+        "--per-stream", action="store_true", help="also write every stream's send times"
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.ttft_ms, args.itl_ms, args.out, args.token_text))
+    asyncio.run(
+        serve(args.port, args.ttft_ms, args.itl_ms, args.out, args.token_text, args.per_stream)
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from results.figures.attribution import (
     per_user_tps_by_phase,
     step_attribution,
 )
-from results.figures.client_check import client_health, read_client_table
+from results.figures.client_check import client_health, read_client_table, read_delay
 from results.figures.energy_phase import energy_by_phase
 from results.figures.engine_facts import prefix_cache_reuse, simulated_device
 from results.figures.fleet import endpoint_section
@@ -109,8 +109,9 @@ def summarize_run(run: RunData) -> SummaryJson:
     )
     # The load generator's self-check (client.parquet): lags, CPU, and the client-bound verdict.
     summary["client"] = client_health(
-        read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"]
-    )
+        read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"],
+        delay=read_delay(run.requests, run.tokens, summary["window"]),
+    )  # fmt: skip
     scenario = run.run_json.get("scenario") or {}
     summary["token_reconciliation"] = token_reconciliation(
         run.requests, run.samples, scenario.get("api")

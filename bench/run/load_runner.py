@@ -27,6 +27,7 @@ from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_lo
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.auth import RequestHeaders
+from loadgen.client.kernel_clock import run_stamps
 from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
@@ -168,4 +169,7 @@ def record_load(
         section["workers_asked"] = remote.local_workers(workers) + remote.expected
     if result.worker_info is not None:
         section["locust_workers"] = result.worker_info
+    section["receive_stamps"] = run_stamps(
+        result.stamps, "Locust's users read their sockets through requests: user-space stamps"
+    )
     return section

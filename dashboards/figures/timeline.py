@@ -2,7 +2,9 @@
 
 Panels, each drawn only when some run recorded its data (the rest are named in a note):
 requests in flight (client) with the engine's running and waiting queues; output tokens/s;
-KV cache occupancy; GPU, SM, tensor and CPU utilization; DRAM bandwidth; power.
+the client's read delay (how long after the kernel stamped a chunk the client read it, mean and
+max per bin, where the chunks have kernel receive stamps); KV cache occupancy; GPU, SM, tensor
+and CPU utilization; DRAM bandwidth; power.
 Every series is averaged over the same nice-width bins (see :func:`series.bin_width_s`), so a
 long run stays a few hundred points per line. With several runs (``bench compare``) each run
 keeps one color and each series a dash style; times are seconds from each run's own start.
@@ -35,6 +37,7 @@ __all__ = ["PANELS", "Line", "panel_title", "timeline_figure", "timeline_lines"]
 PANELS: dict[str, tuple[str, str]] = {
     "requests": ("Requests in flight / running / waiting", "requests"),
     "tokens": ("Output tokens/s", "tok/s"),
+    "read": ("Client read delay (kernel receive stamp to read)", "ms"),
     "kv": ("KV cache occupancy", "% of KV blocks used"),
     "util": ("Utilization: GPU, SM, tensor, CPU", "%"),
     "dram": ("DRAM bandwidth", "GB/s (or % of peak)"),
@@ -95,6 +98,27 @@ def _client_lines(view: RunView, edges: np.ndarray) -> list[Line]:
     ]
 
 
+def _read_delay_lines(view: RunView, edges: np.ndarray) -> list[Line]:
+    """Mean and max read delay per bin over the kernel-stamped chunks (none without them)."""
+    req, tok = view.requests, view.tokens
+    if "stamps" not in req or "read_s" not in tok:
+        return []
+    kernel = set(req.loc[req["stamps"] == "kernel", "request_id"])
+    chunks = tok[tok["request_id"].isin(kernel)]
+    if chunks.empty:
+        return []
+    t = chunks["t_s"].to_numpy(np.float64)
+    delay_ms = (chunks["read_s"].to_numpy(np.float64) - t) * 1e3
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 2)
+    worst = np.full(len(edges) - 1, np.nan)
+    np.fmax.at(worst, idx, delay_ms)
+    centers = bin_centers(edges)
+    return [
+        Line("read", "read delay, mean", centers, bin_mean(t, delay_ms, edges), "ms"),
+        Line("read", "read delay, max", centers, worst, "ms"),
+    ]
+
+
 def _kv_name(total_blocks: np.ndarray) -> str:
     """The KV line's legend name, with the pool's size: 0.1% reads right next to "of 4,096"."""
     finite = total_blocks[np.isfinite(total_blocks)]
@@ -139,7 +163,7 @@ def timeline_lines(view: RunView, edges: np.ndarray) -> list[Line]:
     The engine's steps are preferred to its scraped metrics for running/waiting and KV, being
     exact per step; scraped series fill in for engines without steps.
     """
-    lines = _client_lines(view, edges) + _step_lines(view, edges)
+    lines = _client_lines(view, edges) + _read_delay_lines(view, edges) + _step_lines(view, edges)
     centers = bin_centers(edges)
     for panel, keys in _SAMPLE_PANELS.items():
         for key in keys:

@@ -38,8 +38,8 @@ class AbandoningAccumulator(StreamAccumulator):
         self._after_tokens = after_tokens
         self.on_reached: Callable[[], None] | None = None
 
-    def add_event(self, data: str, t_ns: int) -> None:
-        super().add_event(data, t_ns)
+    def add_event(self, data: str, t_ns: int, read_ns: int | None = None) -> None:
+        super().add_event(data, t_ns, read_ns)
         limit = self._after_tokens
         if limit is not None and len(self.texts) >= limit and self.on_reached is not None:
             reached, self.on_reached = self.on_reached, None

@@ -82,7 +82,9 @@ class StreamAccumulator:
 
     Contract:
         * :meth:`add_event` takes one event's data and the ``perf_counter_ns`` of the read that
-          completed it; it raises :class:`StreamError` for an error event or malformed data.
+          completed it (the kernel's stamp where there is one), and the client's own
+          ``perf_counter_ns`` of that read (default: the same); it raises :class:`StreamError`
+          for an error event or malformed data.
         * Content chunks are kept as parallel lists of raw ns stamps and texts (no per-chunk
           objects or float math until the stream has ended).
         * ``done_ns`` is set by the caller when ``[DONE]`` arrives.
@@ -93,7 +95,7 @@ class StreamAccumulator:
 
     __slots__ = (
         "_chars", "_chat", "_check_at", "_counted", "_max_chars", "_max_chunks", "done_ns",
-        "finish_reason", "max_tokens", "reasoning", "texts", "times_ns", "usage",
+        "finish_reason", "max_tokens", "read_ns", "reasoning", "texts", "times_ns", "usage",
     )  # fmt: skip
 
     def __init__(self, api: Api, max_tokens: int | None = None) -> None:
@@ -109,14 +111,17 @@ class StreamAccumulator:
         self._counted = 0  # chunks whose characters are in _chars
         self._chars = 0
         self.times_ns: list[int] = []
+        self.read_ns: list[int] = []  # per chunk: when the client read it (user space)
         self.texts: list[str] = []
         self.reasoning: list[bool] = []  # per chunk: reasoning (True) or answer (False)
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
 
-    def add_event(self, data: str, t_ns: int) -> None:
+    def add_event(self, data: str, t_ns: int, read_ns: int | None = None) -> None:
         """Account for one event (the hot path: one ``json.loads`` and a few dict lookups)."""
+        if read_ns is None:
+            read_ns = t_ns
         try:
             obj = json.loads(data)
             if obj.get("error") is not None or obj.get("object") == "error":
@@ -131,6 +136,7 @@ class StreamAccumulator:
                         if thought:
                             self.texts.append(thought)
                             self.times_ns.append(t_ns)
+                            self.read_ns.append(read_ns)
                             self.reasoning.append(True)
                         text = delta.get("content")
                     else:
@@ -140,6 +146,7 @@ class StreamAccumulator:
                 if text:
                     self.texts.append(text)
                     self.times_ns.append(t_ns)
+                    self.read_ns.append(read_ns)
                     self.reasoning.append(False)
                 if len(self.texts) >= self._check_at:
                     self._check_size()
@@ -203,9 +210,9 @@ class StreamAccumulator:
         counts = self.token_counts(tokenizer)
         rid = spec.request_id
         chunks = [
-            ChunkRecord(rid, i, clock.to_s(t_ns), n, thought)
-            for i, (t_ns, n, thought) in enumerate(
-                zip(self.times_ns, counts.per_chunk, self.reasoning, strict=True)
+            ChunkRecord(rid, i, clock.to_s(t_ns), n, thought, read_s=clock.to_s(read_ns))
+            for i, (t_ns, n, thought, read_ns) in enumerate(
+                zip(self.times_ns, counts.per_chunk, self.reasoning, self.read_ns, strict=True)
             )
         ]
         first_answer = next((c.t_s for c in chunks if not c.reasoning), None)

@@ -6,6 +6,10 @@ tokens/s that measured about 0.19 ms of client CPU per token, enough to delay ev
 taken on the loop. Here each network read lands in :meth:`Connection.data_received`, is stamped
 with one ``perf_counter_ns`` before anything else, de-chunked, and fed to the SSE parser and the
 stream accumulator in the same call: no tasks, no generators, no copies beyond the bytes.
+Where the kernel stamps received segments (Linux), the socket is read by
+:class:`loadgen.client.kernel_stamps.StampedTransport` instead of asyncio's transport, and a read's
+time is the kernel's stamp (:meth:`Connection.stamped_received`); ``last_read_ns`` stays the
+user-space time of the read.
 
 Scope: ``http://`` only (https and proxies go through httpx, see loadgen.client.stream);
 HTTP/1.1 keep-alive; bodies by ``Transfer-Encoding: chunked``, ``Content-Length`` or close.
@@ -25,8 +29,11 @@ import asyncio
 import select
 from collections.abc import Callable
 from time import perf_counter_ns
+from typing import Any
 
 from loadgen.client.answers import is_stream
+from loadgen.client.kernel_clock import KernelClock, StampCounts, stamp_report
+from loadgen.client.kernel_stamps import open_connection
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 
 __all__ = [
@@ -93,6 +100,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.requests = 0  # answered on this connection so far
         self._got_bytes = False
+        self.stamp_counts = StampCounts()  # where its read times came from
         self._reset(None, None)
 
     def _reset(self, on_body: OnBody | None, done: asyncio.Future[None] | None) -> None:
@@ -137,7 +145,12 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t_ns = perf_counter_ns()  # the arrival time of every event this read completes
-        self.last_read_ns = t_ns
+        self.stamped_received(data, t_ns, t_ns)
+
+    def stamped_received(self, data: bytes, t_ns: int, read_ns: int) -> None:
+        """One read: ``t_ns`` when its bytes arrived (the kernel's stamp, or ``read_ns``),
+        ``read_ns`` the user-space ``perf_counter_ns`` of the read."""
+        self.last_read_ns = read_ns
         self._got_bytes = True
         if self._done is None or self._done.done():
             return  # bytes after the response (or while idle): nothing to attribute them to
@@ -328,9 +341,13 @@ class Connection(asyncio.Protocol):
 class RawPool:
     """``size`` keep-alive connections to ``host:port``, opened on first use, LIFO."""
 
-    def __init__(self, host: str, port: int, size: int, connect_timeout_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, size: int, connect_timeout_s: float, kernel_stamps: bool = True
+    ) -> None:
         self.host, self.port = host, port
         self.connect_timeout_s = connect_timeout_s
+        # One clock map for the pool's connections (loadgen.client.kernel_stamps).
+        self.clock = KernelClock() if kernel_stamps else None
         self._conns = [Connection() for _ in range(size)]
         self._free = list(reversed(self._conns))
         self._available = asyncio.Semaphore(size)
@@ -366,9 +383,7 @@ class RawPool:
         """(Re)open ``conn``; raises ConnectError or ConnectTimeout."""
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                await asyncio.get_running_loop().create_connection(
-                    lambda: conn, self.host, self.port
-                )
+                await open_connection(conn, self.host, self.port, self.clock, conn.stamp_counts)
         except TimeoutError:
             raise ConnectTimeout(
                 f"no connection to {self.host}:{self.port} within {self.connect_timeout_s} s"
@@ -381,6 +396,10 @@ class RawPool:
         closed = [conn for conn in self._conns if conn.closed]
         outcomes = await asyncio.gather(*(self._open(c) for c in closed), return_exceptions=True)
         return sum(1 for outcome in outcomes if isinstance(outcome, BaseException))
+
+    def stamp_report(self) -> dict[str, Any]:
+        """For run.json: each opened connection's stamp source (loadgen.client.kernel_stamps)."""
+        return stamp_report([c.stamp_counts for c in self._conns], self.clock)
 
     def release(self, conn: Connection) -> None:
         self._free.append(conn)

@@ -16,6 +16,7 @@ run one endpoint. The record of each request names its replica (``endpoint``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
@@ -80,6 +81,10 @@ class RoutedClient:
             return await self.clients[index].send(spec, user_id, scheduled_s, clock)
         finally:
             self.router.done(index)
+
+    def receive_stamps(self) -> list[dict[str, Any]]:
+        """Each replica's client's stamp record (StreamingClient.receive_stamps), in order."""
+        return [client.receive_stamps() for client in self.clients]
 
     async def warm_up(self) -> None:
         for client in self.clients:

@@ -10,7 +10,11 @@ connection stays open for the next request instead of being dropped.
 
 Plain ``http://`` servers are read through :mod:`loadgen.client.raw_http` (one asyncio Protocol per
 connection: a few microseconds of CPU per chunk instead of httpx's tens); ``https://``, proxies
-(``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way.
+(``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way. On the raw
+path each chunk's time is the kernel's receive stamp where Linux gives one
+(:mod:`loadgen.client.kernel_stamps`; the record's ``stamps`` says "kernel"), with the client's own
+read time beside it (``ChunkRecord.read_s``); httpx reads its sockets itself, so its records
+are always stamped in user space.
 
 Failures are data: every outcome of :meth:`StreamingClient.send` is a
 :class:`~results.folder.records.RequestRecord` (status ok, error or cancelled); it never raises.
@@ -92,6 +96,8 @@ class StreamingClient:
             the path distorts every latency measured.
         extra_body: extra JSON fields merged into every request body (engine-specific options).
         raw: read plain-http streams with loadgen.client.raw_http (default); False forces httpx.
+        kernel_stamps: on the raw path, time chunks by the kernel's receive stamps where the
+            platform gives them (default); False keeps user-space stamps.
 
     Use as ``async with StreamingClient(...) as client:`` or call :meth:`aclose` at the end.
     """
@@ -111,6 +117,7 @@ class StreamingClient:
         raw: bool = True,
         headers: Mapping[str, str] | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        kernel_stamps: bool = True,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -172,7 +179,9 @@ class StreamingClient:
         url = httpx.URL(root)
         if raw and url.scheme == "http" and not trust_env:
             port = url.port or 80
-            self._raw = RawPool(url.host, port, max_connections, self.connect_timeout_s)
+            self._raw = RawPool(
+                url.host, port, max_connections, self.connect_timeout_s, kernel_stamps
+            )
             host_header = f"{url.host}:{port}"
             prefix = url.raw_path.decode().rstrip("/")
             self._raw_heads = {
@@ -203,6 +212,14 @@ class StreamingClient:
         Connections that fail to open are left closed: their requests will say why."""
         if self._raw is not None:
             await self._raw.warm_up()
+
+    def receive_stamps(self) -> dict[str, Any]:
+        """run.json's record of where this client's chunk times came from, per connection
+        (loadgen.client.kernel_stamps.stamp_report); the httpx path says it has none."""
+        if self._raw is None:
+            return {"endpoint": self.endpoint, "connections": [], "kernel_connections": 0,
+                    "why": "httpx reads the sockets itself: user-space stamps"}  # fmt: skip
+        return {"endpoint": self.endpoint, **self._raw.stamp_report()}
 
     async def __aenter__(self) -> StreamingClient:
         return self
@@ -318,10 +335,11 @@ class StreamingClient:
                 if drained[0] > MAX_ERROR_BODY_BYTES:
                     raise BodyRefused("the server kept sending after [DONE]")
                 return
+            read_ns = conn.last_read_ns  # the client's own time of this read
             try:
                 for data in parser.feed(raw):
                     if data:
-                        acc.add_event(data, t_ns)
+                        acc.add_event(data, t_ns, read_ns)
             except StreamError as exc:
                 failures.append(str(exc))
                 raise BodyRefused(str(exc)) from None
@@ -330,6 +348,7 @@ class StreamingClient:
 
         request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
         sent_ns = perf_counter_ns()
+        conn: Any = None
         try:
             conn = await self._acquire_raw()
             try:
@@ -360,9 +379,12 @@ class StreamingClient:
             error = f"{type(exc).__name__}: {exc} (POST {url})"
         except Exception as exc:  # a failed request is recorded, never dropped
             error = f"client error: {type(exc).__name__}: {exc}"
-        return self._record(
+        record = self._record(
             spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
         )
+        if conn is not None:  # a retried request's chunks all came on its last opening
+            record.stamps = conn.stamp_counts.source
+        return record
 
     def _scrub(self, text: str) -> str:
         """``text`` without the key or any ``--header`` value (a server may echo them)."""

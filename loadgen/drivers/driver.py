@@ -54,6 +54,7 @@ class ClientConfig:
     endpoints: tuple[str, ...] = ()
     route: str = DEFAULT_ROUTE
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    kernel_stamps: bool = True  # time chunks by the kernel's receive stamps where there are
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -75,6 +76,7 @@ class ClientConfig:
                 tokenizer=tokenizer,
                 headers=self.headers.as_dict(),
                 extra_body=self.extra_body,
+                kernel_stamps=self.kernel_stamps,
             )
             for url in self.urls
         ]
@@ -152,6 +154,9 @@ class LoadResult:
     workers: int = 1
     # Locust: per worker its index, host, status (ok or lost), measured clock offset and bound.
     worker_info: list[dict[str, Any]] | None = None
+    # Per client (a replica's, in a worker process) where its chunk times came from, per
+    # connection (StreamingClient.receive_stamps, with "worker"): run.json's load.receive_stamps.
+    stamps: list[dict[str, Any]] = field(default_factory=list)
 
     def __repr__(self) -> str:
         # Short on purpose: Python 3.11's asyncio.run formats the main task's result when it
@@ -223,4 +228,10 @@ async def run_plan(
                 user_ids=user_ids,
                 stop=stop,
             )
-    return LoadResult(records, monitor.samples)
+    return LoadResult(records, monitor.samples, stamps=receive_stamps(client, worker))
+
+
+def receive_stamps(client: StreamingClient | RoutedClient, worker: int) -> list[dict[str, Any]]:
+    """``client``'s stamp records (one per replica), each naming the worker process."""
+    found = client.receive_stamps()
+    return [{"worker": worker, **one} for one in (found if isinstance(found, list) else [found])]

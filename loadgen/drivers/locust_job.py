@@ -225,5 +225,7 @@ def record_from_wire(row: dict[str, Any]) -> RequestRecord:
     """The inverse of :func:`record_to_wire`."""
     fields = dict(row)
     rid = fields["request_id"]
-    fields["chunks"] = [ChunkRecord(rid, *values) for values in row["chunks"]]
+    fields["chunks"] = [
+        ChunkRecord(rid, **dict(zip(_CHUNK_WIRE, values, strict=False))) for values in row["chunks"]
+    ]
     return RequestRecord(**fields)

@@ -142,7 +142,7 @@ def _worker_main(
         result = asyncio.run(main())
         if buffer:
             out.put(("records", shard.worker, buffer[:]))
-        out.put(("done", shard.worker, result.client))
+        out.put(("done", shard.worker, (result.client, result.stamps)))
     except BaseException:
         out.put(("error", shard.worker, traceback.format_exc()))
 
@@ -203,6 +203,7 @@ def run_plan_sharded(
     live = counters if counters is not None else LiveCounters()
     received: list[RequestRecord] = []
     samples = ClientSamples()
+    stamps: list[dict[str, Any]] = []
     pending = {shard.worker for shard in shards}
     ready: set[int] = set()
     deadline = time.monotonic() + _READY_TIMEOUT_S
@@ -228,7 +229,8 @@ def run_plan_sharded(
             elif kind == "records":
                 _take_records(payload, received, live, on_record, stop if halt.is_set() else None)
             elif kind == "done":
-                samples.extend(payload)
+                samples.extend(payload[0])
+                stamps.extend(payload[1])
                 pending.discard(worker)
             else:
                 raise ShardError(f"worker {worker} failed:\n{payload}")
@@ -237,7 +239,7 @@ def run_plan_sharded(
         _join_workers(procs)
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     received.sort(key=lambda r: order.get(r.request_id, len(order)))
-    return LoadResult(received, samples, workers=len(shards))
+    return LoadResult(received, samples, workers=len(shards), stamps=stamps)
 
 
 def _take_records(

@@ -11,10 +11,17 @@ from the table alone, so the verdict is recomputed identically from the run fold
     * CPU: seconds used, and the busiest worker's share of one core over the load;
       CPU seconds per 1,000 output tokens.
 
+    * read delay (ms, :func:`read_delay`): per chunk timed by the kernel's receive stamp
+      (requests.parquet ``stamps`` "kernel"), tokens.parquet's ``read_s - t_s``: how long after
+      its segment arrived the client read it; p50/p99/max and the share read over 1 ms late.
+
 The run is **client-bound** when any of these passes its threshold (defaults below, written
-into the summary): schedule lag p99 > 20 ms, loop lag p99 > 20 ms, or a worker busy > 90 % of
-a core. Then its latencies are the client's as much as the server's: shard the users over
-more processes (``--workers``), use fewer users, or a faster machine for the client.
+into the summary): schedule lag p99 > 20 ms, a worker busy > 90 % of a core, and for the
+timestamps: read delay p99 > 20 ms where every chunk carries a kernel stamp (it measures what
+loop lag only bounds; a chunk read later than its connection's next segment arrived shares that
+segment's stamp), else loop lag p99 > 20 ms. Then its latencies are the client's as much as the
+server's: shard the users over more processes (``--workers``), use fewer users, or a faster
+machine for the client.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ __all__ = [
     "client_health",
     "client_warning",
     "read_client_table",
+    "read_delay",
     "write_client_table",
 ]
 
@@ -52,7 +60,9 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "schedule_lag_p99_ms": 20.0,
     "loop_lag_p99_ms": 20.0,
     "cpu_utilization": 0.9,
+    "read_delay_p99_ms": 20.0,
 }
+LATE_READ_MS = 1.0  # a chunk read later than this after it arrived counts as read late
 
 
 def write_client_table(folder: Path | str, samples: ClientSamples) -> Path:
@@ -94,22 +104,55 @@ def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> dict[str, Any]:
     }
 
 
+def read_delay(
+    requests_df: pd.DataFrame | None,
+    tokens_df: pd.DataFrame | None,
+    window: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The client's own read delay (module docstring): over the chunks of kernel-stamped
+    requests whose ``t_s`` is in ``window`` (``start_s``/``end_s``, when given), the
+    distribution of ``read_s - t_s`` in ms, ``late_share`` (over :data:`LATE_READ_MS`) and
+    ``kernel_share``, the share of all those chunks that had kernel stamps. ``available`` is
+    False (with ``reason``) when no chunk had one: then ``t_s`` is the read time itself."""
+    if tokens_df is None or requests_df is None or "stamps" not in requests_df:
+        return {"available": False, "reason": "no kernel receive stamps recorded"}
+    chunks = tokens_df
+    if window and window.get("start_s") is not None and window.get("end_s") is not None:
+        t = chunks["t_s"]
+        chunks = chunks[(t >= window["start_s"]) & (t <= window["end_s"])]
+    kernel_ids = set(requests_df.loc[requests_df["stamps"] == "kernel", "request_id"])
+    stamped = chunks[chunks["request_id"].isin(kernel_ids)]
+    if stamped.empty:
+        return {"available": False, "reason": "no chunk had a kernel receive stamp"}
+    delay_ms = np.sort((stamped["read_s"] - stamped["t_s"]).to_numpy(dtype=np.float64)) * 1e3
+    return {
+        "available": True,
+        "ms": distribution(delay_ms, LATENCY_PERCENTILES),
+        "late_share": float(np.mean(delay_ms > LATE_READ_MS)),
+        "late_ms": LATE_READ_MS,
+        "kernel_share": len(stamped) / len(chunks),
+    }
+
+
 def client_health(
     client_df: pd.DataFrame | None,
     output_tokens: int | None = None,
     window: Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    delay: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """summary.json's ``"client"`` section (module docstring).
 
     ``output_tokens`` (the run's, for CPU per 1,000 tokens); ``window`` (the summary's, with
     ``start_s``/``end_s``) limits the lag figures to the measured window; ``thresholds``
-    overrides :data:`DEFAULT_THRESHOLDS` by key. Without a table: ``recorded`` is False and
-    ``client_bound`` None (unknown).
+    overrides :data:`DEFAULT_THRESHOLDS` by key; ``delay``: :func:`read_delay`'s figure, kept
+    as ``read_delay`` and judged. Without a table: ``recorded`` is False and ``client_bound``
+    None (unknown).
     """
     limits = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     if client_df is None or client_df.empty:
         return {"recorded": False, "client_bound": None, "reasons": [], "thresholds": limits}
+    delay = dict(delay or {"available": False, "reason": "not computed"})
     frame = client_df
     start = window.get("start_s") if window else None
     end = window.get("end_s") if window else None
@@ -129,11 +172,7 @@ def client_health(
             f"requests went out late: schedule lag p99 {schedule['p99']:.1f} ms > "
             f"{limits['schedule_lag_p99_ms']:g} ms"
         )
-    if (loop["p99"] or 0.0) > limits["loop_lag_p99_ms"]:
-        reasons.append(
-            f"the event loop was busy: loop lag p99 {loop['p99']:.1f} ms > "
-            f"{limits['loop_lag_p99_ms']:g} ms (timestamps may be that late)"
-        )
+    reasons.extend(_timestamp_reasons(loop, delay, limits))
     if (cpu["utilization_max"] or 0.0) > limits["cpu_utilization"]:
         reasons.append(
             f"a client process used {cpu['utilization_max']:.0%} of a core > "
@@ -145,12 +184,35 @@ def client_health(
             "workers": int(frame["worker"].nunique()),
             "schedule_lag_ms": schedule,
             "loop_lag_ms": loop,
+            "read_delay": delay,
             "cpu": cpu,
             "thresholds": limits,
             "client_bound": bool(reasons),
             "reasons": reasons,
         }
     )
+
+
+def _timestamp_reasons(
+    loop: Mapping[str, Any], delay: Mapping[str, Any], limits: Mapping[str, float]
+) -> list[str]:
+    """Whether the chunks' times are the client's: by the measured read delay where every
+    chunk had a kernel stamp, else by the loop lag that bounds a user-space stamp's delay."""
+    if delay.get("available") and delay.get("kernel_share") == 1.0:
+        p99 = delay["ms"]["p99"] or 0.0
+        if p99 <= limits["read_delay_p99_ms"]:
+            return []
+        return [
+            f"the client read chunks late: read delay p99 {p99:.1f} ms > "
+            f"{limits['read_delay_p99_ms']:g} ms (chunks that queued on a connection share the "
+            "last one's kernel stamp)"
+        ]
+    if (loop["p99"] or 0.0) > limits["loop_lag_p99_ms"]:
+        return [
+            f"the event loop was busy: loop lag p99 {loop['p99']:.1f} ms > "
+            f"{limits['loop_lag_p99_ms']:g} ms (timestamps may be that late)"
+        ]
+    return []
 
 
 def client_warning(summary: Mapping[str, Any]) -> str | None:

@@ -15,6 +15,7 @@ reads as a run whose every token was answer.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -26,6 +27,7 @@ __all__ = [
     "Backfill",
     "ChunkRecord",
     "RequestRecord",
+    "StampSource",
     "Status",
     "TokenSource",
     "endpoint_of",
@@ -35,6 +37,7 @@ Status = Literal["ok", "error", "cancelled"]
 # "chunks" is the last resort when the server sent no usage and no tokenizer was given: one token
 # per content chunk, exact for engines that stream one token per event.
 TokenSource = Literal["usage", "tokenizer", "chunks"]
+StampSource = Literal["kernel", "user"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,10 @@ class ChunkRecord:
         reasoning: True for a chunk of reasoning (``delta.reasoning_content`` or
             ``delta.reasoning``), False for one of the answer (``content``, or a completion's
             ``text``). An event carrying both becomes two chunks with the same ``t_s``.
+        read_s: run seconds when the client's own code got the read (user-space
+            ``perf_counter_ns`` just after it). Where the request's ``stamps`` are "kernel",
+            ``t_s`` is the kernel's receive stamp and ``read_s - t_s`` is how late the client
+            read it; with "user" stamps the two are equal (and so in older folders).
     """
 
     request_id: str
@@ -75,6 +82,11 @@ class ChunkRecord:
     t_s: float
     n_tokens: int
     reasoning: bool = field(default=False, metadata=_added(Backfill(False)))
+    read_s: float = field(default=math.nan, kw_only=True, metadata=_added(Backfill(copy_of="t_s")))
+
+    def __post_init__(self) -> None:
+        if self.read_s != self.read_s:  # not given: the chunk was stamped when it was read
+            self.read_s = self.t_s
 
 
 @dataclass(slots=True)
@@ -117,6 +129,10 @@ class RequestRecord:
             stopped reading), False for one the run cut (``duration_s``, Ctrl-C, a dead engine)
             and for every other status. ``done_s`` is when it was closed, ``output_tokens``
             the tokens received by then.
+        stamps: where its chunks' ``t_s`` came from: "kernel" (the kernel's receive stamp of
+            the segment that completed each chunk, loadgen.client.kernel_stamps) or "user" (the
+            client's own clock when it read them: the httpx path, Locust workers, a platform or
+            connection without kernel stamps, and older folders).
         endpoint: the base URL of the replica the request was sent to (one of `bench run`'s
             ``--url``, trailing ``/`` cut; the one engine's URL for a run against one). A
             folder written before fleets reads it as run.json's ``engine.url``
@@ -153,6 +169,8 @@ class RequestRecord:
     abandoned: bool = field(default=False, kw_only=True, metadata=_added(Backfill(False)))
     # Added with fleets (several --url); None here, filled from run.json when a folder is read.
     endpoint: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    # Added with kernel receive stamps: every older request was stamped in user space.
+    stamps: StampSource = field(default="user", kw_only=True, metadata=_added(Backfill("user")))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

@@ -82,6 +82,14 @@ def test_its_summary_recomputes_to_what_the_old_code_wrote() -> None:
     assert recomputed.pop("token_reconciliation")["available"] is False
     assert recomputed.pop("energy_by_phase")["available"] is False
     assert recomputed.pop("validity")["violations"] == []
+    # And the client's read delay and its threshold: its chunks were stamped in user space.
+    client = recomputed["client"] = dict(recomputed["client"])
+    client["thresholds"] = dict(client["thresholds"])
+    assert client["thresholds"].pop("read_delay_p99_ms") == 20.0
+    assert client.pop("read_delay") == {
+        "available": False,
+        "reason": "no chunk had a kernel receive stamp",
+    }
     assert {**recomputed, "attribution": attribution} == run.summary
 
 

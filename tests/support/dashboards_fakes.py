@@ -76,7 +76,8 @@ def _records(users: int, n: int, rng: np.random.Generator, errors: bool) -> list
         chunks, index, left = [], 0, out
         while left > 0:
             k = 2 if left >= 2 and rng.random() < 0.1 else 1
-            chunks.append(ChunkRecord(rid, index, t, k))
+            # Kernel-stamped, read 0.2-1 ms later (no draw: the other figures keep their data).
+            chunks.append(ChunkRecord(rid, index, t, k, read_s=t + 0.0002 * (1 + index % 5)))
             index, left = index + 1, left - k
             t += float(rng.gamma(4.0, 0.0025)) * k
         done = chunks[-1].t_s + 0.001
@@ -95,6 +96,7 @@ def _records(users: int, n: int, rng: np.random.Generator, errors: bool) -> list
                 None,
                 200,
                 chunks,
+                stamps="kernel",
             )
         )
         ready[user] = done

@@ -167,6 +167,14 @@ def test_every_driver_routes_and_names_the_endpoint(
     assert set(counts) == {fast, slow} and sum(counts.values()) == 16
     assert abs(counts[fast] - counts[slow]) <= 2, counts
     assert (pd.read_parquet(folder / "requests.parquet")["status"] == "ok").all()
+    # run.json says, per client and connection, whose clock timed the chunks.
+    stamps = json.loads((folder / "run.json").read_text())["load"]["receive_stamps"]
+    if "locust" in driver:  # its users read through requests: user-space stamps, said so
+        assert stamps["source"] == "user" and "requests" in stamps["why"]
+    else:
+        assert stamps["source"] == ("kernel" if sys.platform.startswith("linux") else "user")
+        assert {c["endpoint"] for c in stamps["clients"]} == {fast, slow}
+        assert {c["worker"] for c in stamps["clients"]} == {0, 1}
 
 
 def test_one_replica_refusing_stops_the_run_naming_it(

@@ -113,7 +113,7 @@ def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare
     fig, missing = timeline_figure([full])
     assert missing == []
     axes = [k for k in fig.layout if k.startswith("xaxis")]
-    assert len(axes) == 6
+    assert len(axes) == 7
     # Shared x: every axis matches one (the bottom one), so zooming one panel zooms them all.
     matches = {a: fig.layout[a].matches for a in axes}
     (base,) = [a for a, m in matches.items() if m is None]
@@ -127,12 +127,23 @@ def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare
         "GPU util [gpu=0]",
         "DRAM GB/s [gpu=0]",
         "Power W [gpu=0]",
+        "read delay, mean",
+        "read delay, max",
     } <= names
     # Bytes/s wins over % of peak: one unit per panel.
     assert not any(n.startswith("DRAM bandwidth used") for n in names)
     bare_fig, bare_missing = timeline_figure([bare])
     assert "GPU power" in bare_missing and "KV cache occupancy" in bare_missing
-    assert len([k for k in bare_fig.layout if k.startswith("xaxis")]) == 2
+    assert len([k for k in bare_fig.layout if k.startswith("xaxis")]) == 3
+
+
+def test_timeline_read_delay_is_read_s_minus_the_kernel_stamp(full: RunView) -> None:
+    fig, _ = timeline_figure([full])
+    (worst,) = [t for t in fig.data if t.name == "read delay, max"]
+    (mean,) = [t for t in fig.data if t.name == "read delay, mean"]
+    drawn = np.asarray(worst.y, dtype=np.float64)
+    # The fake reads each chunk 0.2 to 1.0 ms after its stamp.
+    assert np.nanmax(drawn) == pytest.approx(1.0) and np.nanmin(mean.y) >= 0.2 - 1e-9
 
 
 def test_timeline_in_flight_matches_the_requests(full: RunView) -> None:

@@ -152,7 +152,7 @@ _X_RANGES_JS = """() => { const l = document.getElementById('fig-timeline')._ful
 def test_zooming_one_timeline_panel_zooms_all(report: Loaded) -> None:
     page = report.page
     before = page.evaluate(_X_RANGES_JS)
-    assert len(before) == 6 and all(r == before[0] for r in before)
+    assert len(before) == 7 and all(r == before[0] for r in before)
     # A real mouse drag across 20% of the top panel's width, as a user zooms.
     panel = page.locator("#fig-timeline .nsewdrag").first
     panel.evaluate("e => e.scrollIntoView({block: 'center'})")

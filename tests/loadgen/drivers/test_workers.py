@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 
 import numpy as np
@@ -55,6 +56,14 @@ def test_closed_loop_sessions_keep_their_turn_order(workers: int) -> None:
     assert set(samples.worker) == set(range(workers))
     assert samples.name.count("schedule_lag_s") == 18
     assert "loop_lag_s" in samples.name and "cpu_s" in samples.name
+    # Each worker's client says where its chunk times came from, per connection.
+    assert sorted(c["worker"] for c in result.stamps) == list(range(workers))
+    kernel = sys.platform.startswith("linux")
+    assert all(r.stamps == ("kernel" if kernel else "user") for r in result.records)
+    for client in result.stamps:
+        assert client["connections"] and all(
+            c["stamps"] == ("kernel" if kernel else "user") for c in client["connections"]
+        )
 
 
 def test_open_loop_sharded_keeps_the_plan_times() -> None:

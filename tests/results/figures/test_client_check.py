@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from results.figures.client_check import (
     client_health,
     client_warning,
     read_client_table,
+    read_delay,
     write_client_table,
 )
 from results.folder.client_samples import ClientSamples
@@ -73,3 +75,37 @@ def read_frame(s: ClientSamples):
     import pandas as pd
 
     return pd.DataFrame(s.columns()).astype({"t_s": np.float64, "value": np.float64})
+
+
+def stamped(delays_ms: list[float], stamps: str = "kernel") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One request whose chunks arrived 10 ms apart and were read ``delays_ms`` later."""
+    t = np.arange(len(delays_ms)) * 0.01 + 0.1
+    tokens = pd.DataFrame(
+        {"request_id": "r1", "index": range(len(t)), "t_s": t,
+         "read_s": t + np.asarray(delays_ms) / 1e3, "n_tokens": 1}
+    )  # fmt: skip
+    return pd.DataFrame({"request_id": ["r1"], "stamps": [stamps]}), tokens
+
+
+def test_the_read_delay_is_read_s_minus_the_kernel_stamp() -> None:
+    delay = read_delay(*stamped([0.1] * 90 + [3.0] * 10))
+    assert delay["available"] and delay["kernel_share"] == 1.0
+    assert delay["ms"]["p50"] == pytest.approx(0.1) and delay["ms"]["max"] == pytest.approx(3.0)
+    assert delay["late_share"] == pytest.approx(0.1)
+    user = read_delay(*stamped([0.0] * 5, stamps="user"))
+    assert user == {"available": False, "reason": "no chunk had a kernel receive stamp"}
+    inside = read_delay(*stamped([5.0] + [0.1] * 9), window={"start_s": 0.105, "end_s": 1.0})
+    assert inside["ms"]["max"] == pytest.approx(0.1)
+
+
+def test_with_kernel_stamps_the_read_delay_judges_the_timestamps() -> None:
+    busy_loop = read_frame(samples(0.2, 0.001, 0.2))  # loop lag p99 200 ms
+    prompt = client_health(busy_loop, delay=read_delay(*stamped([0.5] * 100)))
+    assert prompt["client_bound"] is False and prompt["read_delay"]["ms"]["p99"] == pytest.approx(
+        0.5
+    )
+    late = client_health(busy_loop, delay=read_delay(*stamped([0.5] * 90 + [40.0] * 10)))
+    assert late["client_bound"] and "read delay p99 40.0 ms > 20 ms" in late["reasons"][0]
+    # User-space stamps: the loop lag still bounds how late they were.
+    user = client_health(busy_loop, delay=read_delay(*stamped([0.0] * 5, stamps="user")))
+    assert user["client_bound"] and "loop lag p99" in user["reasons"][0]

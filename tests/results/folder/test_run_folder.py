@@ -47,6 +47,7 @@ REQUEST_COLUMNS = [
     "client_output_tokens",
     "abandoned",
     "endpoint",
+    "stamps",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -119,6 +120,7 @@ def test_write_and_load_round_trip(tmp_path: Path) -> None:
         "t_s",
         "n_tokens",
         "reasoning",
+        "read_s",
     ]
     assert len(tokens) == 5 and tokens["n_tokens"].sum() == 6
     text = (folder.path / "run.json").read_text()
