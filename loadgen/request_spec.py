@@ -52,6 +52,9 @@ class RequestSpec:
             ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
         abandon: the client closes the stream early, as a user who stopped reading
             (:class:`Abandon`); None reads it to the end.
+        model: the ``model`` field to send (one of a scenario's ``[[models]]``, a LoRA adapter's
+            name, or a workload's own per-row model); None sends the run's model (``--model``,
+            else the server's first).
     """
 
     request_id: str
@@ -64,6 +67,7 @@ class RequestSpec:
     seed: int | None = None
     messages: tuple[tuple[str, str], ...] | None = None
     abandon: Abandon | None = None
+    model: str | None = None
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -79,6 +83,10 @@ class RequestSpec:
         if not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 0:
             raise ValueError(
                 f"RequestSpec.prompt_tokens: expected an int >= 0, got {self.prompt_tokens!r}"
+            )
+        if self.model is not None and not (isinstance(self.model, str) and self.model.strip()):
+            raise ValueError(
+                f"RequestSpec.model: expected a non-empty model name or None, got {self.model!r}"
             )
         if self.temperature < 0:
             raise ValueError(

@@ -27,6 +27,7 @@ from bench.scenario.load import (
     read_trace,
     read_workload,
 )
+from bench.scenario.models import ModelShare, read_models
 from bench.scenario.prefix_cache import PrefixCacheSection, read_prefix_cache
 from bench.scenario.toml_table import ScenarioError, Table, suggest
 from engine.config import SETTINGS, SettingError
@@ -118,7 +119,8 @@ class Scenario:
     workloads that take lengths from a file. ``trace`` (a ``[trace]`` table) says how a trace
     workload is replayed: its format, pace and window. ``prefix_cache`` (a ``[prefix_cache]``
     table) says what to do with the engine's prefix cache before the load; ``abandon`` (an
-    ``[abandon]`` table) which requests the client abandons mid-stream. ``source`` says
+    ``[abandon]`` table) which requests the client abandons mid-stream; ``models`` (a
+    ``[[models]]`` array, bench.scenario.models) which models the requests go to. ``source`` says
     where the scenario was read from and is not part of :meth:`to_dict`.
     """
 
@@ -145,6 +147,7 @@ class Scenario:
     trace: TraceReplay | None = None
     prefix_cache: PrefixCacheSection | None = None
     abandon: AbandonShare | None = None
+    models: tuple[ModelShare, ...] = ()
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -167,6 +170,7 @@ class Scenario:
         data["prefix_cache"] = self.prefix_cache.to_dict() if self.prefix_cache else None
         data["abandon"] = self.abandon.to_dict() if self.abandon else None
         data["engine"] = self.engine.to_dict()
+        data["models"] = [m.to_dict() for m in self.models] if self.models else None
         return {
             key: data[key]
             for key in _DICT_ORDER
@@ -188,6 +192,7 @@ _DICT_ORDER = (
     "api",
     "ignore_eos",
     "temperature",
+    "models",
     "workload",
     "trace",
     "input_len",
@@ -202,7 +207,7 @@ _DICT_ORDER = (
 )
 # Tables added after run folders were written: left out when unset, so an older run.json's
 # scenario reads back to the very same dict.
-_OMITTED_WHEN_UNSET = frozenset({"trace", "prefix_cache", "abandon"})
+_OMITTED_WHEN_UNSET = frozenset({"trace", "prefix_cache", "abandon", "models"})
 
 
 def _read_length(table: Table, name: str) -> LengthDist | None:
@@ -323,6 +328,7 @@ def scenario_from_dict(
     trace = read_trace(top)
     prefix_cache = read_prefix_cache(top)
     abandon = read_abandon(top)
+    models = read_models(top)
     top.finish()
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
@@ -363,6 +369,7 @@ def scenario_from_dict(
         trace=trace,
         prefix_cache=prefix_cache,
         abandon=abandon,
+        models=models,
         source=source,
         **scalars,
     )

@@ -5,7 +5,8 @@ and refuses (:class:`PreflightError`, `bench run` exits 2) a run that could only
 
 - the endpoint is not an OpenAI-compatible server: ``GET /v1/models`` answers 404 (a plain HTTP
   server), or something that is not JSON; or it asks for a key (401/403);
-- ``--model`` is not among the served models (the refusal lists them);
+- ``--model``, or a model the plan's requests name (a scenario's ``[[models]]``, a workload's
+  per-row model), is not among the served models (the refusal lists them);
 - the longest request of the plan (prompt tokens under the workload's tokenizer plus its
   ``max_tokens``) does not fit the served context; the refusal names the scenario keys to change
   and gives the figures.
@@ -237,6 +238,25 @@ def _choose(models: Sequence[ServedModel], wanted: str | None, base_url: str) ->
     )
 
 
+def _check_plan_models(
+    scenario: Scenario, plan: LoadPlan, models: Sequence[ServedModel], base_url: str
+) -> None:
+    """Refuse a plan whose requests name a model the endpoint does not list (a server that lists
+    nothing may still serve them)."""
+    ids = [m.id for m in models]
+    # The scenario's [[models]] in file order first, so that the refusal names the first typo.
+    named = dict.fromkeys([m.name for m in scenario.models])
+    named.update(dict.fromkeys(spec.model for spec in plan.requests if spec.model is not None))
+    unknown = [name for name in named if ids and name not in ids]
+    if unknown:
+        listed = any(m.name == unknown[0] for m in scenario.models)
+        where = "[[models]] name" if listed else "the workload's model"
+        raise PreflightError(
+            f"{scenario.source}: {where} {unknown[0]!r}: {base_url} does not serve it; it "
+            f"serves {', '.join(map(repr, ids))}"
+        )
+
+
 def preflight(
     scenario: Scenario,
     plan: LoadPlan,
@@ -255,7 +275,10 @@ def preflight(
     """
     headers = headers or {}
     models = served_models(models_document(base_url, headers))
-    chosen = _choose(models, model, base_url)
+    _check_plan_models(scenario, plan, models, base_url)
+    # With [[models]] and no --model, the run's model (run.json's engine.model) is the first.
+    wanted = model or (scenario.models[0].name if scenario.models else None)
+    chosen = _choose(models, wanted, base_url)
     notes: list[str] = []
     length, source = chosen.max_model_len, chosen.context_source
     if adapter.context_path is not None:
