@@ -123,6 +123,9 @@ class RunOptions:
     # first), and how each request picks its replica (loadgen.client.routing.ROUTES).
     endpoints: tuple[str, ...] = ()
     route: str = DEFAULT_ROUTE
+    # --metrics-url: (label, URL) of each /metrics the probes scrape instead of the load URL's
+    # (bench.run.probing.metrics_targets); empty: the load URL's.
+    metrics_urls: tuple[tuple[str, str], ...] = ()
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -366,6 +369,7 @@ def _measure(
             headers,
             opts.gpus,
             opts.endpoints,
+            opts.metrics_urls,
         )
         if opts.probes
         else (None, ["probes disabled"])
