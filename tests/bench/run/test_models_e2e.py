@@ -96,6 +96,7 @@ def bench_run(
     return proc, folders[-1] if folders else None
 
 
+@pytest.mark.slow
 def test_requests_split_by_share_and_every_figure_is_given_per_model(tmp_path: Path) -> None:
     seen: list[str] = []
     with serving(three_models(seen)) as server:
@@ -133,6 +134,7 @@ def test_requests_split_by_share_and_every_figure_is_given_per_model(tmp_path: P
     assert "Models side by side: 3 models" in html
 
 
+@pytest.mark.slow
 def test_a_model_the_server_does_not_serve_is_refused_before_the_load(tmp_path: Path) -> None:
     config = EngineConfig.from_flat({"model": "tiny", "dtype": "float32"})
     with running_server(config) as url:
