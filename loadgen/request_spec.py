@@ -31,7 +31,7 @@ Message = tuple[str, str] | Mapping[str, Any]
 # measured depends on them (a stream with usage, the planned prompt and output length, one
 # choice), and ignore_eos is the scenario's own key, which the pre-flight checks.
 RESERVED_FIELDS: dict[str, str] = {
-    "model": "--model",
+    "model": "--model or the scenario's [[models]]",
     "stream": "nothing: every request is streamed",
     "stream_options": "nothing: usage is always asked for",
     "prompt": "the workload",
@@ -102,6 +102,9 @@ class RequestSpec:
             body's defaults (``temperature``, ``seed``) but never name :data:`RESERVED_FIELDS`.
         abandon: the client closes the stream early, as a user who stopped reading
             (:class:`Abandon`); None reads it to the end.
+        model: the ``model`` field to send (one of a scenario's ``[[models]]``, a LoRA adapter's
+            name, or a workload's own per-row model); None sends the run's model (``--model``,
+            else the server's first).
     """
 
     request_id: str
@@ -115,6 +118,7 @@ class RequestSpec:
     messages: tuple[Message, ...] | None = None
     abandon: Abandon | None = None
     fields: Mapping[str, Any] | None = None
+    model: str | None = None
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -134,6 +138,10 @@ class RequestSpec:
         if self.fields and (reserved := sorted(set(self.fields) & set(RESERVED_FIELDS))):
             raise ValueError(
                 f"RequestSpec.fields: {reserved[0]!r} is set by {RESERVED_FIELDS[reserved[0]]}"
+            )
+        if self.model is not None and not (isinstance(self.model, str) and self.model.strip()):
+            raise ValueError(
+                f"RequestSpec.model: expected a non-empty model name or None, got {self.model!r}"
             )
         if self.temperature < 0:
             raise ValueError(

@@ -6,7 +6,9 @@ release that renamed a metric (vLLM's gpu_cache_usage_perc -> kv_cache_usage_per
 either name. A mapped histogram or summary family is stored as <ours>_sum, <ours>_count and
 <ours>_bucket (label ``le``). Every stored sample keeps the engine's labels plus ``metric``, the
 engine's own sample name, and ``endpoint``, the replica's URL, for one replica of a fleet
-(several ``--url``). Text is parsed with prometheus_client's parser, never by hand.
+(several ``--url``), or ``scrape``, the label of a metrics endpoint apart from the load URL
+(`bench run --metrics-url LABEL=URL`: a router's, a gateway's, a prefill or decode server's).
+Text is parsed with prometheus_client's parser, never by hand.
 
 Source "engine"; each sample's time is the midpoint of its scrape's request and response.
 """
@@ -63,7 +65,8 @@ class EngineMetricsSampler(Sampler):
     """GET ``base_url``/metrics every ``interval_s`` (default 0.5 s: 2 Hz) and store the mapped
     samples (module docstring). ``headers`` go with every scrape (an endpoint behind a key);
     they are never stored or described. ``endpoint``: the replica's name, a label of every
-    sample (a fleet's replica; None: the run's one engine, unlabelled)."""
+    sample (a fleet's replica; None: the run's one engine, unlabelled). ``scrape``: the label of
+    a ``--metrics-url``, on every sample (then ``base_url`` is that URL and ``path`` "")."""
 
     source = sample_sources.ENGINE
 
@@ -76,10 +79,14 @@ class EngineMetricsSampler(Sampler):
         path: str = "/metrics",
         headers: Mapping[str, str] | None = None,
         endpoint: str | None = None,
+        scrape: str | None = None,
     ) -> None:
         super().__init__(interval_s)
         self.endpoint = endpoint
-        self._extra_labels = {"endpoint": endpoint} if endpoint else {}
+        self._extra_labels = {
+            **({"endpoint": endpoint} if endpoint else {}),
+            **({"scrape": scrape} if scrape else {}),
+        }
         self._headers = dict(headers or {})
         self.url = base_url.rstrip("/") + path
         self.metric_names = {k: tuple(v) for k, v in metric_names.items()}

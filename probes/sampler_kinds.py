@@ -58,11 +58,20 @@ def _cpu(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
 
 
 def _engine_metrics(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Sampler]:
-    """One /metrics sampler for the engine, or one per replica of a fleet."""
+    """One /metrics sampler for the engine, or one per replica of a fleet, or one per
+    ``--metrics-url`` (instead of the load URL's: a router's, a gateway's)."""
     # Imported here: a spec is pickled into the probe process, which
     # loads only the samplers it runs.
     from probes.engine_metrics import EngineMetricsSampler
 
+    if spec.engine_scrapes:
+        return [
+            EngineMetricsSampler(
+                url, spec.engine_metric_names, spec.engine_interval_s, path="",
+                headers=engine_headers, scrape=label,
+            )
+            for label, url in spec.engine_scrapes
+        ]  # fmt: skip
     assert spec.engine_url is not None  # applies() said so
     replicas: tuple[str | None, ...] = spec.engine_endpoints or (None,)
     return [
@@ -81,6 +90,10 @@ def _engine_metrics(spec: ProbeSpec, engine_headers: EngineHeaders) -> list[Samp
 SAMPLER_KINDS: tuple[SamplerKind, ...] = (
     SamplerKind("nvml", lambda spec: spec.nvml, _nvml),
     SamplerKind("cpu", lambda spec: spec.cpu, _cpu),
-    SamplerKind("engine_metrics", lambda spec: bool(spec.engine_url), _engine_metrics),
+    SamplerKind(
+        "engine_metrics",
+        lambda spec: bool(spec.engine_url or spec.engine_scrapes),
+        _engine_metrics,
+    ),
 )
 """Every kind, in start order (NVML, CPU, then the engine's /metrics)."""

@@ -33,6 +33,8 @@ class ProbeSpec:
     map and where it serves Prometheus text; no URL or an empty map means no engine scraping.
     engine_endpoints: a fleet's replicas (several ``--url``): one /metrics sampler per replica
     instead of engine_url's, each sample labelled ``endpoint`` with its replica's URL.
+    engine_scrapes: (label, metrics URL) of each ``--metrics-url``: one sampler per URL instead
+    of engine_url's and the replicas', each sample labelled ``scrape`` with its label.
     """
 
     nvml: bool = True
@@ -49,6 +51,7 @@ class ProbeSpec:
     engine_interval_s: float = 0.5
     engine_metrics_path: str = "/metrics"  # TensorRT-LLM serves them at /prometheus/metrics
     engine_endpoints: tuple[str, ...] = ()
+    engine_scrapes: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,7 +64,15 @@ class ProbeSpec:
     def from_json(cls, data: Mapping[str, Any]) -> ProbeSpec:
         names = {k: tuple(v) for k, v in data.get("engine_metric_names", {}).items()}
         endpoints = tuple(data.get("engine_endpoints") or ())
-        return cls(**{**data, "engine_metric_names": names, "engine_endpoints": endpoints})
+        scrapes = tuple((str(label), str(url)) for label, url in data.get("engine_scrapes") or ())
+        return cls(
+            **{
+                **data,
+                "engine_metric_names": names,
+                "engine_endpoints": endpoints,
+                "engine_scrapes": scrapes,
+            }
+        )
 
     def build(self, engine_headers: Mapping[str, str] | None = None) -> list[Sampler]:
         """The samplers of every kind in probes.sampler_kinds that this spec wants, in that
@@ -100,9 +111,12 @@ class ProbeResult:
     def to_json(self) -> dict[str, Any]:
         """run.json's "probes" section."""
         return {
-            # A fleet's /metrics samplers share a source: each is keyed by its replica too.
+            # A fleet's /metrics samplers share a source: each is keyed by its replica too, and
+            # each --metrics-url by its label.
             "samplers": {
-                f"{r['source']} {r['endpoint']}" if r.get("endpoint") else r["source"]: r
+                f"{r['source']} {r.get('scrape') or r['endpoint']}"
+                if r.get("scrape") or r.get("endpoint")
+                else r["source"]: r
                 for r in self.reports
             },
             "process": self.process,

@@ -24,7 +24,8 @@ two can never disagree:
   tokens the prefix cache spared from prefill), from run.json's engine section,
 - "abandoned": the requests the workload abandoned mid-stream, when any (results.figures.abandoned),
 - "partial", "interrupted", "engine_died" for a run that ended early (results.validity.run_end),
-- "endpoints": the request figures per replica of a fleet run (results.figures.fleet).
+- "endpoints": the request figures per replica of a fleet run (results.figures.fleet),
+- "models": the request figures per model of a run that sent several (results.figures.models).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from results.figures.energy_phase import energy_by_phase
 from results.figures.engine_facts import prefix_cache_reuse, simulated_device
 from results.figures.fleet import endpoint_section
 from results.figures.machine_load import machine_load
+from results.figures.models import model_section
 from results.figures.samples_summary import engine_flops_increase, gpu_scope, samples_summary
 from results.figures.summary import compute_summary
 from results.folder.endpoints import fleet_endpoints
@@ -130,6 +132,8 @@ def summarize_run(run: RunData) -> SummaryJson:
     fleet = endpoint_section(run.requests, run.tokens, run.run_json, window, run.samples)
     if fleet is not None:
         summary["endpoints"] = fleet
+    if (models := model_section(run.requests, run.tokens, run.run_json, window)) is not None:
+        summary["models"] = models
     summary.update(run_end_summary(run.run_json))
     died = run.run_json.get("engine_died")
     summary["usability"] = usability(

@@ -73,6 +73,7 @@ def run(
     nsys: ro.Nsys,
     probes: Probes,
     gpus: ro.Gpus,
+    metrics_url: ro.MetricsUrl,
     calibrate: Calibrate,
     repeat: ro.Repeat,
     driver: ro.Driver,
@@ -91,6 +92,7 @@ def run(
     from bench.cli.flags.engine_settings import refuse_settings_for_external
     from bench.run.fleet import fleet_urls
     from bench.run.orchestrate import RunOptions
+    from bench.run.probing import metrics_targets
     from bench.run.remote_workers import RemoteWorkers
     from bench.scenario.engine_sets import parse_settings
     from bench.scenario.scenario import ScenarioError, load_scenario
@@ -108,6 +110,7 @@ def run(
             driver, workers, expect_workers, master_bind, worker_join_timeout, worker_timeout
         )
         fleet = fleet_urls(urls, route, starts_engine=bool(launch or launch_model))
+        metrics = metrics_targets(metrics_url or [])
     except (ScenarioError, ValueError) as e:
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e
@@ -117,6 +120,7 @@ def run(
         probes=probes, gpus=gpus, driver=driver, workers=workers, launch=launch,
         launch_model=launch_model, headers=headers, max_error_rate=max_error_rate,
         remote_workers=remote, calibrate=calibrate, endpoints=fleet, route=route,
+        metrics_urls=metrics,
     )  # fmt: skip
     if repeat > 1:
         _run_repeated(opts, repeat)

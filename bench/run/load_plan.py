@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
+from bench.scenario.models import ModelShare
 from bench.scenario.scenario import Scenario
+from loadgen.client.apportion import largest_remainder
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
@@ -31,8 +37,10 @@ from results.folder.arrival_plan import ArrivalRow
 __all__ = [
     "DURATION_REQUESTS_CAP",
     "arrival_rows",
+    "assign_models",
     "build_plan",
     "load_section",
+    "model_counts",
     "planned_requests",
     "reads_rows",
     "trace_entries",
@@ -182,6 +190,8 @@ def build_plan(
         schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
     if scenario.abandon is not None:
         sessions = scenario.abandon.apply(sessions, scenario.seed)
+    if scenario.models:
+        sessions = assign_models(sessions, scenario.models, scenario.seed)
     return LoadPlan(
         mode="open" if schedule is not None else "closed",
         sessions=sessions,
@@ -198,6 +208,39 @@ def without_ignore_eos(plan: LoadPlan) -> LoadPlan:
     """``plan`` with every request sent without ignore_eos (a server that refuses it)."""
     sessions = [[dataclasses.replace(spec, ignore_eos=False) for spec in s] for s in plan.sessions]
     return dataclasses.replace(plan, sessions=sessions)
+
+
+def model_counts(total: int, models: Sequence[ModelShare]) -> list[int]:
+    """How many of ``total`` requests (or sessions) each of ``models`` gets: exact counts in
+    proportion to the shares, summing to ``total`` (loadgen.client.apportion.largest_remainder
+    over the shares made integers: 0.5/0.3/0.2 are 5/3/2)."""
+    fractions = [Fraction(m.share).limit_denominator(10**6) for m in models]
+    scale = math.lcm(*(f.denominator for f in fractions))
+    return largest_remainder(total, [int(f * scale) for f in fractions])
+
+
+def assign_models(
+    sessions: Sequence[Sequence[RequestSpec]], models: Sequence[ModelShare], seed: int
+) -> list[list[RequestSpec]]:
+    """``sessions`` with a model of ``models`` (a scenario's ``[[models]]``) on every request.
+
+    Each session takes one model for all its turns (a conversation stays with its model); a
+    session whose requests already name one (a workload's per-row model) keeps it. The others
+    are split in the exact counts of :func:`model_counts`, which session gets which model drawn
+    by ``seed``: the same scenario sends the same requests to the same models.
+    """
+    free = [i for i, session in enumerate(sessions) if all(s.model is None for s in session)]
+    labels = [
+        m.name for m, n in zip(models, model_counts(len(free), models), strict=True)
+        for _ in range(n)
+    ]  # fmt: skip
+    # Its own stream of the seed, so that the split draws nothing from the prompts' generator.
+    np.random.default_rng([seed, 0x6D6F64656C]).shuffle(labels)
+    chosen = dict(zip(free, labels, strict=True))
+    return [
+        [dataclasses.replace(s, model=chosen[i]) for s in session] if i in chosen else list(session)
+        for i, session in enumerate(sessions)
+    ]
 
 
 def load_section(plan: LoadPlan, driver: str, workers: int) -> dict[str, Any]:

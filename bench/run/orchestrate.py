@@ -28,7 +28,13 @@ from bench.run.end.interrupt import RunInterrupted, active_interrupts, run_end_s
 from bench.run.end.run_writer import RunWriter, write_report
 from bench.run.endpoint.cache_state import PrefixCacheRun, prepare_prefix_cache
 from bench.run.endpoint.environment import cpu_name, git_commit, hardware, package_versions
-from bench.run.endpoint.preflight import Preflight, PreflightError, preflight, served_context
+from bench.run.endpoint.preflight import (
+    Preflight,
+    PreflightError,
+    first_model,
+    preflight,
+    served_context,
+)
 from bench.run.endpoint.preflight_fields import (
     FieldCheck,
     check_request_fields,
@@ -131,6 +137,9 @@ class RunOptions:
     # first), and how each request picks its replica (loadgen.client.routing.ROUTES).
     endpoints: tuple[str, ...] = ()
     route: str = DEFAULT_ROUTE
+    # --metrics-url: (label, URL) of each /metrics the probes scrape instead of the load URL's
+    # (bench.run.probing.metrics_targets); empty: the load URL's.
+    metrics_urls: tuple[tuple[str, str], ...] = ()
 
 
 def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -325,7 +334,7 @@ def _prepare(
     try:
         # A file's rows over the served context are refused one by one, so it is read first.
         context = (
-            served_context(base_url, adapter, opts.model, headers)[1]
+            served_context(base_url, adapter, opts.model or first_model(scenario), headers)[1]
             if reads_rows(scenario)
             else None
         )
@@ -390,6 +399,7 @@ def _measure(
             headers,
             opts.gpus,
             opts.endpoints,
+            opts.metrics_urls,
         )
         if opts.probes
         else (None, ["probes disabled"])

@@ -1,7 +1,9 @@
 """The probes of one `bench run`: which samplers, and samples.parquet.
 
 - :func:`probe_spec`: NVML and CPU samplers when the engine runs on this host, engine /metrics
-  through the adapter's name map always. The NVML sampler measures the engine's GPUs only
+  through the adapter's name map always: the load URL's, or, with ``--metrics-url``
+  (:func:`metrics_targets`), those URLs' instead, each series labelled ``scrape``. The NVML
+  sampler measures the engine's GPUs only
   (probes.gpu_scope, in the probe process: the engine's processes on a GPU, else its
   CUDA_VISIBLE_DEVICES, which a launched engine inherits from bench, else ``--gpus``, else all,
   said plainly).
@@ -20,6 +22,7 @@ analytic section (model shape, dtypes, roofs) is results.figures.analytic.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,11 +38,47 @@ from probes.probe_process import ProbeProcess
 from probes.session import ProbeResult, ProbeSpec
 from results.folder import sample_sources
 
+# `--metrics-url LABEL=URL`: a label is a short name, the URL http(s).
+_LABELLED = re.compile(r"(?P<label>[A-Za-z0-9_.:-]+)=(?P<url>https?://.+)")
+
+
+def metrics_targets(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """(label, URL) of each ``--metrics-url`` value, in order: ``LABEL=URL``, or a bare URL,
+    labelled with itself. A URL with no path scrapes the adapter's metrics path there
+    (:func:`probe_spec`); any other path is taken as given.
+
+    Raises:
+        ValueError: a value that is no http(s) URL, or a label given twice; the message names
+            the option and the fix.
+    """
+    targets: list[tuple[str, str]] = []
+    for value in values:
+        match = _LABELLED.fullmatch(value.strip())
+        if match is not None:
+            label, url = match["label"], match["url"]
+        elif value.strip().startswith(("http://", "https://")):
+            label = url = value.strip()
+        else:
+            raise ValueError(
+                f"--metrics-url {value!r}: expected URL or LABEL=URL with an http:// or "
+                "https:// URL, e.g. router=http://10.0.0.5:9000/metrics"
+            )
+        if any(label == seen for seen, _ in targets):
+            raise ValueError(f"--metrics-url label {label!r} is given twice: give each one name")
+        targets.append((label, url))
+    return tuple(targets)
+
+
+def _metrics_url(url: str, adapter: EngineAdapter) -> str:
+    """``url`` to scrape: the adapter's metrics path appended where ``url`` has no path."""
+    return url.rstrip("/") + adapter.metrics_path if urlsplit(url).path in ("", "/") else url
+
 
 def probe_spec(
     adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
     gpus: str | None = None,
     endpoints: Sequence[str] = (),
+    metrics_urls: Sequence[tuple[str, str]] = (),
 ) -> ProbeSpec:  # fmt: skip
     """Samplers for a run against ``base_url`` (``local``: the engine runs on this host);
     ``gpus``: the user's --gpus.
@@ -48,6 +87,10 @@ def probe_spec(
     own /metrics sampler, its samples labelled ``endpoint``, and, when local, its own CPU group
     (``engine-1``, ``engine-2``, ... in ``--url`` order), so that no replica's CPU counts as
     another process's; NVML stays the machine's.
+
+    ``metrics_urls``: (label, URL) of each ``--metrics-url`` (:func:`metrics_targets`): those
+    are scraped instead of the load URL's and the replicas' /metrics, each sample labelled
+    ``scrape``; to keep the load URL's too, give it as one more ``--metrics-url``.
     """
     processes = {"client": os.getpid()}
     if len(endpoints) > 1:
@@ -72,6 +115,7 @@ def probe_spec(
         engine_metric_names=adapter.metric_names,
         engine_metrics_path=adapter.metrics_path,
         engine_endpoints=tuple(endpoints) if len(endpoints) > 1 else (),
+        engine_scrapes=tuple((label, _metrics_url(url, adapter)) for label, url in metrics_urls),
     )
 
 
@@ -117,12 +161,13 @@ def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
 def start_probes(
     console: Console, adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
     headers: Mapping[str, str] | None = None, gpus: str | None = None,
-    endpoints: Sequence[str] = (),
+    endpoints: Sequence[str] = (), metrics_urls: Sequence[tuple[str, str]] = (),
 ) -> tuple[ProbeProcess | None, list[str]]:  # fmt: skip
     """Start the probe process; a probe that cannot run is said once, and the run goes on.
     ``headers`` (``--api-key``/``--header``) go with each /metrics scrape; ``gpus``: --gpus;
-    ``endpoints``: a fleet's replicas (:func:`probe_spec`)."""
-    spec = probe_spec(adapter, base_url, engine_pid, local, gpus, endpoints)
+    ``endpoints``: a fleet's replicas; ``metrics_urls``: the ``--metrics-url`` targets
+    (:func:`probe_spec`)."""
+    spec = probe_spec(adapter, base_url, engine_pid, local, gpus, endpoints, metrics_urls)
     probes = ProbeProcess(spec, headers)
     try:
         reasons = probes.start()

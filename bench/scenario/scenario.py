@@ -27,6 +27,7 @@ from bench.scenario.load import (
     read_trace,
     read_workload,
 )
+from bench.scenario.models import ModelShare, read_models
 from bench.scenario.prefix_cache import PrefixCacheSection, read_prefix_cache
 from bench.scenario.request_tables import read_dataset, read_request
 from bench.scenario.toml_table import ScenarioError, Table, suggest
@@ -122,7 +123,8 @@ class Scenario:
     table) says what to do with the engine's prefix cache before the load; ``abandon`` (an
     ``[abandon]`` table) which requests the client abandons mid-stream. ``dataset`` (a
     ``[dataset]`` table) how a dataset workload's rows are read; ``request`` (a ``[request]``
-    table) body fields sent with every request (bench.scenario.request_tables).
+    table) body fields sent with every request (bench.scenario.request_tables); ``models`` (a
+    ``[[models]]`` array, bench.scenario.models) which models the requests go to.
     ``request_timeout_s`` and ``read_timeout_s`` bound each request as a whole and each
     silence in it (None: loadgen.client.limits's defaults; `bench run --request-timeout` and
     ``--read-timeout`` override them). ``source`` says where the scenario was read from and is
@@ -156,6 +158,7 @@ class Scenario:
     read_timeout_s: float | None = None
     dataset: DatasetSource | None = None
     request: dict[str, Any] | None = None
+    models: tuple[ModelShare, ...] = ()
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -179,6 +182,7 @@ class Scenario:
         data["abandon"] = self.abandon.to_dict() if self.abandon else None
         data["dataset"] = self.dataset.to_dict() if self.dataset else None
         data["engine"] = self.engine.to_dict()
+        data["models"] = [m.to_dict() for m in self.models] if self.models else None
         return {
             key: data[key]
             for key in _DICT_ORDER
@@ -201,6 +205,7 @@ _DICT_ORDER = (
     "ignore_eos",
     "temperature",
     "request",
+    "models",
     "workload",
     "dataset",
     "trace",
@@ -219,7 +224,7 @@ _DICT_ORDER = (
 # Tables added after run folders were written: left out when unset, so an older run.json's
 # scenario reads back to the very same dict.
 _OMITTED_WHEN_UNSET = frozenset(
-    {"trace", "prefix_cache", "abandon", "dataset", "request", "request_timeout_s",
+    {"trace", "prefix_cache", "abandon", "dataset", "request", "models", "request_timeout_s",
      "read_timeout_s"}
 )  # fmt: skip
 # The client's limits (loadgen.client.limits), seconds > 0 when given.
@@ -347,6 +352,7 @@ def scenario_from_dict(
     abandon = read_abandon(top)
     dataset = read_dataset(top)
     request = read_request(top)
+    models = read_models(top)
     top.finish()
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
@@ -392,6 +398,7 @@ def scenario_from_dict(
         abandon=abandon,
         dataset=dataset,
         request=request,
+        models=models,
         source=source,
         **scalars,
         **timeouts,

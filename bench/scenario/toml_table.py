@@ -123,6 +123,16 @@ class Table:
         self._known.extend(self._data)
         return dict(self._data)
 
+    def tables(self, name: str) -> list[Table] | None:
+        """The array of tables ``name`` (``[[name]]`` in TOML), each read at ``name[i].``; None
+        when absent."""
+        value = self._raw(name, None, "an array of tables")
+        if value is _MISSING:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+            raise self.error(name, f"expected an array of tables ([[{name}]]), got {_found(value)}")
+        return [Table(v, self._source, f"{self.key(name)}[{i}].") for i, v in enumerate(value)]
+
     def finish(self, context: str = "") -> None:
         """Raise a ScenarioError listing every key of this table that no lookup asked for."""
         unknown = [k for k in self._data if k not in self._known]

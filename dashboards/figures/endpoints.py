@@ -1,10 +1,11 @@
-"""A fleet run's replicas side by side (several ``bench run --url``).
+"""A run's parts side by side: a fleet's replicas (several ``bench run --url``), or the models of
+a run that sent several (a scenario's ``[[models]]``, LoRA adapters).
 
-Drawn only for a run whose summary.json has ``endpoints`` (results.figures.fleet); one color per
-replica, in ``--url`` order, the same in every panel. Left: the requests each replica took
-(measured window), with its share. Middle: each replica's output tokens per second of the
-window. Right: TTFT, ITL and TPOT p50 and p99 per replica (ms), the figures the terminal
-table prints, so a slow replica stands out beside the others.
+Drawn only for a run whose summary.json has ``endpoints`` (results.figures.fleet) or ``models``
+(results.figures.models); one color per part, in ``--url`` or ``[[models]]`` order, the same in
+every panel. Left: the requests each part took (measured window), with its share. Middle: each
+part's output tokens per second of the window. Right: TTFT, ITL and TPOT p50 and p99 per part
+(ms), the figures the terminal table prints, so a slow replica or model stands out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from plotly.subplots import make_subplots
 from dashboards.definitions import definition
 from dashboards.style import apply_layout, color_for, escape, fmt, hover_lines, wrap
 
-__all__ = ["endpoints_figure"]
+__all__ = ["endpoints_figure", "models_figure"]
 
 # (summary section, percentile, label): the latency bars of the right panel.
 _LATENCIES: tuple[tuple[str, str, str], ...] = (
@@ -37,11 +38,29 @@ def _get(figures: Mapping[str, Any], section: str, key: str) -> Any:
 
 
 def endpoints_figure(summary: Mapping[str, Any]) -> go.Figure | None:
-    """The figure (module docstring), or None for a run against one endpoint."""
+    """The replicas' figure (module docstring), or None for a run against one endpoint."""
     fleet = summary.get("endpoints")
     if not isinstance(fleet, Mapping) or not fleet.get("by_endpoint"):
         return None
     by_endpoint: Mapping[str, Mapping[str, Any]] = fleet["by_endpoint"]
+    title = (
+        f"Replicas side by side: {len(by_endpoint)} endpoints, route "
+        f"{escape(fleet.get('route') or '–')}"
+    )
+    return _parts_figure(by_endpoint, title)
+
+
+def models_figure(summary: Mapping[str, Any]) -> go.Figure | None:
+    """The models' figure (module docstring), or None for a run that sent one model."""
+    models = summary.get("models")
+    if not isinstance(models, Mapping) or not models.get("by_model"):
+        return None
+    by_model: Mapping[str, Mapping[str, Any]] = models["by_model"]
+    return _parts_figure(by_model, f"Models side by side: {len(by_model)} models")
+
+
+def _parts_figure(parts: Mapping[str, Mapping[str, Any]], title: str) -> go.Figure:
+    """The three panels of the module docstring, one color per entry of ``parts``."""
     fig = make_subplots(
         rows=1,
         cols=3,
@@ -50,7 +69,7 @@ def endpoints_figure(summary: Mapping[str, Any]) -> go.Figure | None:
         subplot_titles=("Requests (measured window)", "Output tok/s", "Latency (ms)"),
     )
     tok_s = definition("output_tok_s")
-    for index, (url, figures) in enumerate(by_endpoint.items()):
+    for index, (url, figures) in enumerate(parts.items()):
         color, name = color_for(index), escape(url)
         window = _get(figures, "counts", "window") or {}
         share = figures.get("share")
@@ -103,11 +122,5 @@ def endpoints_figure(summary: Mapping[str, Any]) -> go.Figure | None:
     fig.update_layout(barmode="group")
     fig.update_xaxes(showticklabels=False, row=1, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=2)
-    apply_layout(
-        fig,
-        f"Replicas side by side: {len(by_endpoint)} endpoints, route "
-        f"{escape(fleet.get('route') or '–')}",
-        420,
-        legend=True,
-    )
+    apply_layout(fig, title, 420, legend=True)
     return fig

@@ -1,7 +1,8 @@
 """A run's dashboard: ``report.html`` in its run folder (`bench report RUN --html`, and the end
 of every `bench run`).
 
-Sections: headline, the replicas side by side (a fleet run only), latency CDFs, per-user TPS,
+Sections: headline, the replicas side by side (a fleet run only), the models side by side (a
+run that sent several), latency CDFs, per-user TPS,
 reasoning (a reasoning model's run only), the shared-axis timeline, the engine's steps, the
 roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds; what
 it does not hold is said at the top and in the section concerned. A run that is not usable
@@ -18,7 +19,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboards.figures.endpoints import endpoints_figure
+from dashboards.figures.endpoints import endpoints_figure, models_figure
 from dashboards.figures.errors import errors_figure
 from dashboards.figures.headline import headline_figure, utilization_missing
 from dashboards.figures.latency import latency_cdf_figure
@@ -134,6 +135,10 @@ class RunPageInputs:
         return endpoints_figure(self.summary)
 
     @functools.cached_property
+    def models(self) -> go.Figure | None:
+        return models_figure(self.summary)
+
+    @functools.cached_property
     def reasoning(self) -> go.Figure | None:
         return reasoning_figure(self.view)
 
@@ -170,6 +175,17 @@ def _endpoints(inputs: RunPageInputs) -> Section:
         "(summary.json's endpoints), side by side; every other figure is the "
         "whole fleet's. The engine metrics' series carry each replica's endpoint.",
         inputs.fleet,
+    )
+
+
+def _models(inputs: RunPageInputs) -> Section:
+    return Section(
+        "models",
+        "Models",
+        "A run that sent several models (the scenario's [[models]], LoRA adapters): each "
+        "model's requests, throughput and latency percentiles (summary.json's models), side "
+        "by side; every other figure is the whole run's.",
+        inputs.models,
     )
 
 
@@ -296,6 +312,7 @@ class RunSection:
 RUN_SECTIONS: tuple[RunSection, ...] = (
     RunSection("headline", _headline),
     RunSection("endpoints", _endpoints, lambda i: i.fleet is not None),
+    RunSection("models", _models, lambda i: i.models is not None),
     RunSection("latency", _latency),
     RunSection("tps", _tps),
     RunSection("reasoning", _reasoning, lambda i: i.reasoning is not None),

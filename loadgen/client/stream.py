@@ -237,7 +237,7 @@ class StreamingClient:
     def request_body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
         body: dict[str, Any] = {
-            "model": self.model,
+            "model": spec.model or self.model,
             "max_tokens": spec.max_tokens,
             "temperature": spec.temperature,
             "stream": True,
@@ -456,6 +456,7 @@ class StreamingClient:
                 **fields,
             )
         record.endpoint = self.endpoint
+        record.model = spec.model or self.model
         return record
 
     async def _acquire_slot(self) -> httpx.AsyncClient:

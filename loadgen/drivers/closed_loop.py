@@ -79,10 +79,12 @@ def _cancelled_record(
 ) -> RequestRecord:  # fmt: skip
     """The record of a request whose client raised CancelledError instead of returning one;
     ``done_s`` is when it was cut (run seconds), ``reason`` why (see loadgen.drivers.stop)."""
-    return RequestRecord.unanswered(
+    record = RequestRecord.unanswered(
         spec.request_id, user_id, scheduled_s, scheduled_s, done_s, spec.prompt_tokens,
         "cancelled", cancelled_message(reason),
     )  # fmt: skip
+    record.model = spec.model  # None: the run's model, filled when the folder is read
+    return record
 
 
 ScheduleHook = Callable[[float, float], None]

@@ -184,18 +184,12 @@ class Fleet:
             else:
                 user_id, scheduled_s, sent_s = -1, t_s, t_s
                 error = f"{cause} before sending the request"
-            failed.append(
-                RequestRecord.unanswered(
-                    spec.request_id,
-                    user_id,
-                    scheduled_s,
-                    sent_s,
-                    None,
-                    spec.prompt_tokens,
-                    "error",
-                    error,
-                )
-            )
+            record = RequestRecord.unanswered(
+                spec.request_id, user_id, scheduled_s, sent_s, None, spec.prompt_tokens,
+                "error", error,
+            )  # fmt: skip
+            record.model = spec.model  # None: the run's model, filled when the folder is read
+            failed.append(record)
             slot.recorded.add(spec.request_id)
         slot.in_flight.clear()
         slot.failed_as_lost = len(failed)

@@ -226,7 +226,7 @@ def _send_to(
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
     body: dict[str, Any] = {
-        **config.extra_body, "model": config.model, "max_tokens": spec.max_tokens,
+        **config.extra_body, "model": spec.model or config.model, "max_tokens": spec.max_tokens,
         "temperature": spec.temperature, "stream": True,
         "stream_options": {"include_usage": True},
     }  # fmt: skip
@@ -292,6 +292,7 @@ def _send_to(
         error=error, http_status=http_status,
     )  # fmt: skip
     record.endpoint = endpoint_of(base_url)
+    record.model = spec.model or config.model
     if raise_after:
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit

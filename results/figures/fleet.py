@@ -35,6 +35,7 @@ from results.folder.endpoints import fleet_endpoints
 __all__ = [
     "ENDPOINT_FIGURES",
     "endpoint_section",
+    "part_figures",
 ]
 
 # The summary.json sections repeated per replica: requests by status, errors, tokens,
@@ -70,6 +71,38 @@ def _replica_samples(samples: pd.DataFrame | None, url: str) -> pd.DataFrame | N
     return part if not part.empty else None
 
 
+def run_span(window: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The run's window (summary.json's ``window``) as (start, end) run seconds, or None."""
+    start, end = window.get("run_start_s"), window.get("run_end_s")
+    return (float(start), float(end)) if start is not None and end is not None else None
+
+
+def part_figures(
+    part: pd.DataFrame,
+    tokens: pd.DataFrame,
+    run_json: Mapping[str, Any],
+    window: Mapping[str, Any],
+    total: int,
+) -> dict[str, Any]:
+    """:data:`ENDPOINT_FIGURES` of ``part``, some of a run's requests (one replica's, one
+    model's), computed as the run's totals are but over the run's ``window``, so the parts'
+    counts and throughputs add up to the totals; with ``share``, its part of the run's
+    ``total`` requests (0..1; None for a run of none)."""
+    scenario = run_json.get("scenario") or {}
+    part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
+    figures = compute_summary(
+        part,
+        part_tokens,
+        scenario.get("warmup_s") or 0.0,
+        scenario.get("cooldown_s") or 0.0,
+        scenario.get("slo"),
+        span_s=run_span(window) if not part.empty else None,
+    )
+    out: dict[str, Any] = {name: figures[name] for name in ENDPOINT_FIGURES}  # type: ignore[literal-required]
+    out["share"] = len(part) / total if total else None
+    return out
+
+
 def endpoint_section(
     requests: pd.DataFrame,
     tokens: pd.DataFrame,
@@ -88,25 +121,12 @@ def endpoint_section(
     urls = fleet_endpoints(run_json)
     if len(urls) < 2:
         return None
-    scenario = run_json.get("scenario") or {}
     engine = run_json.get("engine") or {}
-    start, end = window.get("run_start_s"), window.get("run_end_s")
-    span = (float(start), float(end)) if start is not None and end is not None else None
     by_endpoint: dict[str, Any] = {}
-    total = len(requests)
     for url in urls:
         part = requests[requests["endpoint"] == url]
         part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
-        figures = compute_summary(
-            part,
-            part_tokens,
-            scenario.get("warmup_s") or 0.0,
-            scenario.get("cooldown_s") or 0.0,
-            scenario.get("slo"),
-            span_s=span if not part.empty else None,
-        )
-        by_endpoint[url] = {name: figures[name] for name in ENDPOINT_FIGURES}  # type: ignore[literal-required]
-        by_endpoint[url]["share"] = len(part) / total if total else None
+        by_endpoint[url] = part_figures(part, tokens, run_json, window, len(requests))
         readings = _replica_samples(samples, url)
         probes = samples_summary(readings, part_tokens, window) if readings is not None else {}
         by_endpoint[url]["engine"] = probes.get("engine")

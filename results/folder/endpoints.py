@@ -1,5 +1,6 @@
-"""Which replica served each request: run.json's endpoints, and the ``endpoint`` column a folder
-written before fleets lacks (results.figures.fleet breaks the figures down by it)."""
+"""Which replica served each request and which model it asked for: run.json's endpoints, and the
+``endpoint`` and ``model`` columns a folder written before fleets or models lacks
+(results.figures.fleet and results.figures.models break the figures down by them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 
 from results.folder.records import endpoint_of
 
-__all__ = ["fill_endpoints", "fleet_endpoints"]
+__all__ = ["fill_endpoints", "fill_models", "fleet_endpoints"]
 
 
 def fleet_endpoints(run_json: Mapping[str, Any]) -> list[str]:
@@ -35,4 +36,20 @@ def fill_endpoints(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.Da
         return requests
     requests = requests.copy()
     requests.loc[missing, "endpoint"] = urls[0]
+    return requests
+
+
+def fill_models(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.DataFrame:
+    """``requests`` with every missing ``model`` read as run.json's ``engine.model`` (a request
+    cut before it was sent, or a folder written before models were recorded); the frame
+    itself when none is missing or run.json names no model."""
+    engine = run_json.get("engine")
+    model = engine.get("model") if isinstance(engine, Mapping) else None
+    if "model" not in requests.columns:
+        return requests
+    missing = requests["model"].isna()
+    if not missing.any() or not isinstance(model, str) or not model:
+        return requests
+    requests = requests.copy()
+    requests.loc[missing, "model"] = model
     return requests

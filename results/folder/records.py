@@ -137,6 +137,10 @@ class RequestRecord:
             ``--url``, trailing ``/`` cut; the one engine's URL for a run against one). A
             folder written before fleets reads it as run.json's ``engine.url``
             (results.folder.endpoints.fill_endpoints).
+        model: the ``model`` field the request sent (one of the scenario's ``[[models]]``, a
+            workload's per-row model, else the run's one model). None for a request cut before
+            it was sent, and in a folder written before models were recorded: both read as
+            run.json's ``engine.model`` (results.folder.endpoints.fill_models).
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -171,6 +175,8 @@ class RequestRecord:
     endpoint: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # Added with kernel receive stamps: every older request was stamped in user space.
     stamps: StampSource = field(default="user", kw_only=True, metadata=_added(Backfill("user")))
+    # Added with several models a run (a scenario's [[models]]); None: the run's one model.
+    model: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfmodel.files import atomic_write, atomic_write_text, json_safe, json_text
-from results.folder.endpoints import fill_endpoints
+from results.folder.endpoints import fill_endpoints, fill_models
 from results.folder.engine_steps import STEPS_SCHEMA
 from results.folder.redact import redact_command
 from results.folder.tables import (
@@ -268,7 +268,10 @@ def load_run(path: Path | str) -> RunData:
     return RunData(
         path=path,
         run_json=run_json,
-        requests=fill_endpoints(_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA), run_json),
+        requests=fill_models(
+            fill_endpoints(_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA), run_json),
+            run_json,
+        ),
         tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
         summary=read_summary_json(summary_path) if summary_path.is_file() else None,
         steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,

@@ -210,6 +210,9 @@ class SummaryJson(TypedDict):
     engine_died: NotRequired[dict[str, Any]]
     # A fleet run (several --url): the request figures per replica (results.figures.fleet).
     endpoints: NotRequired[dict[str, Any]]
+    # A run that sent several models ([[models]]): the request figures per model
+    # (results.figures.models).
+    models: NotRequired[dict[str, Any]]
 
 
 def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:

@@ -30,6 +30,14 @@ Gpus = BenchOption(
     "either, every GPU is sampled and the run says so.",
     metavar="IDS",
 ).annotated()
+MetricsUrl = BenchOption(
+    list[str] | None,
+    None,
+    "[LABEL=]URL of a /metrics the probes scrape instead of the --url's (a router's, a "
+    "gateway's, a prefill or decode server's); repeat for more, each series labelled scrape="
+    "LABEL (default: the URL). A URL without a path gets the engine's metrics path.",
+    metavar="[LABEL=]URL",
+).annotated()
 Repeat = BenchOption(
     int,
     1,

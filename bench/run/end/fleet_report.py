@@ -1,7 +1,10 @@
-"""The terminal table of a fleet run: each replica's figures beside the run's totals.
+"""The terminal tables of a run's parts: each replica's figures beside the run's totals (a fleet),
+and each model's (several models in one run).
 
 Reads summary.json's ``endpoints`` section (results.figures.fleet), which only a run against several
-``--url`` has; for every other run :func:`endpoints_table` gives None and nothing is printed.
+``--url`` has, and its ``models`` section (results.figures.models), which only a run that sent
+several models has; without them :func:`endpoints_table` and :func:`models_table` give None and
+nothing is printed.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-__all__ = ["endpoints_table"]
+__all__ = ["endpoints_table", "models_table"]
 
 # (label, summary section, key): one column each; latencies in ms, rates per second of the
 # window.
@@ -46,22 +49,35 @@ def _cells(figures: Mapping[str, Any]) -> list[str]:
     return cells
 
 
+def _parts_table(
+    title: str, part: str, parts: Mapping[str, Any], summary: Mapping[str, Any]
+) -> Table:
+    """One row per part (a replica, a model) with its share, then the run's total."""
+    table = Table(title=title, box=box.SIMPLE_HEAVY)
+    table.add_column(part, style="bold", overflow="fold")
+    table.add_column("share", justify="right")
+    for label, _, _ in _COLUMNS:
+        table.add_column(label, justify="right")
+    for name, figures in parts.items():
+        share = figures.get("share")
+        table.add_row(name, "-" if share is None else f"{share * 100:.1f}%", *_cells(figures))
+    table.add_row("total", "100.0%", *_cells(summary), style="bold")
+    return table
+
+
 def endpoints_table(summary: Mapping[str, Any]) -> Table | None:
     """The per-replica table of ``summary``, or None for a run against one endpoint."""
     fleet = summary.get("endpoints")
     if not isinstance(fleet, Mapping):
         return None
-    by_endpoint = fleet.get("by_endpoint") or {}
-    table = Table(
-        title=f"Per endpoint (route {fleet.get('route') or '-'}; measured window, ms)",
-        box=box.SIMPLE_HEAVY,
-    )
-    table.add_column("endpoint", style="bold", overflow="fold")
-    table.add_column("share", justify="right")
-    for label, _, _ in _COLUMNS:
-        table.add_column(label, justify="right")
-    for url, figures in by_endpoint.items():
-        share = figures.get("share")
-        table.add_row(url, "-" if share is None else f"{share * 100:.1f}%", *_cells(figures))
-    table.add_row("total", "100.0%", *_cells(summary), style="bold")
-    return table
+    title = f"Per endpoint (route {fleet.get('route') or '-'}; measured window, ms)"
+    return _parts_table(title, "endpoint", fleet.get("by_endpoint") or {}, summary)
+
+
+def models_table(summary: Mapping[str, Any]) -> Table | None:
+    """The per-model table of ``summary``, or None for a run that sent one model."""
+    models = summary.get("models")
+    if not isinstance(models, Mapping):
+        return None
+    title = "Per model (measured window, ms)"
+    return _parts_table(title, "model", models.get("by_model") or {}, summary)

@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.run.end.fleet_report import endpoints_table
+from bench.run.end.fleet_report import endpoints_table, models_table
 from bench.run.end.reasoning_report import reasoning_table
 from bench.run.end.validity_report import (
     render_energy_by_phase,
@@ -155,7 +155,7 @@ def _errors(summary: Mapping[str, Any]) -> Table | None:
 def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, the
     reasoning (a reasoning model's run only), request counts, each replica's figures (a fleet
-    run only) and errors, then why the run is
+    run only), each model's (a run that sent several) and errors, then why the run is
     not usable where it is not. A simulated run says so first; prompt tokens the prefix cache
     spared from prefill are noted under the throughput. ``None`` (a run folder without
     summary.json) prints a note instead."""
@@ -194,6 +194,9 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     fleet = endpoints_table(summary)  # only for a run against several replicas
     if fleet is not None:
         print_table(console, fleet)
+    models = models_table(summary)  # only for a run that sent several models
+    if models is not None:
+        print_table(console, models)
     errors = _errors(summary)
     if errors is not None:
         print_table(console, errors)

@@ -5,7 +5,8 @@ and refuses (:class:`PreflightError`, `bench run` exits 2) a run that could only
 
 - the endpoint is not an OpenAI-compatible server: ``GET /v1/models`` answers 404 (a plain HTTP
   server), or something that is not JSON; or it asks for a key (401/403);
-- ``--model`` is not among the served models (the refusal lists them);
+- ``--model``, or a model the plan's requests name (a scenario's ``[[models]]``, a workload's
+  per-row model), is not among the served models (the refusal lists them);
 - the longest request of the plan (prompt tokens under the workload's tokenizer plus its
   ``max_tokens``) does not fit the served context; the refusal names the scenario keys to change
   and gives the figures.
@@ -40,6 +41,7 @@ __all__ = [
     "PreflightError",
     "ServedModel",
     "context_from_document",
+    "first_model",
     "keys_to_change",
     "longest_request",
     "preflight",
@@ -262,6 +264,31 @@ def served_context(
     return chosen, length, source
 
 
+def first_model(scenario: Scenario) -> str | None:
+    """The model a run without --model sends to: its first ``[[models]]`` entry (None: the
+    endpoint's first served model)."""
+    return scenario.models[0].name if scenario.models else None
+
+
+def _check_plan_models(
+    scenario: Scenario, plan: LoadPlan, models: Sequence[ServedModel], base_url: str
+) -> None:
+    """Refuse a plan whose requests name a model the endpoint does not list (a server that lists
+    nothing may still serve them)."""
+    ids = [m.id for m in models]
+    # The scenario's [[models]] in file order first, so that the refusal names the first typo.
+    named = dict.fromkeys([m.name for m in scenario.models])
+    named.update(dict.fromkeys(spec.model for spec in plan.requests if spec.model is not None))
+    unknown = [name for name in named if ids and name not in ids]
+    if unknown:
+        listed = any(m.name == unknown[0] for m in scenario.models)
+        where = "[[models]] name" if listed else "the workload's model"
+        raise PreflightError(
+            f"{scenario.source}: {where} {unknown[0]!r}: {base_url} does not serve it; it "
+            f"serves {', '.join(map(repr, ids))}"
+        )
+
+
 def preflight(
     scenario: Scenario,
     plan: LoadPlan,
@@ -279,7 +306,11 @@ def preflight(
             the longest request cannot fit its context.
     """
     headers = headers or {}
-    chosen, length, source = served_context(base_url, adapter, model, headers)
+    models = served_models(models_document(base_url, headers))
+    _check_plan_models(scenario, plan, models, base_url)
+    # With [[models]] and no --model, the run's model (run.json's engine.model) is the first.
+    wanted = model or first_model(scenario)
+    chosen, length, source = served_context(base_url, adapter, wanted, headers)
     notes: list[str] = []
     longest = longest_request(plan)
     longest_tokens = longest.prompt_tokens + longest.max_tokens if longest else None

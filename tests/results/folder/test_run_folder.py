@@ -48,6 +48,7 @@ REQUEST_COLUMNS = [
     "abandoned",
     "endpoint",
     "stamps",
+    "model",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
