@@ -36,6 +36,7 @@ from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_job import (
     CLIENT_FILE,
+    DEFAULT_CLOCK_RESYNC_S,
     EVENTS_FILE,
     RECORDS_FILE,
     LocustJob,
@@ -106,6 +107,7 @@ def run_locust(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     run_time_s: float | None = None,
     stop: LoadStop | None = None,
+    clock_resync_s: float = DEFAULT_CLOCK_RESYNC_S,
 ) -> LoadResult:
     """Run ``plan`` with a Locust master, ``workers`` local workers and ``remote_workers``
     joining ones; block until it ends.
@@ -123,6 +125,7 @@ def run_locust(
     and ``error`` (``message``).
     ``stop``, once set, ends the run early: the master is sent SIGUSR1 (it tells its workers to
     cancel what is in flight, recorded cancelled) and what the workers sent is collected.
+    ``clock_resync_s``: how often each worker's clock is measured again during the load.
 
     Raises:
         LocustError: fewer users than workers, Locust missing, workers that did not join in
@@ -142,7 +145,7 @@ def run_locust(
     job = LocustJob(
         plan=plan, client=config, t0_ns=clock.t0_ns, workers=total, bind_host=host,
         bind_port=port, out_dir=str(out), join_timeout_s=join_timeout_s,
-        worker_timeout_s=worker_timeout_s, run_time_s=limit_s,
+        worker_timeout_s=worker_timeout_s, run_time_s=limit_s, clock_resync_s=clock_resync_s,
     )  # fmt: skip
     try:
         return _run(plan, job, workers, out, on_record, counters, on_event, stop)

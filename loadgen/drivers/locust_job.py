@@ -55,6 +55,7 @@ from loadgen.request_spec import RequestSpec
 from results.folder.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
+    "DEFAULT_CLOCK_RESYNC_S",
     "MSG_CLIENT",
     "MSG_CLOCK",
     "MSG_DONE",
@@ -89,6 +90,9 @@ MSG_STOP = "llmperf_stop"
 MSG_START = "llmperf_start"
 MSG_CLOCK = "llmperf_clock"
 
+# How often a worker's clock is measured again during the load, s (LocustJob.clock_resync_s).
+DEFAULT_CLOCK_RESYNC_S = 30.0
+
 # What the master writes in the job's folder for the bench process to tail, one JSON per line.
 RECORDS_FILE = "records.jsonl"
 CLIENT_FILE = "client.jsonl"
@@ -115,6 +119,7 @@ class LocustJob:
         worker_timeout_s: a worker silent (no heartbeat) this long is lost, s.
         run_time_s: the run's bound after the load starts, s (the plan's duration, or a
             safety limit).
+        clock_resync_s: each worker's clock is measured again this often during the load, s.
     """
 
     plan: LoadPlan
@@ -127,6 +132,7 @@ class LocustJob:
     join_timeout_s: float
     worker_timeout_s: float
     run_time_s: float
+    clock_resync_s: float = DEFAULT_CLOCK_RESYNC_S
 
 
 def write_job(job: LocustJob, path: Path) -> Path:

@@ -8,9 +8,9 @@ their plan, the master starts the Locust users (spread over the workers by Locus
 open-loop plan it starts no user: each worker holds its share of the schedule with the planned
 times (loadgen.drivers.locust_fleet), and the master tells them all one start second on its
 clock, :data:`START_LEAD_S` ahead, so that the message reaches every worker before the first
-request is due. During the run it measures each worker's clock again every
-:data:`RESYNC_EVERY_S` and sends the new origin (drift), and it keeps each worker's schedule lag
-from its self-check samples; a worker past the client check's limit is named (event
+request is due. During the run (either loop) it measures each worker's clock again every job's
+``clock_resync_s`` (30 s) and sends the new origin (drift), and it keeps each worker's schedule
+lag from its self-check samples; a worker past the client check's limit is named (event
 ``behind``) before the end. It appends
 what comes back to the job's folder: records to ``records.jsonl``, self-check samples to
 ``client.jsonl``, and what happens (listening, joined, waiting, lost, end, error) to
@@ -78,8 +78,6 @@ _WAITING_EVERY_S = 5.0
 _POLL_S = 0.1
 # Open loop: the schedule starts this long after the start message leaves, s.
 START_LEAD_S = 1.0
-# Open loop: each worker's clock is measured again this often during the run, s.
-RESYNC_EVERY_S = 30.0
 _RESYNC_SAMPLES = 8
 
 
@@ -191,10 +189,10 @@ class Master:
         return max(1, math.ceil(cap / self.job.workers))
 
     def resync(self, slot: WorkerSlot) -> None:
-        """Measure ``slot``'s clock again every RESYNC_EVERY_S while it runs, and send it the
+        """Measure ``slot``'s clock again every job.clock_resync_s while it runs, and send it the
         run's origin as it now stands on its clock."""
         while slot.state == "running":
-            gevent.sleep(RESYNC_EVERY_S)
+            gevent.sleep(self.job.clock_resync_s)
             if slot.state != "running":
                 return
             samples = self.ping(slot, _RESYNC_SAMPLES)
@@ -324,11 +322,12 @@ class Master:
             for slot in self.fleet.slots:
                 slot.state = "running"
             self.emit("started", users=plan.users, workers=self.fleet.expected)
+            for slot in self.fleet.slots:
+                gevent.spawn(self.resync, slot)
             if self.open_loop:
                 start_s = self.clock.now_s() + START_LEAD_S
                 for slot in self.fleet.slots:
                     slot.start_s = start_s
-                    gevent.spawn(self.resync, slot)
                 self.runner.send_message(MSG_START, {"start_s": start_s})
             else:
                 rate = plan.users / plan.ramp_up_s if plan.ramp_up_s > 0 else plan.users
