@@ -34,7 +34,7 @@ def test_torch_is_pinned_from_the_runners_index_and_kept() -> None:
 
 def test_the_gpu_check_runs_first_then_the_gpu_tests_then_the_gate() -> None:
     order = [
-        WORKFLOW.index("python benchmarks/gpu_check.py --json"),
+        WORKFLOW.index("python benchmarks/gpu_check.py --require-gpu --json"),
         WORKFLOW.index("pytest -q -m gpu"),
         WORKFLOW.index("bench run --scenario benchmarks/perf-gate/gpu.toml"),
         WORKFLOW.index('bench gate "$OUT"/candidate/*/'),

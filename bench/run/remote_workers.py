@@ -142,5 +142,12 @@ def print_locust_event(console: Console, event: dict[str, Any], remote: int) -> 
             f"worker {event['index']} ({event['host']}) left before the load started; waiting "
             f"for another ({event['joined']} of {event['expected']} joined)",
         )
+    elif kind == "behind":
+        print_warning(
+            console,
+            f"worker {event['index']} ({event['host']}) could not keep up with its share of the "
+            f"schedule: lag p50 {event['p50_s'] * 1e3:.1f} ms, p99 {event['p99_s'] * 1e3:.1f} "
+            f"ms, max {event['max_s'] * 1e3:.1f} ms (latencies still count from the plan)",
+        )
     elif kind == "refused":
         print_warning(console, f"a worker from {event['host']} was turned away: the run is full")

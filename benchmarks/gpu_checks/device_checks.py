@@ -1,16 +1,28 @@
 """NVML and GPM readings during a matmul loop: the GPU probe's figures are sane where the
 load is known. The loop alternates bf16 matmuls (tensor cores) with large copies (DRAM) on
-cuda:0 for :data:`LOAD_S` seconds while the project's NVML sampler (probes.nvml) ticks."""
+cuda:0 for :data:`LOAD_S` seconds while the project's NVML sampler (probes.nvml) ticks.
+
+The sampler is scoped as it scopes an engine (probes.gpu_scope): to the GPU on which NVML
+lists this process (the check's CUDA context exists before the loop), else the one
+CUDA_VISIBLE_DEVICES names; a node where neither tells is a MISS that says to pin the GPU.
+Two lines read the same kind of loop: NVML's (energy, power, SM activity) and GPM's (tensor
+and DRAM activity, Hopper and newer). SM activity is GPM's SM utilization where GPM answers,
+else NVML's utilization rate (the share of the period a kernel ran); each figure says its
+source. A GPM refused on a part that has it (no CAP_SYS_ADMIN) makes the GPM line a MISS.
+"""
 
 from __future__ import annotations
 
 import itertools
+import os
 import time
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
 
-from benchmarks.gpu_checks.rows import Row, passed
+from benchmarks.gpu_checks.rows import Row, passed, skipped
 from probes.nvml import NvmlSampler
 from probes.sampler import SamplerThread
 
@@ -22,7 +34,9 @@ MIN_TENSOR_UTIL_PCT = 5.0
 MIN_DRAM_BW_UTIL_PCT = 10.0
 
 
-def _load(device: torch.device, seconds: float) -> None:
+def matmul_load(seconds: float) -> None:
+    """The known load on cuda:0 for ``seconds``."""
+    device = torch.device("cuda:0")
     a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
     src = torch.empty(2**28, device=device, dtype=torch.float32)  # 1 GiB, far beyond L2
@@ -35,47 +49,73 @@ def _load(device: torch.device, seconds: float) -> None:
         torch.cuda.synchronize(device)
 
 
+# What the lines run and read: CPU tests give a fake load and a fake NVML (pynvml's interface).
+LOAD: Callable[[float], None] = matmul_load
+NVML: ModuleType | None = None
+
+
+def _nvml() -> ModuleType:
+    if NVML is not None:
+        return NVML
+    import pynvml
+
+    return pynvml
+
+
 def _series(buffer: Any, name: str) -> list[float]:
-    """The readings of ``name`` of the first GPU that has them (cuda:0 is the loaded one when
-    it is the only GPU; on a node of several, pin the check with CUDA_VISIBLE_DEVICES)."""
     cols = buffer.columns()
-    found = [(v, lab) for n, v, lab in zip(cols["name"], cols["value"], cols["labels"],
-                                           strict=True) if n == name]  # fmt: skip
-    return [v for v, lab in found if lab == found[0][1]] if found else []
+    return [v for n, v in zip(cols["name"], cols["value"], strict=True) if n == name]
 
 
-def power_limit_w(index: int = 0) -> float | None:
-    """The enforced power limit of GPU ``index`` in watts (NVML), or None where NVML has none."""
+def _sampled(name: str) -> tuple[dict[str, list[float]], dict[str, Any]] | Row:
+    """The loop's readings by name and the sampler's GPU (its describe() entry, with the
+    scope), or the MISS row saying why there are none."""
+    sampler = NvmlSampler(SAMPLE_INTERVAL_S, nvml=_nvml(), engine_pid=os.getpid(),
+                          cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))  # fmt: skip
+    thread = SamplerThread(sampler)
+    reason = thread.start()
+    if reason is not None:
+        return Row(name, "MISS", detail=f"the NVML sampler did not start: {reason}")
     try:
-        import pynvml
+        LOAD(LOAD_S)
+    finally:
+        thread.stop()
+    described = sampler.describe()
+    scope = described.get("scope") or {}
+    if scope.get("how") == "all" and len(described["gpus"]) > 1:
+        return Row(name, "MISS", detail=f"which GPU is cuda:0 is unknown ({scope.get('reason')});"
+                   " pin it: CUDA_VISIBLE_DEVICES=GPU-<uuid>")  # fmt: skip
+    names = ("energy_j", "power_w", "gpu_util_pct", "sm_util_pct", "tensor_util_pct",
+             "dram_bw_util_pct")  # fmt: skip
+    gpu = {**described["gpus"][0], "scope": scope.get("reason")}
+    return {n: _series(thread.buffer, n) for n in names}, gpu
 
-        pynvml.nvmlInit()
+
+def power_limit_w(index: int) -> float | None:
+    """The enforced power limit of NVML's GPU ``index`` in watts, or None where NVML has none."""
+    nvml = _nvml()
+    try:
+        nvml.nvmlInit()
         try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            return pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            return nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
         finally:
-            pynvml.nvmlShutdown()
+            nvml.nvmlShutdown()
     except Exception:  # no NVML: the check says the limit is unknown
         return None
 
 
 def check_nvml(_: object, name: str) -> Row:
-    thread = SamplerThread(NvmlSampler(SAMPLE_INTERVAL_S))
-    reason = thread.start()
-    if reason is not None:
-        return Row(name, "MISS", detail=f"the NVML sampler did not start: {reason}")
-    try:
-        _load(torch.device("cuda:0"), LOAD_S)
-    finally:
-        thread.stop()
-    buf = thread.buffer
-    energy = _series(buf, "energy_j")
-    power = _series(buf, "power_w")
-    sm, tensor, dram = (
-        _series(buf, "sm_util_pct"), _series(buf, "tensor_util_pct"),
-        _series(buf, "dram_bw_util_pct"),
-    )  # fmt: skip
-    limit = power_limit_w()
+    got = _sampled(name)
+    if isinstance(got, Row):
+        return got
+    series, gpu = got
+    energy, power = series["energy_j"], series["power_w"]
+    sm, sm_source = series["sm_util_pct"], "GPM SM utilization"
+    if not sm:
+        sm = series["gpu_util_pct"]
+        sm_source = f"NVML utilization rate ({gpu.get('gpm_reason') or 'no GPM SM reading'})"
+    limit = power_limit_w(int(gpu["index"]))
     checks = {
         "energy rising": len(energy) >= 2
         and energy[-1] > energy[0]
@@ -84,22 +124,53 @@ def check_nvml(_: object, name: str) -> Row:
         and max(power) > 0
         and (limit is None or max(power) <= 1.05 * limit),
         "SM active": bool(sm) and max(sm) >= MIN_SM_UTIL_PCT,
+    }
+    missing = [k for k, ok in checks.items() if not ok]
+    figure = (
+        f"energy +{energy[-1] - energy[0]:.0f} J, power max {max(power, default=0):.0f} W"
+        + (f" (limit {limit:.0f} W)" if limit else "")
+        if len(energy) >= 2 else f"{len(energy)} energy readings"
+    )  # fmt: skip
+    figure += f", SM {max(sm, default=0):.0f}% (>= {MIN_SM_UTIL_PCT:.0f}%)"
+    detail = ("not met: " + ", ".join(missing) + "; " if missing else "") + (
+        f"GPU {gpu['index']} {gpu['name']} ({gpu['scope']}); energy and power from NVML, "
+        f"SM from {sm_source}"
+    )
+    return passed(name, not missing, figure, detail, **checks, power_limit_w=limit,
+                  sm_source=sm_source, gpu_index=gpu["index"])  # fmt: skip
+
+
+def _has_gpm(index: int) -> bool:
+    nvml = _nvml()
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        return bool(nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+    except nvml.NVMLError:
+        return False
+    finally:
+        nvml.nvmlShutdown()
+
+
+def check_gpm(_: object, name: str) -> Row:
+    got = _sampled(name)
+    if isinstance(got, Row):
+        return got
+    series, gpu = got
+    if not _has_gpm(int(gpu["index"])):
+        return skipped(name, f"GPU {gpu['index']} {gpu['name']} has no GPM (Hopper or newer)")
+    tensor, dram = series["tensor_util_pct"], series["dram_bw_util_pct"]
+    checks = {
         "tensor active": bool(tensor) and max(tensor) >= MIN_TENSOR_UTIL_PCT,
         "DRAM bandwidth": bool(dram) and max(dram) >= MIN_DRAM_BW_UTIL_PCT,
     }
     missing = [k for k, ok in checks.items() if not ok]
     figure = (
-        f"energy +{energy[-1] - energy[0]:.0f} J, power max {max(power, default=0):.0f} W"
-        f" (limit {limit:.0f} W)"
-        if energy and limit
-        else f"{len(energy)} energy readings"
+        f"tensor {max(tensor, default=0):.0f}% (>= {MIN_TENSOR_UTIL_PCT:.0f}%), DRAM "
+        f"{max(dram, default=0):.0f}% (>= {MIN_DRAM_BW_UTIL_PCT:.0f}%)"
     )
-    figure += (
-        f", SM {max(sm, default=0):.0f}%, tensor {max(tensor, default=0):.0f}%, DRAM "
-        f"{max(dram, default=0):.0f}%"
+    source = "GPM" if gpu.get("gpm") else f"none: {gpu.get('gpm_reason')}"
+    detail = ("not met: " + ", ".join(missing) + "; " if missing else "") + (
+        f"GPU {gpu['index']} ({gpu['scope']}); tensor and DRAM from {source}"
     )
-    gpm = thread.sampler.describe()["gpus"][0] if thread.sampler.describe()["gpus"] else {}
-    detail = "not met: " + ", ".join(missing) if missing else f"{len(energy)} ticks"
-    if not gpm.get("gpm"):
-        detail += f"; GPM off: {gpm.get('gpm_reason')}"
-    return passed(name, not missing, figure, detail, **checks, power_limit_w=limit)
+    return passed(name, not missing, figure, detail, **checks, gpu_index=gpu["index"])

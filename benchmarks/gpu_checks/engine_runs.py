@@ -1,15 +1,18 @@
-"""One reference engine on the GPU, driven offline (LLMEngine.generate's loop), with CUDA-event
-timing and logit capture around its executor: what the engine checks measure with.
+"""One reference engine on the GPU, driven offline (LLMEngine.generate's loop), with logit
+capture and, for the timing line, torch.profiler around its executor: what the engine checks
+measure with.
 
-The events are recorded on the current stream right before and right after each
-``execute_model`` call that computes something, so their elapsed time is the GPU's own time
-for the step, whatever the host clock saw; the engine records forward_s around the same call.
+The profiled run wraps each ``execute_model`` call that computes something in a range named
+``device_time.STEP_MARK#i`` and notes whether it sampled (returned tokens); the profiler's own
+trace, not the engine's clock, then says when the step's device work ended (device_time).
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import random
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ import pandas as pd
 import torch
 
 from bench.run.endpoint.environment import cpu_name
+from benchmarks.gpu_checks.device_time import STEP_MARK
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
@@ -48,13 +52,12 @@ def prompts(num_seqs: int, prompt_tokens: int, vocab_size: int, seed: int = 0) -
 @dataclass
 class GreedyRun:
     """What one greedy batch through an engine gave: each sequence's tokens, the engine's step
-    records of the batch (results.folder.engine_steps' table), each of those steps' CUDA-event time
-    (seconds, same order), the logits of the first captured ``compute_logits`` calls (fp32,
-    on the host) and the run's analytic section (results.figures.analytic), for MBU."""
+    records of the batch (results.folder.engine_steps' table), the logits of the first captured
+    ``compute_logits`` calls (fp32, on the host) and the run's analytic section
+    (results.figures.analytic, its roofs scaled to a MIG instance by ``gpu_scope``), for MBU."""
 
     tokens: list[list[int]]
     steps: pd.DataFrame
-    event_s: list[float]
     logits: list[np.ndarray] = field(default_factory=list)
     analytic: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -71,22 +74,21 @@ def build(settings: dict[str, Any]) -> LLMEngine:
     return LLMEngine(EngineConfig.from_flat(settings))
 
 
-def _timed_executor(engine: LLMEngine, events: list[tuple[Any, Any]]) -> Callable[[], None]:
-    """Wrap the executor's execute_model with CUDA events; returns the undo."""
+def _profiled_executor(engine: LLMEngine, sampled: list[bool]) -> Callable[[], None]:
+    """Wrap the executor's execute_model in one profiler range per step that computes (the
+    steps the engine records), noting whether it sampled; returns the undo."""
     runner = engine.executor
     inner = runner.execute_model
 
-    def timed(sched: Any, block_tables: Any) -> Any:
+    def profiled(sched: Any, block_tables: Any) -> Any:
         if sched.is_empty:  # the engine records no step for it either
             return inner(sched, block_tables)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = inner(sched, block_tables)
-        end.record()
-        events.append((start, end))
+        with torch.profiler.record_function(f"{STEP_MARK}#{len(sampled)}"):
+            out = inner(sched, block_tables)
+        sampled.append(bool(out))
         return out
 
-    runner.execute_model = timed  # type: ignore[method-assign]
+    runner.execute_model = profiled  # type: ignore[method-assign]
     return lambda: setattr(runner, "execute_model", inner)
 
 
@@ -107,18 +109,16 @@ def _captured_logits(engine: LLMEngine, calls: int, into: list[np.ndarray]) -> C
 
 
 def run_greedy(
-    engine: LLMEngine, batch: list[list[int]], max_tokens: int, capture_logits: int = 0
-) -> GreedyRun:
+    engine: LLMEngine, batch: list[list[int]], max_tokens: int, capture_logits: int = 0,
+    gpu_scope: dict[str, Any] | None = None,
+) -> GreedyRun:  # fmt: skip
     """Generate ``max_tokens`` greedy tokens (ignore_eos) for each prompt of ``batch`` at once;
-    CUDA events time the steps of an engine on a GPU (``event_s`` is empty on the CPU)."""
+    ``gpu_scope``: the check's Target scope (probes.gpu_scope JSON), for a MIG instance's roofs."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
     first_step = engine.steps.num_steps
-    events: list[tuple[Any, Any]] = []
     logits: list[np.ndarray] = []
     on_gpu = engine.device.type == "cuda"
-    undo = [_timed_executor(engine, events)] if on_gpu else []
-    if capture_logits:
-        undo.append(_captured_logits(engine, capture_logits, logits))
+    undo = [_captured_logits(engine, capture_logits, logits)] if capture_logits else []
     t0 = time.perf_counter()
     try:
         tokens = engine.generate(batch, params)
@@ -130,15 +130,39 @@ def run_greedy(
     seconds = time.perf_counter() - t0
     steps = steps_frame(engine.steps.since(first_step), 0)
     gpus = [torch.cuda.get_device_name(engine.device)] if on_gpu else []
-    analytic = analytic_section(engine.describe(), None, True, gpus, cpu_name())
-    return GreedyRun(
-        tokens=tokens,
-        steps=steps,
-        event_s=[start.elapsed_time(end) / 1e3 for start, end in events],
-        logits=logits,
-        analytic=analytic,
-        seconds=seconds,
-    )
+    analytic = analytic_section(engine.describe(), None, True, gpus, cpu_name(),
+                                gpu_scope=gpu_scope if on_gpu else None)  # fmt: skip
+    return GreedyRun(tokens, steps, logits, analytic, seconds)
+
+
+@dataclass
+class ProfiledRun:
+    """A greedy run under torch.profiler: the run, the profiler's chrome trace (loaded JSON)
+    and, per recorded step in order, whether it sampled."""
+
+    run: GreedyRun
+    trace: dict[str, Any]
+    sampled: list[bool]
+
+
+def run_profiled(engine: LLMEngine, batch: list[list[int]], max_tokens: int) -> ProfiledRun:
+    """:func:`run_greedy` under torch.profiler (CPU activity, and CUDA's on a GPU)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if engine.device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sampled: list[bool] = []
+    undo = _profiled_executor(engine, sampled)
+    try:
+        with torch.profiler.profile(activities=activities) as prof:
+            run = run_greedy(engine, batch, max_tokens)
+    finally:
+        undo()
+    with tempfile.TemporaryDirectory(prefix="gpu-check-trace-") as tmp:
+        path = f"{tmp}/trace.json"
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as fh:
+            trace = json.load(fh)
+    return ProfiledRun(run, trace, sampled)
 
 
 def median_forward_s(steps: pd.DataFrame, phase: str) -> float | None:

@@ -15,9 +15,6 @@ import pandas as pd
 from perfmodel.roofs import Roofs
 from results.figures.attribution import step_costs
 
-# The largest |host - truth| / truth allowed for the sum of forward_s over a run's steps.
-TIMING_TOLERANCE = 0.02
-
 
 def decode_mbu(steps: pd.DataFrame, analytic: Mapping[str, Any], num_seqs: int) -> dict[str, Any]:
     """MBU of the pure decode steps of ``num_seqs`` sequences in ``steps``
@@ -45,29 +42,31 @@ def decode_mbu(steps: pd.DataFrame, analytic: Mapping[str, Any], num_seqs: int) 
     }
 
 
-def timing_agreement(host_s: Sequence[float], truth_s: Sequence[float]) -> dict[str, Any]:
-    """How the engine's step times (``host_s``, forward_s) agree with the truth (``truth_s``,
-    CUDA events around the same calls), step for step, both in seconds.
+def roofline_bound(
+    steps: pd.DataFrame, analytic: Mapping[str, Any], num_seqs: int, factor: float
+) -> dict[str, Any]:
+    """The pure decode steps of ``num_seqs`` sequences against the roofline: each step's
+    analytic time is max(bytes / peak bytes/s, FLOPs / peak FLOP/s) on ``analytic``'s roofs.
 
-    ``total_rel_error``: sum(host) / sum(truth) - 1 (negative: the host clock stopped before
-    the GPU's work ended, so that work was billed to a later step); ``worst_step_rel_error``:
-    the largest |host - truth| / truth of one step; ``ok``: |total_rel_error| <=
-    TIMING_TOLERANCE. Raises ValueError for tables of different lengths or no steps.
+    Returns ``steps``, ``forward_s`` and ``roofline_s`` (medians, seconds), ``ratio``
+    (median forward_s / median roofline_s) and ``within`` (ratio <= ``factor``); ``ratio`` and
+    ``within`` are None without roofs or such steps.
     """
-    host, truth = np.asarray(host_s, dtype=np.float64), np.asarray(truth_s, dtype=np.float64)
-    if host.shape != truth.shape or host.size == 0:
-        raise ValueError(
-            f"timing_agreement needs as many host times as truths, at least one: got "
-            f"{host.size} and {truth.size}"
-        )
-    total = float(host.sum() / truth.sum() - 1.0)
-    worst = float(np.max(np.abs(host - truth) / truth))
-    return {
-        "steps": int(host.size),
-        "total_rel_error": total,
-        "worst_step_rel_error": worst,
-        "ok": abs(total) <= TIMING_TOLERANCE,
-    }
+    roofs = Roofs.from_dict(analytic.get("roofs"))
+    decode = steps[(steps["num_prefill_tokens"] == 0) & (steps["num_decode_seqs"] == num_seqs)]
+    out: dict[str, Any] = {"steps": len(decode), "forward_s": None, "roofline_s": None,
+                           "ratio": None, "within": None, "factor": factor}  # fmt: skip
+    if decode.empty or roofs is None:
+        return out
+    costs = step_costs(decode, analytic)
+    analytic_s = np.maximum(
+        costs["bytes"].to_numpy() / roofs.bytes_per_s, costs["flops"].to_numpy() / roofs.flops_per_s
+    )
+    forward = float(np.median(decode["forward_s"].to_numpy(dtype=np.float64)))
+    roofline = float(np.median(analytic_s))
+    ratio = forward / roofline
+    return {**out, "forward_s": forward, "roofline_s": roofline, "ratio": ratio,
+            "within": ratio <= factor}  # fmt: skip
 
 
 def logit_error(candidate: np.ndarray, reference: np.ndarray) -> float:

@@ -65,3 +65,10 @@ def to_json(rows: list[Row], meta: dict[str, Any]) -> str:
     return json.dumps(
         {**meta, "counts": counts, "rows": [asdict(r) for r in rows]}, indent=2, default=str
     )
+
+
+def render_line(row: Row) -> str:
+    """One row as the line printed the moment its check finishes."""
+    parts = [f"{row.status:<4}", row.check, f"({row.seconds:.1f} s)"]
+    said = (text for text in (row.figure, row.detail) if text)
+    return "  ".join(parts) + "".join(f"\n      {text}" for text in said)

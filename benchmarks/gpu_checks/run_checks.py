@@ -1,19 +1,20 @@
 """`bench run`'s lines of the GPU check: one short run of Llama-3-8B shapes with probes, whose
 run folder must hold GPU series, energy per token, MFU and MBU; and the same under ``--nsys``
 where nsys is installed, whose report must be in the run folder with the engine's prefill and
-decode NVTX ranges in it. Each runs `bench run` as a user would, in a child process."""
+decode NVTX ranges in it. Each runs `bench run` as a user would, in a child process started
+through budget.run_child, so that the line's budget stops it and its engine with it."""
 
 from __future__ import annotations
 
 import csv
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gpu_checks.budget import run_child
 from benchmarks.gpu_checks.rows import Row, passed, skipped
 from results.folder.run_folder import load_run
 
@@ -43,6 +44,7 @@ dtype = "bfloat16"
 max_model_len = 1024
 kv_cache_memory_bytes = {kv_bytes}
 """
+# The most one `bench run` may take; the line's own budget (runner.CHECKS) is shorter.
 RUN_TIMEOUT_S = 240.0
 # The probed run's KV cache: 8 GiB on the GPU (Llama-3-8B shapes). The CPU test of this check
 # runs the tiny preset and sets it to what that needs, not 8 GiB of the host's memory.
@@ -51,15 +53,17 @@ KV_CACHE_BYTES = 8 * 2**30
 PROBED_REQUESTS, NSYS_REQUESTS = 64, 16
 
 
-def _bench_run(work: Path, requests: int, *flags: str) -> tuple[Path | None, str]:
-    """Run `bench run` on the scenario; returns its run folder (None if it wrote none) and
-    the tail of what it printed."""
+def _bench_run(work: Path, requests: int, ref: Any, *flags: str) -> tuple[Path | None, str]:
+    """Run `bench run` on the scenario (its KV budget scaled to ``ref``'s target, a MIG
+    instance's share); returns its run folder (None if it wrote none) and the tail of what it
+    printed."""
+    kv_bytes = ref.target.kv_bytes(KV_CACHE_BYTES) if ref.target else KV_CACHE_BYTES
     scenario = work / "gpu-check.toml"
-    scenario.write_text(SCENARIO.format(requests=requests, kv_bytes=KV_CACHE_BYTES))
+    scenario.write_text(SCENARIO.format(requests=requests, kv_bytes=kv_bytes))
     runs = work / "runs"
     command = [sys.executable, "-m", "bench", "run", "--scenario", str(scenario),
                "--runs-dir", str(runs), "--no-live", *flags]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    done = run_child(command, RUN_TIMEOUT_S)
     printed = (done.stdout + done.stderr)[-2000:]
     folders = sorted(p.parent for p in runs.glob("*/run.json"))
     return (folders[-1] if folders else None), printed
@@ -69,9 +73,12 @@ def _summary(folder: Path) -> dict[str, Any]:
     return json.loads((folder / "summary.json").read_text())
 
 
-def check_probed_run(_: object, name: str) -> Row:
+def check_probed_run(ref: Any, name: str) -> Row:
+    why = ref.unfit("the probed run's 8B engine")
+    if why:
+        return skipped(name, why)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
-        folder, printed = _bench_run(Path(tmp), PROBED_REQUESTS)
+        folder, printed = _bench_run(Path(tmp), PROBED_REQUESTS, ref)
         if folder is None:
             return Row(name, "MISS", detail=f"no run folder; bench run printed: {printed}")
         data = load_run(folder)
@@ -121,10 +128,9 @@ def _nvtx_ranges(report: Path) -> tuple[set[str] | None, str]:
     assert nsys is not None
     why = ""
     for report_name in ("nvtx_sum", "nvtxsum"):  # renamed in nsys 2023.x
-        done = subprocess.run(
+        done = run_child(
             [nsys, "stats", "--report", report_name, "--format", "csv", "--force-export=true",
-             str(report)],
-            capture_output=True, text=True, timeout=120,
+             str(report)], 120,
         )  # fmt: skip
         names = nvtx_range_names(done.stdout) if done.returncode == 0 else set()
         if names:
@@ -133,11 +139,14 @@ def _nvtx_ranges(report: Path) -> tuple[set[str] | None, str]:
     return None, why
 
 
-def check_nsys(_: object, name: str) -> Row:
+def check_nsys(ref: Any, name: str) -> Row:
     if shutil.which("nsys") is None:
         return skipped(name, "nsys is not on PATH (Nsight Systems, from the CUDA toolkit)")
+    why = ref.unfit("the --nsys run's 8B engine")
+    if why:
+        return skipped(name, why)
     with tempfile.TemporaryDirectory(prefix="gpu-check-nsys-") as tmp:
-        folder, printed = _bench_run(Path(tmp), NSYS_REQUESTS, "--nsys", "--no-probes")
+        folder, printed = _bench_run(Path(tmp), NSYS_REQUESTS, ref, "--nsys", "--no-probes")
         report = folder / "engine.nsys-rep" if folder else None
         if report is None or not report.is_file():
             return Row(name, "MISS", detail=f"no engine.nsys-rep; bench run printed: {printed}")

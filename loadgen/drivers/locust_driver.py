@@ -9,8 +9,10 @@ clock offset from the master over Locust's messages. The master gathers every re
 folder, which this driver tails while the load runs (so a live display keeps counting), and the
 driver returns them in plan order with the workers' self-check samples and, per worker, its
 measured clock offset and whether it was lost, as :func:`loadgen.drivers.workers.run_load` does
-for processes. Locust users are closed-loop users; an open-loop plan is refused (use the asyncio
-driver).
+for processes. A closed-loop plan runs as Locust users; an open-loop plan (Poisson, gamma,
+constant arrivals or a trace replay) is split among the workers, each sending its share at the
+planned times on the master's clock (loadgen.drivers.locust_open), with each worker's schedule
+lag in its entry of ``worker_info``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_job import (
     CLIENT_FILE,
+    DEFAULT_CLOCK_RESYNC_S,
     EVENTS_FILE,
     RECORDS_FILE,
     LocustJob,
@@ -104,6 +107,7 @@ def run_locust(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     run_time_s: float | None = None,
     stop: LoadStop | None = None,
+    clock_resync_s: float = DEFAULT_CLOCK_RESYNC_S,
 ) -> LoadResult:
     """Run ``plan`` with a Locust master, ``workers`` local workers and ``remote_workers``
     joining ones; block until it ends.
@@ -116,18 +120,17 @@ def run_locust(
     ``expected``, and the ``command`` a worker host runs), ``joined`` (``index``, ``host``,
     ``joined``, ``expected``, the clock offset), ``waiting`` (``joined``, ``expected``,
     ``left_s``), ``started``, ``lost`` (``index``, ``host``, ``cause``, ``in_flight``,
-    ``unsent``), ``refused``, ``end`` and ``error`` (``message``).
+    ``unsent``), ``behind`` (open loop: a worker whose schedule lag p99 passed the client
+    check's limit: ``index``, ``host``, ``p50_s``, ``p99_s``, ``max_s``), ``refused``, ``end``
+    and ``error`` (``message``).
     ``stop``, once set, ends the run early: the master is sent SIGUSR1 (it tells its workers to
     cancel what is in flight, recorded cancelled) and what the workers sent is collected.
+    ``clock_resync_s``: how often each worker's clock is measured again during the load.
 
     Raises:
-        LocustError: an open-loop plan, fewer users than workers, Locust missing, workers that
-            did not join in time, or Locust ending without the records of any request.
+        LocustError: fewer users than workers, Locust missing, workers that did not join in
+            time, or Locust ending without the records of any request.
     """
-    if plan.mode != "closed":
-        raise LocustError(
-            "the Locust driver runs closed-loop users; use the asyncio driver for open loop"
-        )
     total = workers + remote_workers
     if workers < 0 or remote_workers < 0 or total < 1 or plan.users < total:
         raise LocustError(
@@ -142,7 +145,7 @@ def run_locust(
     job = LocustJob(
         plan=plan, client=config, t0_ns=clock.t0_ns, workers=total, bind_host=host,
         bind_port=port, out_dir=str(out), join_timeout_s=join_timeout_s,
-        worker_timeout_s=worker_timeout_s, run_time_s=limit_s,
+        worker_timeout_s=worker_timeout_s, run_time_s=limit_s, clock_resync_s=clock_resync_s,
     )  # fmt: skip
     try:
         return _run(plan, job, workers, out, on_record, counters, on_event, stop)

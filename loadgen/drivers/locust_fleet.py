@@ -7,6 +7,14 @@ sends it and again when it ends; so when a worker is lost (its heartbeats stop: 
 cut off), the master knows exactly which of its requests were in flight and which it never sent,
 and records each as a failed row naming the worker and when it was lost. Nothing the plan gave
 that worker disappears from the run's tables.
+
+Open loop: request ``i`` of the precomputed schedule goes to worker ``i mod W`` with its planned
+time (each share is the schedule thinned, so at W times less the rate it keeps its shape); the
+master starts the schedule at one run second on its own clock (``start_s``) and each worker
+sends its share at ``start_s + due``. A lost worker's unsent share is recorded at its planned
+times. Each worker's schedule lag (the moment it got to send a request minus its planned time,
+from its self-check samples) is summarised per worker, and a worker whose p99 lag passes the
+client check's limit is named as one that could not keep up.
 """
 
 from __future__ import annotations
@@ -15,11 +23,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from loadgen.drivers.clock_sync import ClockOffset
 from loadgen.request_spec import RequestSpec
+from results.figures.client_check import DEFAULT_THRESHOLDS
 from results.folder.records import RequestRecord
 
-__all__ = ["Fleet", "WorkerSlot", "lost_cause"]
+__all__ = ["Fleet", "WorkerSlot", "lag_summary", "lost_cause"]
+
+# A worker whose schedule lag p99 passes this could not keep up (the client check's limit).
+BEHIND_P99_S = DEFAULT_THRESHOLDS["schedule_lag_p99_ms"] / 1000.0
+
+
+def lag_summary(lags_s: Sequence[float]) -> dict[str, Any]:
+    """p50, p99 and max of schedule lags (seconds), their count, and ``behind``: p99 past
+    :data:`BEHIND_P99_S`."""
+    if not len(lags_s):
+        return {"samples": 0, "p50_s": None, "p99_s": None, "max_s": None, "behind": False}
+    arr = np.asarray(lags_s, dtype=np.float64)
+    p50, p99 = (float(v) for v in np.percentile(arr, [50, 99]))
+    return {"samples": int(arr.size), "p50_s": p50, "p99_s": p99, "max_s": float(arr.max()),
+            "behind": p99 > BEHIND_P99_S}  # fmt: skip
+
 
 SlotState = Literal["joining", "ready", "running", "done", "lost"]
 
@@ -48,6 +74,12 @@ class WorkerSlot:
             every 0.25 s while it runs).
         lost_at_s: run seconds when it was declared lost.
         failed_as_lost: how many of its requests were recorded as failed because it was lost.
+        due_s: open loop: each request's planned time, s from the schedule's start (None:
+            closed loop).
+        start_s: open loop: the run second the schedule started at (the master's clock).
+        lags_s: open loop: its schedule lags, seconds, as its samples arrive.
+        first_clock: the offset measured before the load (drift is measured against it).
+        resyncs: how many times its clock was measured again during the run.
     """
 
     index: int
@@ -60,6 +92,11 @@ class WorkerSlot:
     last_heard_s: float | None = None
     lost_at_s: float | None = None
     failed_as_lost: int = 0
+    due_s: list[float] | None = None
+    start_s: float | None = None
+    lags_s: list[float] = field(default_factory=list)
+    first_clock: ClockOffset | None = None
+    resyncs: int = 0
 
     @property
     def host(self) -> str:
@@ -81,6 +118,11 @@ class WorkerSlot:
         }
         if self.clock is not None:
             row.update(self.clock.to_json())
+        if self.first_clock is not None and self.clock is not None and self.resyncs:
+            row["clock_resyncs"] = self.resyncs
+            row["clock_drift_s"] = (self.clock.offset_ns - self.first_clock.offset_ns) / 1e9
+        if self.due_s is not None:
+            row["schedule_lag"] = lag_summary(self.lags_s)
         if self.lost_at_s is not None:
             row["lost_at_s"] = self.lost_at_s
             row["last_heard_s"] = self.last_heard_s
@@ -91,10 +133,14 @@ class WorkerSlot:
 class Fleet:
     """The workers of one run (module docstring)."""
 
-    def __init__(self, sessions: Sequence[Sequence[RequestSpec]], workers: int) -> None:
+    def __init__(
+        self, sessions: Sequence[Sequence[RequestSpec]], workers: int,
+        schedule_s: Sequence[float] | None = None,
+    ) -> None:  # fmt: skip
         if workers < 1:
             raise ValueError(f"Fleet: workers must be >= 1, got {workers}")
         self.sessions = sessions
+        self.schedule_s = None if schedule_s is None else [float(t) for t in schedule_s]
         self.expected = workers
         self.slots: list[WorkerSlot] = []
         self._by_id: dict[str, WorkerSlot] = {}
@@ -106,7 +152,8 @@ class Fleet:
             return None
         index = min(set(range(self.expected)) - {s.index for s in self.slots})
         given = [list(s) for s in self.sessions[index :: self.expected]]
-        slot = WorkerSlot(index, client_id, given)
+        due = None if self.schedule_s is None else self.schedule_s[index :: self.expected]
+        slot = WorkerSlot(index, client_id, given, due_s=due)
         self.slots.append(slot)
         self.slots.sort(key=lambda s: s.index)
         self._by_id[client_id] = slot
@@ -167,20 +214,26 @@ class Fleet:
     def lose(self, slot: WorkerSlot, t_s: float) -> list[RequestRecord]:
         """Declare ``slot`` lost at run second ``t_s``: a failed record for each of its requests
         in flight (sent then) and each it never sent (scheduled and "sent" at ``t_s``, no
-        response). Its later records are dropped (:meth:`recorded`)."""
+        response; open loop: scheduled at its planned time, "sent" then or at ``t_s``, whichever
+        is later). Its later records are dropped (:meth:`recorded`)."""
         if slot.state in ("done", "lost"):
             return []
         slot.state = "lost"
         slot.lost_at_s = t_s
         cause = lost_cause(slot.index, slot.host, t_s, slot.last_heard_s)
         failed: list[RequestRecord] = []
-        for spec in slot.requests:
+        planned = slot.due_s if slot.due_s is not None and slot.start_s is not None else None
+        for i, spec in enumerate(slot.requests):
             if spec.request_id in slot.recorded:
                 continue
             sent = slot.in_flight.get(spec.request_id)
             if sent is not None:
                 user_id, scheduled_s, sent_s = sent
                 error = f"{cause} with the request in flight"
+            elif planned is not None:
+                due = slot.start_s + planned[i]  # type: ignore[operator]
+                user_id, scheduled_s, sent_s = -1, due, max(due, t_s)
+                error = f"{cause} before sending the request"
             else:
                 user_id, scheduled_s, sent_s = -1, t_s, t_s
                 error = f"{cause} before sending the request"

@@ -13,9 +13,17 @@ message             direction        data
 ``MSG_PING``        master -> worker ``{"seq", "t0_ns"}``: a clock ping (loadgen.drivers.clock_sync)
 ``MSG_PONG``        worker -> master ``{"seq", "t0_ns", "t1_ns"}``, answered at once
 ``MSG_SETUP``       master -> worker ``{"index", "workers", "t0_ns", "client", "think_time_s",
-                                     "parts"}``: the worker's index, the run clock's origin on
-                                     the *worker's* clock, the client settings, how many plan parts
-``MSG_PLAN``        master -> worker ``{"part", "sessions"}``: a part of the worker's sessions
+                                     "parts", "mode", "max_concurrency"}``: the worker's index,
+                                     the run clock's origin on the *worker's* clock, the client
+                                     settings, how many plan parts, closed or open loop and (open)
+                                     the most requests this worker has in flight
+``MSG_PLAN``        master -> worker ``{"part", "sessions", "due_s"}``: a part of the worker's
+                                     sessions; open loop: each one's planned time (s from the
+                                     schedule's start), else None
+``MSG_START``       master -> worker ``{"start_s"}``: open loop: the schedule starts at this run
+                                     second, on the master's clock
+``MSG_CLOCK``       master -> worker ``{"t0_ns"}``: the run's origin on the worker's clock, measured
+                                     again during the run (drift)
 ``MSG_READY``       worker -> master ``{"requests"}``: every part arrived
 ``MSG_RECORDS``     worker -> master ``{"started", "records"}``: requests just sent
                                      (``[request_id, user_id, scheduled_s, sent_s]``) and finished
@@ -47,7 +55,9 @@ from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
+    "DEFAULT_CLOCK_RESYNC_S",
     "MSG_CLIENT",
+    "MSG_CLOCK",
     "MSG_DONE",
     "MSG_PING",
     "MSG_PLAN",
@@ -55,6 +65,7 @@ __all__ = [
     "MSG_READY",
     "MSG_RECORDS",
     "MSG_SETUP",
+    "MSG_START",
     "MSG_STOP",
     "LocustJob",
     "parse_address",
@@ -76,6 +87,11 @@ MSG_RECORDS = "llmperf_records"
 MSG_CLIENT = "llmperf_client"
 MSG_DONE = "llmperf_done"
 MSG_STOP = "llmperf_stop"
+MSG_START = "llmperf_start"
+MSG_CLOCK = "llmperf_clock"
+
+# How often a worker's clock is measured again during the load, s (LocustJob.clock_resync_s).
+DEFAULT_CLOCK_RESYNC_S = 30.0
 
 # What the master writes in the job's folder for the bench process to tail, one JSON per line.
 RECORDS_FILE = "records.jsonl"
@@ -92,7 +108,8 @@ class LocustJob:
     """One Locust run of a load plan, as the master process takes it.
 
     Attributes:
-        plan: the load plan (closed loop only: Locust users are closed-loop users).
+        plan: the load plan: closed loop (Locust users), or open loop (its schedule split
+            among the workers, each sending its share at the planned times).
         client: how workers reach the server.
         t0_ns: the run clock's origin on this machine's ``perf_counter_ns``.
         workers: how many workers the run waits for (local and joining ones together).
@@ -102,6 +119,7 @@ class LocustJob:
         worker_timeout_s: a worker silent (no heartbeat) this long is lost, s.
         run_time_s: the run's bound after the load starts, s (the plan's duration, or a
             safety limit).
+        clock_resync_s: each worker's clock is measured again this often during the load, s.
     """
 
     plan: LoadPlan
@@ -114,6 +132,7 @@ class LocustJob:
     join_timeout_s: float
     worker_timeout_s: float
     run_time_s: float
+    clock_resync_s: float = DEFAULT_CLOCK_RESYNC_S
 
 
 def write_job(job: LocustJob, path: Path) -> Path:

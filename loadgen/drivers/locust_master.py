@@ -4,7 +4,14 @@
 the job's address and waits for its workers. Each worker that joins gets an index (join order),
 has its clock offset measured (NTP-style pings, loadgen.drivers.clock_sync), and receives its
 sessions and the client settings as messages (loadgen.drivers.locust_job); when all of them hold
-their plan, the master starts the Locust users (spread over the workers by Locust). It appends
+their plan, the master starts the Locust users (spread over the workers by Locust); for an
+open-loop plan it starts no user: each worker holds its share of the schedule with the planned
+times (loadgen.drivers.locust_fleet), and the master tells them all one start second on its
+clock, :data:`START_LEAD_S` ahead, so that the message reaches every worker before the first
+request is due. During the run (either loop) it measures each worker's clock again every job's
+``clock_resync_s`` (30 s) and sends the new origin (drift), and it keeps each worker's schedule
+lag from its self-check samples; a worker past the client check's limit is named (event
+``behind``) before the end. It appends
 what comes back to the job's folder: records to ``records.jsonl``, self-check samples to
 ``client.jsonl``, and what happens (listening, joined, waiting, lost, end, error) to
 ``events.jsonl``, which the driver tails.
@@ -41,6 +48,7 @@ from loadgen.drivers.locust_job import (
     CLIENT_FILE,
     EVENTS_FILE,
     MSG_CLIENT,
+    MSG_CLOCK,
     MSG_DONE,
     MSG_PING,
     MSG_PLAN,
@@ -48,6 +56,7 @@ from loadgen.drivers.locust_job import (
     MSG_READY,
     MSG_RECORDS,
     MSG_SETUP,
+    MSG_START,
     MSG_STOP,
     RECORDS_FILE,
     LocustJob,
@@ -67,6 +76,9 @@ _PING_WAIT_S = 1.0
 _SYNC_LIMIT_S = 30.0
 _WAITING_EVERY_S = 5.0
 _POLL_S = 0.1
+# Open loop: the schedule starts this long after the start message leaves, s.
+START_LEAD_S = 1.0
+_RESYNC_SAMPLES = 8
 
 
 class Master:
@@ -75,7 +87,9 @@ class Master:
     def __init__(self, job: LocustJob) -> None:
         self.job = job
         self.clock = RunClock(job.t0_ns)
-        self.fleet = Fleet(job.plan.sessions, job.workers)
+        self.open_loop = job.plan.mode == "open"
+        schedule = job.plan.schedule_s if self.open_loop else None
+        self.fleet = Fleet(job.plan.sessions, job.workers, schedule)
         out = Path(job.out_dir)
         self.records: TextIO = (out / RECORDS_FILE).open("a", encoding="utf-8")
         self.client: TextIO = (out / CLIENT_FILE).open("a", encoding="utf-8")
@@ -113,13 +127,13 @@ class Master:
         self.pongs[client_id] = gevent.queue.Queue()
         gevent.spawn(self.set_up, slot)
 
-    def set_up(self, slot: WorkerSlot) -> None:
-        """Measure the worker's clock, then send its plan."""
+    def ping(self, slot: WorkerSlot, count: int) -> list[ClockSample]:
+        """Up to ``count`` clock samples of ``slot``'s worker (within _SYNC_LIMIT_S)."""
         samples: list[ClockSample] = []
         queue = self.pongs[slot.client_id]
         deadline = time.monotonic() + _SYNC_LIMIT_S
         seq = 0
-        while len(samples) < _CLOCK_SAMPLES and time.monotonic() < deadline:
+        while len(samples) < count and time.monotonic() < deadline:
             seq += 1
             t0 = time.perf_counter_ns()
             self.runner.send_message(MSG_PING, {"seq": seq, "t0_ns": t0}, slot.client_id)
@@ -132,12 +146,17 @@ class Master:
                 continue  # the worker may not listen yet (it registers after its ack)
             samples.append(ClockSample(int(pong["t0_ns"]), int(pong["t1_ns"]), t2))
             gevent.sleep(_PING_GAP_S)
+        return samples
+
+    def set_up(self, slot: WorkerSlot) -> None:
+        """Measure the worker's clock, then send its plan."""
+        samples = self.ping(slot, _CLOCK_SAMPLES)
         if self.fleet.get(slot.client_id) is not slot:
             return  # it left while being pinged (check_left)
         if not samples:
             self.emit("error", message=f"worker {slot.index} ({slot.host}) answered no clock ping")
             return
-        slot.clock = estimate_offset(samples)
+        slot.clock = slot.first_clock = estimate_offset(samples)
         parts = list(plan_parts(slot.sessions))
         setup = {
             "index": slot.index,
@@ -147,14 +166,42 @@ class Master:
             "client": client_to_wire(self.job.client),
             "think_time_s": self.job.plan.think_time_s,
             "parts": len(parts),
+            "mode": self.job.plan.mode,
+            "max_concurrency": self.worker_concurrency(),
         }
         self.runner.send_message(MSG_SETUP, setup, slot.client_id)
+        done = 0
         for i, part in enumerate(parts):
-            self.runner.send_message(MSG_PLAN, {"part": i, "sessions": part}, slot.client_id)
+            due = slot.due_s[done : done + len(part)] if slot.due_s is not None else None
+            done += len(part)
+            self.runner.send_message(MSG_PLAN, {"part": i, "sessions": part, "due_s": due},
+                                     slot.client_id)  # fmt: skip
         self.emit(
             "joined", index=slot.index, host=slot.host, joined=self.fleet.set_up,
             expected=self.fleet.expected, requests=len(slot.requests), **slot.clock.to_json(),
         )  # fmt: skip
+
+    def worker_concurrency(self) -> int:
+        """Open loop: the most requests one worker has in flight, its share of the plan's cap
+        (max_concurrency, else users), at least 1."""
+        plan = self.job.plan
+        cap = plan.max_concurrency or plan.users
+        return max(1, math.ceil(cap / self.job.workers))
+
+    def resync(self, slot: WorkerSlot) -> None:
+        """Measure ``slot``'s clock again every job.clock_resync_s while it runs, and send it the
+        run's origin as it now stands on its clock."""
+        while slot.state == "running":
+            gevent.sleep(self.job.clock_resync_s)
+            if slot.state != "running":
+                return
+            samples = self.ping(slot, _RESYNC_SAMPLES)
+            if not samples or slot.state != "running":
+                continue
+            slot.clock = estimate_offset(samples)
+            slot.resyncs += 1
+            origin = {"t0_ns": slot.clock.to_worker_ns(self.job.t0_ns)}
+            self.runner.send_message(MSG_CLOCK, origin, slot.client_id)
 
     def on_pong(self, msg: Any, **_: Any) -> None:
         t2 = time.perf_counter_ns()
@@ -183,6 +230,9 @@ class Master:
         if slot is not None and slot.state != "lost":
             self.client.write(json.dumps(msg.data) + "\n")
             self.client.flush()
+            data = msg.data
+            slot.lags_s.extend(v for n, v in zip(data["name"], data["value"], strict=True)
+                               if n == "schedule_lag_s")  # fmt: skip
 
     def on_done(self, msg: Any, **_: Any) -> None:
         slot = self.fleet.heard(msg.node_id, self.clock.now_s())
@@ -271,9 +321,17 @@ class Master:
             plan = self.job.plan
             for slot in self.fleet.slots:
                 slot.state = "running"
-            rate = plan.users / plan.ramp_up_s if plan.ramp_up_s > 0 else plan.users
             self.emit("started", users=plan.users, workers=self.fleet.expected)
-            self.runner.start(plan.users, spawn_rate=rate)
+            for slot in self.fleet.slots:
+                gevent.spawn(self.resync, slot)
+            if self.open_loop:
+                start_s = self.clock.now_s() + START_LEAD_S
+                for slot in self.fleet.slots:
+                    slot.start_s = start_s
+                self.runner.send_message(MSG_START, {"start_s": start_s})
+            else:
+                rate = plan.users / plan.ramp_up_s if plan.ramp_up_s > 0 else plan.users
+                self.runner.start(plan.users, spawn_rate=rate)
             stop_at = time.monotonic() + self.job.run_time_s
             stopped = False
             while not self.fleet.finished:
@@ -282,7 +340,12 @@ class Master:
                     self.runner.send_message(MSG_STOP, None)
                     stopped = True
                 gevent.sleep(_POLL_S)
-            self.emit("end", workers=[s.to_json() for s in self.fleet.slots])
+            rows = [s.to_json() for s in self.fleet.slots]
+            for row in rows:
+                lag = row.get("schedule_lag") or {}
+                if lag.get("behind"):
+                    self.emit("behind", index=row["index"], host=row["host"], **lag)
+            self.emit("end", workers=rows)
             return 0
         finally:
             self.runner.quit()

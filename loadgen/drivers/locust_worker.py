@@ -7,7 +7,10 @@ the master starts them: each user is one closed-loop user that takes the worker'
 sends its turns in order with the plan's think time, and records every request as the asyncio
 client does (the same SSE parser and stream accumulator, one ``perf_counter_ns`` per network
 read), on the run's clock: the master gave the run's origin on this worker's own clock, as it
-measured it (loadgen.drivers.clock_sync). Records, and each request's start, go back to the
+measured it (loadgen.drivers.clock_sync), and gives it again when it measures it again during
+the run. An open-loop plan runs no Locust user: the worker sends its share of the schedule at
+the planned times from the start second the master gives (loadgen.drivers.locust_open).
+Records, and each request's start, go back to the
 master every 0.25 s; the process exits when the master says quit (or is gone for 60 s, Locust's
 own rule).
 
@@ -48,6 +51,7 @@ from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig
 from loadgen.drivers.locust_job import (
     MSG_CLIENT,
+    MSG_CLOCK,
     MSG_DONE,
     MSG_PING,
     MSG_PLAN,
@@ -55,12 +59,14 @@ from loadgen.drivers.locust_job import (
     MSG_READY,
     MSG_RECORDS,
     MSG_SETUP,
+    MSG_START,
     MSG_STOP,
     client_from_wire,
     parse_address,
     record_to_wire,
     spec_from_wire,
 )
+from loadgen.drivers.locust_open import OpenLoopShare
 from loadgen.request_spec import RequestSpec, message_dict
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
@@ -88,7 +94,14 @@ class WorkerState:
         self.think_time_s = 0.0
         self.parts_expected = -1
         self.parts: dict[int, list[list[RequestSpec]]] = {}
+        self.part_due: dict[int, list[float] | None] = {}
         self.queue: list[list[RequestSpec]] = []
+        # Open loop: the mode, the most requests in flight here, this worker's share.
+        self.mode = "closed"
+        self.max_concurrency = 1
+        self.share: OpenLoopShare | None = None
+        self.ordered: list[list[RequestSpec]] = []
+        self.due_s: list[float] = []
         self.users = 0
         self.active = 0
         self.done_sent = False
@@ -97,7 +110,7 @@ class WorkerState:
         self.samples = ClientSamples()
         for name, handler in (
             (MSG_PING, self.on_ping), (MSG_SETUP, self.on_setup), (MSG_PLAN, self.on_plan),
-            (MSG_STOP, self.on_stop),
+            (MSG_STOP, self.on_stop), (MSG_START, self.on_start), (MSG_CLOCK, self.on_clock),
         ):  # fmt: skip
             runner.register_message(name, handler)
 
@@ -114,12 +127,22 @@ class WorkerState:
         self.clock = RunClock(int(data["t0_ns"]))
         self.think_time_s = float(data["think_time_s"])
         self.parts_expected = int(data["parts"])
+        self.mode = str(data.get("mode", "closed"))
+        self.max_concurrency = int(data.get("max_concurrency") or 1)
         self._maybe_ready()
 
     def on_plan(self, msg: Any, **_: Any) -> None:
         sessions = [[spec_from_wire(r) for r in session] for session in msg.data["sessions"]]
         self.parts[int(msg.data["part"])] = sessions
+        self.part_due[int(msg.data["part"])] = msg.data.get("due_s")
         self._maybe_ready()
+
+    def on_clock(self, msg: Any, **_: Any) -> None:
+        # The master measured this worker's clock again: the run's origin, as it now stands.
+        self.clock = RunClock(int(msg.data["t0_ns"]))
+
+    def on_start(self, msg: Any, **_: Any) -> None:
+        gevent.spawn(self._run_open, float(msg.data["start_s"]))
 
     def on_stop(self, msg: Any, **_: Any) -> None:
         # The run's duration is over: cancelling the users records their requests as cancelled.
@@ -127,15 +150,50 @@ class WorkerState:
         gevent.spawn(self._stop_and_report)
 
     def _stop_and_report(self) -> None:
-        self.runner.stop()
+        if self.share is not None:
+            self.share.stop()
+        else:
+            self.runner.stop()
         self.finish()
+
+    def _run_open(self, start_s: float) -> None:
+        """This worker's share of the open-loop schedule (loadgen.drivers.locust_open)."""
+        assert self.client is not None
+        sessions = [_http_session(self.client) for _ in range(self.max_concurrency)]
+        requests_ = [session[0] for session in self.ordered]
+        self.users = len(sessions)
+        self.share = OpenLoopShare(
+            requests_, self.due_s, lambda: self.clock, self._note_lag, sessions,
+            self.index, self.workers,
+        )  # fmt: skip
+        self.share.run(start_s, self._send_open, self._cancelled_open)
+        self.finish()
+
+    def _note_lag(self, due_s: float, lag_s: float) -> None:
+        self.samples.add(due_s, self.index, "schedule_lag_s", lag_s)
+
+    def _send_open(self, spec: RequestSpec, user_id: int, planned: float, http: Any) -> None:
+        record = _send(http, spec, user_id, self, scheduled_s=planned)
+        self.buffer.append(record_to_wire(record))
+
+    def _cancelled_open(self, spec: RequestSpec, planned: float) -> None:
+        assert self.clock is not None
+        now = self.clock.now_s()
+        self.started.append([spec.request_id, -1, planned, now])
+        self.buffer.append(record_to_wire(RequestRecord.unanswered(
+            spec.request_id, -1, planned, now, now, spec.prompt_tokens, "cancelled",
+            "cancelled: the run ended while the request waited for a connection",
+        )))  # fmt: skip
 
     def _maybe_ready(self) -> None:
         if self.clock is None or len(self.parts) != self.parts_expected:
             return
         ordered = [s for i in range(self.parts_expected) for s in self.parts[i]]
+        if self.mode == "open":
+            self.ordered = ordered
+            self.due_s = [t for i in range(self.parts_expected) for t in self.part_due[i] or ()]
         self.parts.clear()
-        self.queue = ordered[::-1]
+        self.queue = ordered[::-1] if self.mode == "closed" else []
         gevent.spawn(self._flush_forever)
         gevent.spawn(self._tick_forever)
         requests_given = sum(len(s) for s in ordered)
@@ -206,23 +264,34 @@ class _PlanWorkerRunner(WorkerRunner):
         super().connect_to_master()
 
 
+def _http_session(client: ClientConfig) -> requests.Session:
+    """An HTTP session as every request of a worker is sent with."""
+    http = requests.Session()
+    http.trust_env = False  # a proxy on the path would distort every latency
+    http.headers.update({"Accept-Encoding": "identity"})
+    http.headers.update(client.headers.as_dict())
+    return http
+
+
 def _send(
-    session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState
-) -> RequestRecord:
+    session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState,
+    scheduled_s: float | None = None,
+) -> RequestRecord:  # fmt: skip
     """One streamed request to the replica the worker's router picks, recorded as
     loadgen.client.stream does (never raises but GreenletExit, after recording the request as
-    cancelled)."""
+    cancelled); ``scheduled_s``: its planned time (open loop), else now."""
     assert state.client is not None
     index = state.router.pick()
     try:
-        return _send_to(state.client.urls[index], session, spec, user_id, state)
+        return _send_to(state.client.urls[index], session, spec, user_id, state, scheduled_s)
     finally:
         state.router.done(index)
 
 
 def _send_to(
-    base_url: str, session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState
-) -> RequestRecord:
+    base_url: str, session: requests.Session, spec: RequestSpec, user_id: int,
+    state: WorkerState, scheduled_s: float | None = None,
+) -> RequestRecord:  # fmt: skip
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
     body: dict[str, Any] = {
@@ -243,7 +312,7 @@ def _send_to(
         body["seed"] = spec.seed
     body.update(spec.fields or {})
     acc = StreamAccumulator(spec.api, spec.max_tokens)
-    scheduled_s = clock.now_s()
+    scheduled_s = clock.now_s() if scheduled_s is None else scheduled_s
     sent_ns = time.perf_counter_ns()
     state.started.append([spec.request_id, user_id, scheduled_s, clock.to_s(sent_ns)])
     status, error, http_status = "ok", None, None
@@ -357,10 +426,7 @@ class PlanUser(User):
         assert STATE is not None and STATE.client is not None, "PlanUser runs on bench workers"
         self.state = STATE
         self.user_id = STATE.next_user_id()
-        self.http = requests.Session()
-        self.http.trust_env = False  # a proxy on the path would distort every latency
-        self.http.headers.update({"Accept-Encoding": "identity"})
-        self.http.headers.update(STATE.client.headers.as_dict())
+        self.http = _http_session(STATE.client)
         self.finished = False
 
     def on_stop(self) -> None:

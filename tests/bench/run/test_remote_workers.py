@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +22,7 @@ from typer.testing import CliRunner
 
 from bench.cli.app import app
 from engine.config import EngineConfig
-from engine_adapters.launcher import free_port
+from tests.support.bench_workers import remote_run, run_folder
 
 pytestmark = [
     pytest.mark.slow,
@@ -58,80 +54,12 @@ value = {out}
 """
 
 
-class Process:
-    """A child process whose merged output is read line by line as it comes."""
-
-    def __init__(self, argv: list[str]) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, text: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while text not in self.output:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                time.sleep(0.2)  # the reader may still hold the last lines
-                assert text in self.output, f"no {text!r} within {timeout_s} s:\n{self.output}"
-                return
-            time.sleep(0.05)
-
-    def finish(self, timeout_s: float) -> int:
-        rc = self.proc.wait(timeout=timeout_s)
-        self._reader.join(timeout=5)
-        return rc
-
-
-@contextmanager
-def remote_run(
-    tmp_path: Path, url: str, n: int, out: int, workers: int, *extra: str
-) -> Iterator[tuple[Process, list[Process]]]:
-    """`bench run` with a master on a free port of 127.0.0.1, and ``workers`` `bench worker`s."""
-    scenario = tmp_path / "remote.toml"
-    scenario.write_text(SCENARIO.format(n=n, out=out))
-    address = f"127.0.0.1:{free_port()}"
-    bench = [sys.executable, "-m", "bench"]
-    run = Process([
-        *bench, "run", "--scenario", str(scenario), "--url", url, "--tokenizer", "tiny",
-        "--driver", "locust", "--expect-workers", str(workers), "--master-bind", address,
-        "--no-live", "--no-probes", "--runs-dir", str(tmp_path / "runs"), *extra,
-    ])  # fmt: skip
-    started: list[Process] = []
-    try:
-        # The command printed is the one each worker host runs.
-        run.wait_for(f"bench worker --master {address}", timeout_s=45)
-        started = [Process([*bench, "worker", "--master", address]) for _ in range(workers)]
-        yield run, started
-    finally:
-        for p in [run, *started]:
-            if p.proc.poll() is None:
-                p.proc.kill()
-                p.proc.wait(timeout=10)
-
-
-def run_folder(tmp_path: Path) -> Path:
-    (folder,) = (tmp_path / "runs").iterdir()
-    return folder
-
-
 @pytest.mark.timeout(90)
 def test_two_workers_from_bench_worker_record_every_request_on_the_masters_clock(
     base_url: str, tmp_path: Path
 ) -> None:
     t_start = time.monotonic()
-    with remote_run(tmp_path, base_url, n=16, out=24, workers=2) as (run, workers):
+    with remote_run(tmp_path, base_url, SCENARIO.format(n=16, out=24), 2) as (run, workers):
         assert run.finish(timeout_s=60) == 0, run.output
         for w in workers:
             assert w.finish(timeout_s=15) == 0, w.output
@@ -166,7 +94,8 @@ def test_a_worker_killed_mid_run_leaves_failed_rows_naming_it_and_the_run_is_wri
 ) -> None:
     t_start = time.monotonic()
     # 24 requests of 60 tokens (~1.4 s each), 4 users on 2 workers: ~9 s of load.
-    with remote_run(tmp_path, base_url, 24, 60, 2, "--worker-timeout", "3") as (run, workers):
+    scenario = SCENARIO.format(n=24, out=60)
+    with remote_run(tmp_path, base_url, scenario, 2, "--worker-timeout", "3") as (run, workers):
         run.wait_for("joined, 2 of 2", timeout_s=30)
         time.sleep(3.0)  # into the second round of requests
         victim = workers[1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.drivers.locust_fleet import Fleet
+from loadgen.drivers.locust_fleet import Fleet, lag_summary
 from loadgen.drivers.locust_job import (
     parse_address,
     plan_parts,
@@ -100,3 +100,40 @@ def test_a_lost_worker_leaves_a_failed_row_for_each_request_it_did_not_finish() 
     assert not fleet.recorded(a, ok_record(r4, 4))
     assert fleet.lose(a, 9.0) == []
     assert a.to_json()["status"] == "lost" and a.to_json()["requests_failed_as_lost"] == 2
+
+
+def test_an_open_loop_schedule_is_split_and_a_lost_shares_rows_keep_their_planned_times() -> None:
+    schedule = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
+    fleet = Fleet(specs(8), 2, schedule)
+    a, b = fleet.join("host-a_1"), fleet.join("host-b_2")
+    assert a is not None and b is not None
+    assert [s.request_id for s in a.requests] == ["r0", "r2", "r4", "r6"]
+    assert a.due_s == [0.0, 0.2, 0.4, 0.6] and b.due_s == [0.1, 0.3, 0.5, 0.7]
+    for slot in (a, b):
+        slot.state, slot.start_s = "running", 10.0
+    # b sent r1 (at its planned 10.1) and r3 is in flight, then it is lost at t=10.35.
+    fleet.started(b, [["r1", 1, 10.1, 10.1], ["r3", 3, 10.3, 10.31]])
+    assert fleet.recorded(b, ok_record(b.sessions[0][0], 1))
+    failed = {r.request_id: r for r in fleet.lose(b, 10.35)}
+    assert sorted(failed) == ["r3", "r5", "r7"]  # nothing of its share is dropped
+    assert failed["r3"].sent_s == 10.31 and failed["r3"].error.endswith("in flight")
+    # Never sent: scheduled at its planned time, "sent" no earlier than the loss.
+    assert failed["r5"].scheduled_s == pytest.approx(10.5)
+    assert failed["r5"].sent_s == pytest.approx(10.5)
+    assert failed["r5"].error.endswith("before sending the request")
+
+
+def test_each_workers_schedule_lag_is_summarised_and_one_behind_is_named() -> None:
+    fleet = Fleet(specs(4), 2, [0.0, 0.1, 0.2, 0.3])
+    a, b = fleet.join("host-a_1"), fleet.join("host-b_2")
+    assert a is not None and b is not None
+    a.lags_s, b.lags_s = [0.001] * 99 + [0.002], [0.001] * 50 + [0.2] * 50
+    fast, slow = a.to_json()["schedule_lag"], b.to_json()["schedule_lag"]
+    assert fast["samples"] == 100 and fast["p50_s"] == pytest.approx(0.001)
+    assert fast["max_s"] == pytest.approx(0.002) and not fast["behind"]
+    assert slow["behind"] and slow["p99_s"] == pytest.approx(0.2)
+    assert lag_summary([]) == {"samples": 0, "p50_s": None, "p99_s": None, "max_s": None,
+                               "behind": False}  # fmt: skip
+    # A closed-loop worker has no schedule lag entry.
+    closed = Fleet(specs(2), 1).join("host-c_3")
+    assert closed is not None and "schedule_lag" not in closed.to_json()
