@@ -66,7 +66,8 @@ def _open(option: Path | None, runs_dir: Path) -> History:
 
 def _members(folder: Path, definition: str) -> list[Path]:
     """The run folders of a collection folder: those inside it, and those its definition file
-    names (a sweep's and an ablation's runs lie beside it; a moved one is looked for there)."""
+    names: inside it, as written, or beside it (a sweep's and an ablation's runs lie beside it;
+    a moved one is looked for there)."""
     from results.folder.run_folder import RUN_JSON
 
     found = {p.parent.resolve() for p in folder.glob(f"**/{RUN_JSON}")}
@@ -83,7 +84,7 @@ def _members(folder: Path, definition: str) -> list[Path]:
 
     document = json.loads((folder / definition).read_text(encoding="utf-8"))
     for text in strings(document):
-        for candidate in (Path(text), folder.parent / Path(text).name):
+        for candidate in (folder / text, Path(text), folder.parent / Path(text).name):
             if (candidate / RUN_JSON).is_file():
                 found.add(candidate.resolve())
                 break
@@ -169,6 +170,7 @@ def add(
     if rebuild:
         print_info(_console, f"rebuilt from the row files: {store.rebuild()} run(s)")
     counts = {"added": 0, "unchanged": 0, "moved": 0}
+    seen: set[str] = set()  # a sweep's runs lie beside it: met twice, counted once
     for folder in folders:
         if not folder.is_dir():
             _fail(f"{folder}: no such folder; give run folders or folders holding them")
@@ -177,6 +179,9 @@ def add(
         except (RunFolderError, HistoryError) as exc:
             _fail(exc)
         for a in added:
+            if a.run_key in seen:
+                continue
+            seen.add(a.run_key)
             counts[a.status] += 1
             if a.status == "moved":
                 print_info(_console, f"moved: {a.run_id}: {a.moved_from} -> {a.path}")
