@@ -82,7 +82,10 @@ def test_its_summary_recomputes_to_what_the_old_code_wrote() -> None:
     assert recomputed.pop("token_reconciliation")["available"] is False
     assert recomputed.pop("energy_by_phase")["available"] is False
     assert recomputed.pop("validity")["violations"] == []
-    assert {**recomputed, "attribution": attribution} == run.summary
+    # And the CPU work per token: its CPU probe recorded no process CPU counters yet.
+    probes = dict(recomputed.pop("probes"))
+    assert probes.pop("cpu_work")["available"] is False
+    assert {**recomputed, "probes": probes, "attribution": attribution} == run.summary
 
 
 def test_bench_report_prints_it_and_writes_its_dashboard(old_run: Path) -> None:
