@@ -134,7 +134,9 @@ class History:
         try:
             con = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
-            if not self.path.is_file():
+            # Only a file that is no database is replaced; a lock taken outside bench (the duckdb
+            # shell holding the file) is reported, the file left alone.
+            if not self.path.is_file() or "not a valid DuckDB database" not in str(exc):
                 raise HistoryError(f"{self.path}: cannot be opened: {exc}") from None
             broken = self.path.with_name(f"{self.path.name}.broken-{int(time.time())}")
             self.path.rename(broken)

@@ -69,6 +69,9 @@ def test_the_database_rebuilds_from_the_row_files(tmp_path: Path) -> None:
     with history.reading() as con:  # the next reader rebuilds it
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (3,)
     history.path.write_bytes(b"not a database")
+    with history.reading() as con:  # moved aside, and made again
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (3,)
+    assert len(list(tmp_path.glob("history.duckdb.broken-*"))) == 1
     assert history.rebuild() == 3
 
 
