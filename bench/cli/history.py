@@ -9,10 +9,8 @@ that is no run, a metric no run has, a bad query).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -37,8 +35,6 @@ history_app = typer.Typer(
     add_completion=False,
 )
 # --by's words and the run columns they group by.
-_GROUPS = {"version": "engine_version", "commit": "git_commit", "hardware": "hardware_label"}
-_DEPTH = 4  # how deep `add` looks for bench's folders under a plain folder
 
 
 def _fail(message: object) -> NoReturn:
@@ -64,52 +60,11 @@ def _open(option: Path | None, runs_dir: Path) -> History:
     return History(target)
 
 
-def _members(folder: Path, definition: str) -> list[Path]:
-    """The run folders of a collection folder: those inside it, and those its definition file
-    names: inside it, as written, or beside it (a sweep's and an ablation's runs lie beside it;
-    a moved one is looked for there)."""
-    from results.folder.run_folder import RUN_JSON
-
-    found = {p.parent.resolve() for p in folder.glob(f"**/{RUN_JSON}")}
-
-    def strings(value: Any) -> Iterator[str]:
-        if isinstance(value, dict):
-            for v in value.values():
-                yield from strings(v)
-        elif isinstance(value, list):
-            for v in value:
-                yield from strings(v)
-        elif isinstance(value, str) and len(value) < 4096:
-            yield value
-
-    document = json.loads((folder / definition).read_text(encoding="utf-8"))
-    for text in strings(document):
-        for candidate in (folder / text, Path(text), folder.parent / Path(text).name):
-            if (candidate / RUN_JSON).is_file():
-                found.add(candidate.resolve())
-                break
-    return sorted(found)
-
-
-def _index(history: History, folder: Path, depth: int = 0) -> list[Added]:
-    """Add ``folder`` whatever bench folder it is; a plain folder (a runs folder) is searched."""
+def _index(history: History, folder: Path) -> list[Added]:
     from bench.cli.report_folders import FOLDER_FILES
+    from results.history.folders import index_folder
 
-    kind = next((k for k, name in FOLDER_FILES.items() if (folder / name).is_file()), None)
-    if kind == "run":
-        return [history.add(folder)]
-    if kind is not None:
-        added = [history.add(run) for run in _members(folder, FOLDER_FILES[kind])]
-        history.add_collection(kind, folder, added)
-        return added
-    if depth >= _DEPTH:
-        return []
-    return [
-        a
-        for child in sorted(folder.iterdir())
-        if child.is_dir()
-        for a in _index(history, child, depth + 1)
-    ]
+    return index_folder(history, folder, FOLDER_FILES)
 
 
 def record_collection(folder: Path, console: Console) -> None:
@@ -281,121 +236,10 @@ def sql(
     print_table(_console, _frame_table(frame, f"{len(frame)} row(s)"))
 
 
-def _changes(store: History, metrics: list[str], filters: Filters) -> list[Any]:
-    from results.history.changes import ChangePointsError
-    from results.history.query import QueryError
-    from results.history.series import series_changes
-
-    try:
-        with store.reading() as con:
-            return series_changes(con, metrics, filters)
-    except (QueryError, ChangePointsError) as exc:
-        _fail(exc)
-
-
-@history_app.command("trend")
-@declared
-def trend(
-    metric: Annotated[
-        str,
-        typer.Argument(
-            help="A figure of summary.json by its dotted path, "
-            "e.g. throughput.output_tok_s, ttft_ms.p99."
-        ),
-    ],
-    history: hf.HistoryPath,
-    runs_dir: RunsDir,
-    scenario: hf.HistoryScenario,
-    engine: hf.HistoryEngine,
-    model: hf.HistoryModel,
-    hardware: hf.HistoryHardware,
-    since: hf.Since,
-    by: Annotated[
-        Literal["version", "commit", "hardware"],
-        typer.Option(help="Group the points by engine version, commit or hardware."),
-    ] = "version",
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="The page to write (default: trend-METRIC.html beside the history).",
-        ),
-    ] = None,
-) -> None:
-    """A metric over time: a table, and a page with a point per run (invalid runs apart)."""
-    from dashboards.pages.trend import build_trend_page, write_trend_page
-    from results.history.query import QueryError, metric_series
-
-    store = _open(history, runs_dir)
-    filters = _filters(scenario, engine, model, hardware, since, True)
-    try:
-        with store.reading() as con:
-            frame = metric_series(con, metric, filters)
-    except QueryError as exc:
-        _fail(exc)
-    changes = [c.to_dict() for c in _changes(store, [metric], filters)]
-    column = _GROUPS[by]
-    shown = frame[["started_utc", "run_id", column, "valid", "usable", "value"]]
-    print_table(_console, _frame_table(shown, f"{metric}: {len(frame)} run(s)"))
-    for c in changes:
-        print_info(
-            _console,
-            f"change {c['change_pct']:+.1f}% from run {c['first_run']['run_id']}"
-            f" (p = {c['pvalue']:.2g})",
-        )
-    runs = frame.to_dict("records")
-    page = build_trend_page(runs, metric, column, changes, str(store.path))
-    out = output or store.path.with_name(f"trend-{metric}.html")
-    print_path(_console, "dashboard", write_trend_page(page, out))
-
-
-@history_app.command("changes")
-@declared
-def changes(
-    metrics: Annotated[
-        list[str] | None,
-        typer.Argument(help="Figures to search (default: the gate's default rules' metrics)."),
-    ] = None,
-    history: hf.HistoryPath = None,
-    runs_dir: RunsDir = Path("runs"),
-    scenario: hf.HistoryScenario = None,
-    engine: hf.HistoryEngine = None,
-    model: hf.HistoryModel = None,
-    hardware: hf.HistoryHardware = None,
-    since: hf.Since = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
-) -> None:
-    """Change points per series (scenario, engine, model, hardware) and metric, valid runs."""
-    from bench.gate.rules import DEFAULT_RULES
-
-    names = metrics or [r.metric.name for r in DEFAULT_RULES.rules]
-    store = _open(history, runs_dir)
-    found = _changes(store, names, _filters(scenario, engine, model, hardware, since, False))
-    if as_json:
-        _console.print_json(json.dumps([c.to_dict() for c in found], default=str))
-        return
-    table = Table(title=f"{len(found)} change point(s)")
-    for column in ("series", "metric", "change", "p", "from run", "commits", "runs before/after"):
-        table.add_column(column, overflow="fold")
-    for c in found:
-        d = c.to_dict()
-        series = " ".join(str(v) for v in d["series"].values())
-        commits = (
-            f"{d['last_run_before']['git_commit'] or '-'} -> {d['first_run']['git_commit'] or '-'}"
-        )
-        table.add_row(
-            series,
-            c.metric,
-            f"{d['change_pct']:+.1f}%",
-            f"{d['pvalue']:.2g}",
-            f"{d['first_run']['run_id']} ({d['first_run']['started_utc']})",
-            commits,
-            f"{d['runs_before']}/{d['runs_after']}",
-        )
-    print_table(_console, table)
-
-
 def register(app: typer.Typer) -> None:
-    """Add `bench history` to ``app``."""
+    """Add `bench history` (its reading commands from bench.cli.history_views) and
+    `bench export` to ``app``."""
+    from bench.cli import history_views
+
+    history_views.register(history_app, app)
     app.add_typer(history_app, name="history")

@@ -124,3 +124,28 @@ def test_trend_and_changes_find_a_known_step(app: typer.Typer, tmp_path: Path) -
     assert code == 0 and "16 run(s)" in out and "change +" in out, out
     text = page.read_text()
     assert "commit slow" in text and "report.html" in text and "plotly_click" in text
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "jsonl"])
+def test_export_writes_a_row_per_run_or_per_request(
+    app: typer.Typer, runs: Path, tmp_path: Path, fmt: str
+) -> None:
+    import pandas as pd
+
+    def read(path: Path) -> pd.DataFrame:
+        if fmt == "csv":
+            return pd.read_csv(path)
+        return pd.read_parquet(path) if fmt == "parquet" else pd.read_json(path, lines=True)
+
+    out = tmp_path / f"runs.{fmt}"
+    result = CliRunner().invoke(app, ["export", str(runs), "--format", fmt, "-o", str(out)])
+    assert result.exit_code == 0 and "7 run row(s)" in result.output, result.output
+    frame = read(out)
+    assert len(frame) == 7 and {"run_id", "git_commit", "ttft_ms.p99"} <= set(frame.columns)
+    history = tmp_path / "history.duckdb"
+    bench(app, history, "add", str(runs))
+    out = tmp_path / f"requests.{fmt}"
+    args = ["export", str(history), "--requests", "--format", fmt, "-o", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and "840 request row(s)" in result.output, result.output
+    assert {"run_key", "run_id", "request_id", "sent_s"} <= set(read(out))
