@@ -4,6 +4,7 @@ bench.cli.history. Exit codes: 0 done, 2 unusable input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -79,7 +80,8 @@ def trend(
             frame = metric_series(con, metric, filters)
     except QueryError as exc:
         _fail(exc)
-    changes = [c.to_dict() for c in _changes(store, [metric], filters)]
+    valid = dataclasses.replace(filters, include_invalid=False)  # change points: valid runs
+    changes = [c.to_dict() for c in _changes(store, [metric], valid)]
     column = _GROUPS[by]
     shown = frame[["started_utc", "run_id", column, "valid", "usable", "value"]]
     print_table(_console, _frame_table(shown, f"{metric}: {len(frame)} run(s)"))
@@ -108,6 +110,7 @@ def changes(
     model: hf.HistoryModel = None,
     hardware: hf.HistoryHardware = None,
     since: hf.Since = None,
+    include_invalid: hf.IncludeInvalid = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
 ) -> None:
     """Change points per series (scenario, engine, model, hardware) and metric, valid runs."""
@@ -115,7 +118,8 @@ def changes(
 
     names = metrics or [r.metric.name for r in DEFAULT_RULES.rules]
     store = _open(history, runs_dir)
-    found = _changes(store, names, _filters(scenario, engine, model, hardware, since, False))
+    filters = _filters(scenario, engine, model, hardware, since, include_invalid)
+    found = _changes(store, names, filters)
     if as_json:
         _console.print_json(json.dumps([c.to_dict() for c in found], default=str))
         return

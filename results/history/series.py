@@ -90,11 +90,11 @@ def series_changes(
     max_pvalue: float = DEFAULT_MAX_PVALUE,
 ) -> list[SeriesChange]:
     """Every change point of each of ``metrics`` in each series ``filters`` take (valid runs
-    only: an invalid run's figure is not the engine's), by series, metric and time."""
-    valid = Filters(**{**filters.__dict__, "include_invalid": False})
+    only unless they include invalid ones: an invalid run's figure is not the engine's alone),
+    by series, metric and time."""
     out: list[SeriesChange] = []
     for metric in metrics:
-        for key, rows in split_series(metric_series(con, metric, valid)):
+        for key, rows in split_series(metric_series(con, metric, filters)):
             out += _changes_of(key, metric, rows, max_pvalue)
     return out
 
