@@ -36,7 +36,6 @@ from bench.run.terminal import terminal_console
 
 if TYPE_CHECKING:
     from bench.ab.session import AbPlan
-    from bench.cli.history import use_history
 
 __all__ = ["register"]
 
@@ -156,6 +155,7 @@ def ab(
 ) -> None:
     """A/B on this machine: runs of A and B in alternation, a paired verdict; exit 0/1/2."""
     from bench.ab.session import AbPlan
+    from bench.cli.history import use_history
     from bench.ab.sides import AbError, side_from_options
     from bench.gate.rules import RulesError, load_rules
     from bench.gate.run_size import print_scenario_size_warnings

@@ -22,17 +22,22 @@ OFF = "off"
 
 def choose_history(option: Path | None, no_history: bool, runs_dir: Path) -> Path | None:
     """Settle the history of this command (module docstring) and return it (None: none)."""
-    if no_history:
+    if no_history or (option is None and _variable().lower() == OFF):
         os.environ[ENV_VAR] = OFF
         return None
-    chosen = option or chosen_history(None) or Path(runs_dir) / DEFAULT_NAME
+    chosen = option or chosen_history(runs_dir)
+    assert chosen is not None
     os.environ[ENV_VAR] = str(Path(chosen).resolve())
     return Path(chosen)
 
 
+def _variable() -> str:
+    return os.environ.get(ENV_VAR, "").strip()
+
+
 def chosen_history(runs_dir: Path | None) -> Path | None:
     """The history the variable names; unset: ``runs_dir``'s (None without one); ``off``: None."""
-    value = os.environ.get(ENV_VAR, "").strip()
+    value = _variable()
     if value.lower() == OFF:
         return None
     if value:

@@ -149,3 +149,50 @@ def test_export_writes_a_row_per_run_or_per_request(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0 and "840 request row(s)" in result.output, result.output
     assert {"run_key", "run_id", "request_id", "sent_s"} <= set(read(out))
+
+
+SIM_SCENARIO = """
+name = "sim-history"
+users = 4
+num_requests = 12
+ignore_eos = true
+[input_len]
+kind = "uniform"
+low = 16
+high = 32
+[output_len]
+kind = "uniform"
+low = 4
+high = 8
+[engine]
+preset = "tiny"
+"""
+
+
+def test_a_run_adds_itself_when_it_ends_unless_told_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.cli.simulate import register as register_simulate
+    from results.history.store import ENV_VAR, History
+
+    monkeypatch.setenv(ENV_VAR, "")  # unset: the runs folder's history; restored after
+    app = typer.Typer()
+    register_simulate(app)
+    scenario = tmp_path / "sim.toml"
+    scenario.write_text(SIM_SCENARIO)
+    runs = tmp_path / "runs"
+    base = ["simulate", "--scenario", str(scenario), "--gpu", "cpu", "--no-html"]
+    result = CliRunner().invoke(app, [*base, "--runs-dir", str(runs)])
+    assert result.exit_code == 0, result.output
+    with History(runs / "history.duckdb").reading() as con:
+        assert con.execute("SELECT scenario, count(*) FROM runs GROUP BY 1").fetchall() == [
+            ("sim-history", 1)
+        ]
+    shared = tmp_path / "shared" / "history.duckdb"
+    result = CliRunner().invoke(app, [*base, "--runs-dir", str(runs), "--history", str(shared)])
+    assert result.exit_code == 0 and History(shared).path.is_file(), result.output
+    result = CliRunner().invoke(app, [*base, "--runs-dir", str(runs), "--no-history"])
+    assert result.exit_code == 0, result.output
+    with History(runs / "history.duckdb").reading() as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    assert len([p for p in runs.iterdir() if (p / "run.json").is_file()]) == 3

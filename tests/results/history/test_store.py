@@ -102,6 +102,9 @@ def test_a_command_chooses_the_history_its_runs_add_themselves_to(
     assert warning is None and added is not None and added.status == "added"
     choose_history(None, True, tmp_path / "runs")
     assert chosen_history(tmp_path) is None and os.environ[ENV_VAR] == "off"
+    # "off" in the variable: no history but one named by --history.
+    assert choose_history(None, False, tmp_path / "runs") is None
+    assert choose_history(tmp_path / "h.duckdb", False, tmp_path / "runs") == tmp_path / "h.duckdb"
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "shared.duckdb"))
     assert choose_history(None, False, tmp_path / "runs") == tmp_path / "shared.duckdb"
 
