@@ -155,8 +155,8 @@ def ab(
 ) -> None:
     """A/B on this machine: runs of A and B in alternation, a paired verdict; exit 0/1/2."""
     from bench.ab.session import AbPlan
-    from bench.cli.history import use_history
     from bench.ab.sides import AbError, side_from_options
+    from bench.cli.history import use_history
     from bench.gate.rules import RulesError, load_rules
     from bench.gate.run_size import print_scenario_size_warnings
     from bench.run.orchestrate import RunOptions
