@@ -2,8 +2,8 @@
 
 For a history at ``runs/history.duckdb``::
 
-    runs/history.rows/<run_key>.json          one run's row (results.history.row), written once
-    runs/history.rows/collection-<key>.json   a --repeat group, sweep, ablation or A/B session
+    runs/.history.rows/<run_key>.json         one run's row (results.history.row), written once
+    runs/.history.rows/collection-<key>.json  a --repeat group, sweep, ablation or A/B session
     runs/history.duckdb                       the index: table ``runs`` (one row per run),
                                               ``collections`` and ``collection_runs``
     runs/history.duckdb.lock                  the writers' lock (flock)
@@ -101,7 +101,8 @@ class History:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.rows_dir = self.path.with_name(self.path.stem + ".rows")
+        # Hidden, so that a shell's runs/*/ (bench gate runs/*/) still names run folders only.
+        self.rows_dir = self.path.with_name(f".{self.path.stem}.rows")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
 
     # -- locking and connections ------------------------------------------------------------
