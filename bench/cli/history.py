@@ -86,7 +86,10 @@ def record_collection(folder: Path, console: Console) -> None:
 
 
 def _report_missing(history: History) -> None:
-    gone = history.missing()
+    from results.history.query import missing_folders
+
+    with history.reading() as con:
+        gone = missing_folders(con)
     if gone:
         print_warning(
             _console,

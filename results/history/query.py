@@ -9,6 +9,7 @@ plots and where change points are looked for (results.history.changes).
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,7 @@ __all__ = [
     "figure_columns",
     "list_runs",
     "metric_series",
+    "missing_folders",
     "parse_since",
 ]
 
@@ -118,6 +120,13 @@ def _check_metric(con: duckdb.DuckDBPyConnection, metric: str) -> None:
     close = difflib.get_close_matches(metric, figures, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `bench history sql` lists them"
     raise QueryError(f"metric {metric!r}: no run in the history has this figure{hint}")
+
+
+def missing_folders(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(run_id, path) of every indexed run whose folder is gone (moved or deleted): kept,
+    with its figures, and reported."""
+    rows = con.execute("SELECT run_id, path FROM runs ORDER BY started_utc, run_id").fetchall()
+    return [(run_id, path) for run_id, path in rows if not os.path.isdir(path)]
 
 
 def list_runs(

@@ -296,10 +296,3 @@ class History:
                 f"FROM read_parquet([{listed}], filename = true, union_by_name = true) t "
                 f"JOIN runs h ON t.filename = h.path || '/{name}'"
             )
-
-    def missing(self) -> list[tuple[str, str]]:
-        """(run_id, path) of every indexed run whose folder is gone (moved or deleted): kept,
-        with its figures, and reported."""
-        with self.reading() as con:
-            rows = con.execute("SELECT run_id, path FROM runs ORDER BY started_utc").fetchall()
-        return [(run_id, path) for run_id, path in rows if not os.path.isdir(path)]
