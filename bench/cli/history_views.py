@@ -1,6 +1,7 @@
 """`bench history trend` and `changes`, which read a history's series and its change points,
-and `bench export`, which writes runs or their requests out for other tools; registered by
-bench.cli.history. Exit codes: 0 done, 2 unusable input."""
+`bench export`, which writes runs or their requests out for other tools, and `bench frontier`,
+configurations as throughput against interactivity; registered by bench.cli.history. Exit
+codes: 0 done, 2 unusable input."""
 
 from __future__ import annotations
 
@@ -218,8 +219,67 @@ def _copy(store: History, table: str, out: Path, fmt: str) -> int:
     return count
 
 
+def _runs_of(folder: Path) -> list[Path]:
+    from bench.cli.report_folders import FOLDER_FILES
+    from results.history.folders import collection_runs
+
+    kind = next((k for k, name in FOLDER_FILES.items() if (folder / name).is_file()), None)
+    if kind is None:
+        _fail(f"{folder}: not a run, --repeat group, sweep, ablation or A/B folder")
+    return [folder] if kind == "run" else collection_runs(folder, FOLDER_FILES[kind])
+
+
+def frontier(
+    folders: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="SWEEP...",
+            help="One folder per configuration: a sweep (or any folder of runs, or a run).",
+        ),
+    ],
+    label: Annotated[
+        list[str] | None, typer.Option(help="A name per folder, in order (default: its name).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="The page (default: frontier.html).")
+    ] = None,
+) -> None:
+    """Output tokens/s per GPU (per CPU core without one) against tokens/s per user: each
+    configuration's runs and Pareto frontier, overlaid; the terminal lists the frontiers."""
+    from dashboards.pages.frontier import build_frontier_page, write_frontier_page
+    from results.folder.run_folder import RunFolderError
+    from results.history.frontier import frontier_points
+
+    labels = label or [f.name for f in folders]
+    if len(labels) != len(folders):
+        _fail(f"--label: {len(labels)} given for {len(folders)} folder(s); one per folder")
+    configs: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for name, folder in zip(labels, folders, strict=True):
+            configs[name] = [dataclasses.asdict(p) for p in frontier_points(_runs_of(folder))]
+    except RunFolderError as exc:
+        _fail(exc)
+    table = Table(title="Pareto frontier points")
+    for column in ("configuration", "run", "tok/s per user", "tok/s per unit", "unit"):
+        table.add_column(column, overflow="fold")
+    for name, points in configs.items():
+        for p in sorted(points, key=lambda p: p["per_user_tok_s"]):
+            if p["on_frontier"]:
+                table.add_row(
+                    name,
+                    p["run_id"],
+                    f"{p['per_user_tok_s']:.3g}",
+                    f"{p['tok_s_per_unit']:.3g}",
+                    p["per"],
+                )
+    print_table(_console, table)
+    page = write_frontier_page(build_frontier_page(configs), output or Path("frontier.html"))
+    print_path(_console, "dashboard", page)
+
+
 def register(history_app: typer.Typer, app: typer.Typer) -> None:
     """Add `trend` and `changes` to `bench history`, and `bench export` to ``app``."""
     history_app.command("trend")(trend)
     history_app.command("changes")(changes)
     app.command("export")(export)
+    app.command("frontier")(frontier)

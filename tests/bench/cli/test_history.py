@@ -196,3 +196,26 @@ def test_a_run_adds_itself_when_it_ends_unless_told_not_to(
     with History(runs / "history.duckdb").reading() as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
     assert len([p for p in runs.iterdir() if (p / "run.json").is_file()]) == 3
+
+
+def test_frontier_overlays_two_configurations(app: typer.Typer, tmp_path: Path) -> None:
+    folders = []
+    for name, slowdown in (("fast", 1.0), ("slow", 1.5)):
+        sweep = tmp_path / f"20260101T000000Z-sweep-{name}-users"
+        sweep.mkdir()
+        runs = [write_fake_run(tmp_path / name, seed=u, users=u, slowdown=slowdown)
+                for u in (1, 4, 8)]  # fmt: skip
+        body = {"points": [{"value": i, "folder": str(r)} for i, r in enumerate(runs)]}
+        (sweep / "sweep.json").write_text(json.dumps(body))
+        folders.append(str(sweep))
+    page = tmp_path / "frontier.html"
+    args = ["frontier", *folders, "--label", "fast", "--label", "slow", "-o", str(page)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "Pareto frontier points" in out and "CPU core" in out
+    assert out.count("│ fast") >= 1 and out.count("│ slow") >= 1
+    text = page.read_text()
+    assert "fast: frontier" in text and "slow: frontier" in text
+    wrong = CliRunner().invoke(app, ["frontier", *folders, "--label", "one"])
+    assert wrong.exit_code == 2 and "one per folder" in " ".join(wrong.output.split())

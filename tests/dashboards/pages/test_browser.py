@@ -358,3 +358,26 @@ def test_trend_page_draws_each_run_and_a_click_opens_its_report(
     assert popup.value.url.endswith("/run-6/report.html")
     assert errors == []
     page.close()
+
+
+def test_frontier_page_of_two_configurations_draws_both(browser: Browser, tmp_path: Path) -> None:
+    from dashboards.pages.frontier import build_frontier_page, write_frontier_page
+
+    def points(scale: float) -> list[dict[str, Any]]:
+        speeds = [(40.0, 30.0), (20.0, 90.0), (8.0, 150.0), (10.0, 100.0)]
+        return [{"run_id": f"run-{scale}-{i}", "per_user_tok_s": x, "per": "CPU core",
+                 "tok_s_per_unit": y * scale, "on_frontier": i < 3}
+                for i, (x, y) in enumerate(speeds)]  # fmt: skip
+
+    configs = {"engine A": points(1.0), "engine B": points(1.4)}
+    path = write_frontier_page(build_frontier_page(configs), tmp_path / "frontier.html")
+    page, errors = open_page(browser, path)
+    (figure,) = check_every_figure(page, {"frontier"})
+    assert figure["traces"] == 4  # per configuration: its runs, its frontier
+    lines = page.evaluate(
+        "() => document.getElementById('fig-frontier').data"
+        ".filter(t => t.name.endsWith('frontier')).map(t => t.x.length)"
+    )
+    assert lines == [3, 3]
+    assert errors == []
+    page.close()
