@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import EngineConfig
-from results.history.store import ENV_VAR as HISTORY_VAR
+from results.history.target import ENV_VAR as HISTORY_VAR
 from tests.support.calibration import use_fake_calibration
 
 # A pytest-xdist worker (`pytest -n 2`, as .ci/run runs) gets its controller's terminal size as

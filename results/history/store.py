@@ -44,18 +44,12 @@ from results.folder.run_folder import (
 from results.history.row import IDENTITY_COLUMNS, run_row
 
 __all__ = [
-    "DEFAULT_NAME",
-    "ENV_VAR",
     "FOLDER_VIEWS",
     "Added",
     "History",
     "HistoryError",
 ]
 
-# The environment variable that names a shared history (a path, or "off" for none).
-ENV_VAR = "LLM_PERF_LAB_HISTORY"
-# The history's file in a runs folder when neither --history nor the variable names one.
-DEFAULT_NAME = "history.duckdb"
 ROW_FORMAT = "llm-perf-lab/history-row"
 COLLECTION_FORMAT = "llm-perf-lab/history-collection"
 # A view per run-folder table: its name and file. Each row carries the run's run_key and run_id.

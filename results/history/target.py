@@ -1,7 +1,7 @@
 """Which history a command writes to, and a finished run adding itself to it.
 
 The history is, in this order: ``--history PATH``; the environment variable
-:data:`~results.history.store.ENV_VAR` (a shared history, e.g. on a volume CI machines share;
+:data:`ENV_VAR` (a shared history, e.g. on a volume CI machines share;
 ``off`` for none); ``history.duckdb`` in the runs folder. ``--no-history`` writes none. A
 command settles the choice once (:func:`choose_history`), into the variable, so that every run
 it makes, however deep (a --repeat group's, a sweep's, an A/B's), adds itself to the same one
@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from results.history.store import DEFAULT_NAME, ENV_VAR, Added, History
+if TYPE_CHECKING:
+    from results.history.store import Added
 
-__all__ = ["OFF", "choose_history", "chosen_history", "record_run"]
+__all__ = ["DEFAULT_NAME", "ENV_VAR", "OFF", "choose_history", "chosen_history", "record_run"]
 
+# The environment variable that names a shared history (a path, or "off" for none).
+ENV_VAR = "LLM_PERF_LAB_HISTORY"
+# The history's file in a runs folder when neither --history nor the variable names one.
+DEFAULT_NAME = "history.duckdb"
 OFF = "off"
 
 
@@ -55,6 +61,9 @@ def record_run(folder: Path) -> tuple[Added | None, str | None]:
     target = chosen_history(None)
     if target is None:
         return None, None
+    # Imported here: DuckDB loads only where a run is added, not with every command's options.
+    from results.history.store import History
+
     try:
         return History(target).add(folder), None
     except Exception as exc:  # the history is an index: it never fails the run it indexes

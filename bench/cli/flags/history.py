@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.cli.flags.shared import BenchOption
-from results.history.store import DEFAULT_NAME, ENV_VAR
+from results.history.target import DEFAULT_NAME, ENV_VAR
 
 __all__ = [
     "HistoryEngine",

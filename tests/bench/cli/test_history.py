@@ -173,7 +173,8 @@ def test_a_run_adds_itself_when_it_ends_unless_told_not_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bench.cli.simulate import register as register_simulate
-    from results.history.store import ENV_VAR, History
+    from results.history.store import History
+    from results.history.target import ENV_VAR
 
     monkeypatch.setenv(ENV_VAR, "")  # unset: the runs folder's history; restored after
     app = typer.Typer()

@@ -16,8 +16,8 @@ import pytest
 from results.folder.run_folder import RunFolderError
 from results.history.query import missing_folders
 from results.history.row import IDENTITY_COLUMNS, flatten_figures, run_row
-from results.history.store import ENV_VAR, History
-from results.history.target import choose_history, chosen_history, record_run
+from results.history.store import History
+from results.history.target import ENV_VAR, choose_history, chosen_history, record_run
 from tests.support.gate_fakes import write_fake_run
 from tests.support.paths import REPO_ROOT, TEST_FIXTURES
 
