@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import EngineConfig
+from results.history.target import ENV_VAR as HISTORY_VAR
 from tests.support.calibration import use_fake_calibration
 
 # A pytest-xdist worker (`pytest -n 2`, as .ci/run runs) gets its controller's terminal size as
@@ -23,6 +24,12 @@ from tests.support.calibration import use_fake_calibration
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.pop("COLUMNS", None)
     os.environ.pop("LINES", None)
+
+
+# A test's runs add themselves to no run history unless it asks for one (--history, or the
+# variable set by the test itself): the runs folders the tests look into hold only runs. Set
+# before any test runs bench, so that the commands it starts inherit it.
+os.environ[HISTORY_VAR] = "off"
 
 
 @pytest.fixture(scope="module")

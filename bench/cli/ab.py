@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from bench.cli.flags.auth import request_headers
+from bench.cli.flags.history import HistoryPath, NoHistory
 from bench.cli.flags.shared import (
     ApiKey,
     Engine,
@@ -149,10 +150,13 @@ def ab(
     allow_invalid: _AllowInvalid = False,
     allow_inconclusive: _AllowInconclusive = False,
     max_error_rate: MaxErrorRate,
+    history: HistoryPath,
+    no_history: NoHistory,
 ) -> None:
     """A/B on this machine: runs of A and B in alternation, a paired verdict; exit 0/1/2."""
     from bench.ab.session import AbPlan
     from bench.ab.sides import AbError, side_from_options
+    from bench.cli.history import use_history
     from bench.gate.rules import RulesError, load_rules
     from bench.gate.run_size import print_scenario_size_warnings
     from bench.run.orchestrate import RunOptions
@@ -170,6 +174,7 @@ def ab(
     except (ScenarioError, RulesError, AbError, ValueError) as exc:
         print_error(_console, exc)
         raise typer.Exit(_EXIT_UNUSABLE) from None
+    use_history(history, no_history, runs_dir)
     print_scenario_size_warnings(_console, gate_rules, spec, max_pairs if until_decided else pairs)
     base = RunOptions(
         scenario=spec, url=None, engine=engine, model=model, tokenizer=tokenizer,
@@ -205,6 +210,9 @@ def _run_and_judge(
         raise typer.Exit(_EXIT_UNUSABLE) from None
     except RunInterrupted as exc:
         end_interrupted(exc, _console)
+    from bench.cli.history import record_collection
+
+    record_collection(result.folder, _console)
     write_outputs(result, plan.until_decided, _console, junit, markdown)
     code = result.exit_code
     if result.report is not None and result.report.verdict == "inconclusive" and allow_inconclusive:

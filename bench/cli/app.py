@@ -13,6 +13,7 @@ import typer
 
 from bench.cli.flags import run as ro
 from bench.cli.flags.auth import request_headers
+from bench.cli.flags.history import HistoryPath, NoHistory
 from bench.cli.flags.shared import (
     ApiKey,
     Calibrate,
@@ -87,9 +88,12 @@ def run(
     api_key: ApiKey = None,
     header: Header = None,
     max_error_rate: MaxErrorRate,
+    history: HistoryPath,
+    no_history: NoHistory,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
     from bench.cli.flags.engine_settings import refuse_settings_for_external
+    from bench.cli.history import use_history
     from bench.run.fleet import fleet_urls
     from bench.run.orchestrate import RunOptions
     from bench.run.probing import metrics_targets
@@ -122,6 +126,7 @@ def run(
         remote_workers=remote, calibrate=calibrate, endpoints=fleet, route=route,
         metrics_urls=metrics,
     )  # fmt: skip
+    use_history(history, no_history, runs_dir)
     if repeat > 1:
         _run_repeated(opts, repeat)
     _run_once(opts)
@@ -152,6 +157,9 @@ def _run_repeated(opts: RunOptions, repeat: int) -> NoReturn:
         raise typer.Exit(e.exit_code) from e
     except RunInterrupted as e:
         end_interrupted(e, console)
+    from bench.cli.history import record_collection
+
+    record_collection(group, console)
     print_path(console, "group folder", group)
     print_unusable_runs(console, runs)
     raise typer.Exit(exit_code([verdict for _, _, verdict in runs]))
@@ -196,6 +204,8 @@ def ablate(
     runs_dir: RunsDir,
     live: Live,
     max_error_rate: MaxErrorRate,
+    history: HistoryPath,
+    no_history: NoHistory,
 ) -> None:
     """Run a scenario once per engine setting, each on a fresh reference engine."""
     from bench.cli.interrupted import end_interrupted
@@ -217,6 +227,9 @@ def ablate(
     except (ScenarioError, AblationError) as e:
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e
+    from bench.cli.history import record_collection, use_history
+
+    use_history(history, no_history, runs_dir)
     try:
         path = run_ablation(spec, switches, runs_dir, console, live, max_error_rate)
     except AblationError as e:
@@ -227,6 +240,7 @@ def ablate(
         raise typer.Exit(e.exit_code) from e
     except RunInterrupted as e:
         end_interrupted(e, console)
+    record_collection(path.parent, console)
     render_ablation(path, console)
     from dashboards.pages.ablation import ablation_input_from_json, write_ablation_report
 
@@ -285,6 +299,7 @@ from bench.cli.ab import register as register_ab  # noqa: E402
 from bench.cli.analytic import register as register_probes  # noqa: E402
 from bench.cli.dashboards import register as register_dashboards  # noqa: E402
 from bench.cli.gate import register as register_gate  # noqa: E402
+from bench.cli.history import register as register_history  # noqa: E402
 from bench.cli.quantize import register as register_quantize  # noqa: E402
 from bench.cli.serve import register as register_serve  # noqa: E402
 from bench.cli.simulate import register as register_simulate  # noqa: E402
@@ -302,3 +317,4 @@ register_simulate(app)
 register_worker(app)
 register_ab(app)
 register_quantize(app)
+register_history(app)

@@ -17,6 +17,8 @@ from bench.run.messages import print_error, print_warning
 from bench.run.terminal import terminal_console
 
 if TYPE_CHECKING:
+    from bench.gate.baseline import RunGroup
+    from bench.gate.rules import GateRules
     from bench.gate.verdict import GateReport
 
 __all__ = ["register"]
@@ -63,7 +65,19 @@ def gate(
     runs: Annotated[
         list[Path], typer.Argument(help="Run folders, or group folders of `bench run --repeat`.")
     ],
-    baseline: Annotated[Path, typer.Option(help="Baseline file (`bench baseline save`).")],
+    baseline: Annotated[
+        Path | None, typer.Option(help="Baseline file (`bench baseline save`).")
+    ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            metavar="PATH",
+            help="Instead of --baseline: the runs of this run history (a DuckDB file, `bench "
+            "history`) of the candidate's scenario, engine, model and hardware since their last "
+            "change point in a gated metric.",
+        ),
+    ] = None,
     rules: Annotated[
         Path | None, typer.Option(help="Rules TOML (default: the built-in rules).")
     ] = None,
@@ -111,9 +125,15 @@ def gate(
     from bench.gate.run_size import print_group_size_warnings
     from bench.gate.verdict import GateInputError, OtherHardwareError, evaluate
 
+    if (baseline is None) == (history is None):
+        _report_unusable("give one of --baseline FILE and --history PATH", junit, markdown)
     try:
         gate_rules = load_rules(rules)
-        base = load_baseline(baseline)
+        if history is not None:
+            base = _history_baseline(history, runs, gate_rules)
+        else:
+            assert baseline is not None
+            base = load_baseline(baseline)
         candidate, _ = load_run_group(runs, "candidate runs")
         print_group_size_warnings(_console, gate_rules, base, candidate)
         report = evaluate(
@@ -131,6 +151,58 @@ def gate(
     except (BaselineError, RulesError, GateInputError) as exc:
         _report_unusable(str(exc), junit, markdown)
     _judged(report, junit, markdown, allow_inconclusive)
+
+
+def _history_baseline(history: Path, runs: list[Path], rules: GateRules) -> RunGroup:
+    """The baseline ``--history`` gives: the valid runs of the candidate's series since the
+    last change point of a gated metric (results.history.series.runs_since_last_change)."""
+    from bench.gate.baseline import BaselineError, load_run_group
+    from results.folder.run_folder import RunFolderError
+    from results.folder.run_group import expand_run_paths
+    from results.history.changes import ChangePointsError
+    from results.history.query import SERIES_KEYS, QueryError
+    from results.history.row import run_row
+    from results.history.series import runs_since_last_change
+    from results.history.store import History, HistoryError
+
+    if not history.is_file():
+        raise BaselineError(f"--history {history}: no such file; `bench history add` makes one")
+    try:
+        candidates = [run_row(p) for p in expand_run_paths(runs)]
+        series = {k: candidates[0][k] for k in SERIES_KEYS}
+        metrics = [r.metric.name for r in rules.rules]
+        with History(history).reading() as con:
+            exclude = [c["run_key"] for c in candidates]
+            since, change = runs_since_last_change(con, series, metrics, exclude)
+            if since.empty:  # none on this hardware: the gate's hardware rules decide
+                since, change = runs_since_last_change(
+                    con, {**series, "hardware": None}, metrics, exclude
+                )
+    except (RunFolderError, QueryError, ChangePointsError, HistoryError) as exc:
+        raise BaselineError(str(exc)) from None
+    present = [Path(p) for p in since["path"] if Path(p).is_dir()] if not since.empty else []
+    if not present:
+        raise BaselineError(
+            f"--history {history}: no valid run of scenario {series['scenario']!r}, engine "
+            f"{series['engine']!r}, model {series['model']!r} to compare with"
+        )
+    where = (
+        "its first run"
+        if change is None
+        else (
+            f"the change point at run {change.first_run['run_id']} ({change.metric} "
+            f"{change.point.change_pct:+.1f}%)"
+        )
+    )
+    _console.print(f"baseline: {len(present)} run(s) of the history since {where}")
+    if len(present) < len(since):
+        print_warning(
+            _console,
+            f"{len(since) - len(present)} run folder(s) of the history are "
+            "gone and left out (`bench history list` names them)",
+        )
+    group, _ = load_run_group(present, f"history since {where}")
+    return group
 
 
 def _judged(

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bench.cli.flags.history import HistoryPath, NoHistory
 from bench.cli.flags.shared import EngineSet, RunsDir, Scenario, declared
 from bench.run.messages import print_error, print_info, print_path
 from bench.run.terminal import terminal_console
@@ -44,11 +45,14 @@ def simulate(
     ] = None,
     setting: EngineSet,
     runs_dir: RunsDir,
+    history: HistoryPath,
+    no_history: NoHistory,
     html: Annotated[
         bool, typer.Option(metavar="", help="Write the run's dashboard, report.html.")
     ] = True,
 ) -> None:
     """Run a scenario on a simulated device in virtual time (no HTTP) and write a run folder."""
+    from bench.cli.history import use_history
     from bench.run.end.report import render_summary
     from bench.scenario.engine_sets import parse_settings
     from bench.scenario.scenario import ScenarioError, load_scenario
@@ -62,6 +66,7 @@ def simulate(
     for name, value in (("gpu", gpu), ("tp", tp), ("model", model)):
         if value is not None:
             overrides[name] = value
+    use_history(history, no_history, runs_dir)
     try:
         spec = load_scenario(scenario)
         folder, summary = run_simulation(spec, runs_dir, overrides)

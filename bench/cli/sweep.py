@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bench.cli.flags.auth import request_headers
+from bench.cli.flags.history import HistoryPath, NoHistory
 from bench.cli.flags.shared import (
     ApiKey,
     Calibrate,
@@ -175,8 +176,11 @@ def sweep(
     api_key: ApiKey = None,
     header: Header = None,
     max_error_rate: MaxErrorRate,
+    history: HistoryPath,
+    no_history: NoHistory,
 ) -> None:
     """Run a scenario at several users or rates (one run folder each), or search SLOs."""
+    from bench.cli.history import use_history
     from bench.run.fleet import fleet_urls
     from bench.scenario.scenario import ScenarioError, load_scenario
 
@@ -191,6 +195,7 @@ def sweep(
     except (ValueError, ScenarioError) as e:
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e
+    use_history(history, no_history, runs_dir)
     run_point = make_run_point(
         console, url=urls[0] if urls else None, endpoints=fleet, route=route, engine=engine,
         model=model, tokenizer=tokenizer, runs_dir=runs_dir, live=live, workers=workers,
@@ -251,9 +256,11 @@ def _sweep_or_exit(points: Callable[[], SweepResult], console: Console) -> Sweep
 
 def _finish_sweep(result: SweepResult, runs_dir: Path, console: Console) -> NoReturn:
     """Write the sweep's folder and page, show its table; exit with the points' verdict."""
+    from bench.cli.history import record_collection
     from bench.run.end.verdict import exit_code, print_unusable_runs
 
     folder = write_sweep(result, runs_dir)
+    record_collection(folder, console)
     write_sweep_page(result, folder, console)
     render_sweep(result, console)
     print_path(console, "sweep folder", folder)

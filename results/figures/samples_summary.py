@@ -6,7 +6,8 @@ Readings inside the summary's measured window count (t_s in [start_s, end_s]).
   (tokens.parquet) between those two readings; mean power = joules / seconds between them.
 - CPU (the probe's processes, grouped "client" and "engine"): each group's CPU and RSS are the
   sum over its processes at each tick, then mean and max over ticks; each process beside them.
-  Whether other processes loaded the machine is results.figures.machine_load.
+  Whether other processes loaded the machine is results.figures.machine_load; the CPU seconds
+  each group spent per output token, ``cpu_work``, results.figures.cpu_work.
 - GPUs: samples.parquet holds the engine's GPUs only (probes.gpu_scope), each its own series, so
   every GPU figure is over them (``gpu.gpus`` lists them). Another compute process on them
   (``process_gpu_memory_bytes``, labels pid and process) is named in ``gpu.other_processes`` and
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.figures.cpu_work import cpu_work
 from results.figures.machine_load import process_labels
 from results.folder import sample_sources
 
@@ -261,6 +263,7 @@ def samples_summary(
         "energy": energy(win, tokens),
         "gpu": gpu,
         "cpu": cpu_summary(cpu_frame),
+        "cpu_work": cpu_work(cpu_frame, tokens),
         "engine": engine,
     }
 

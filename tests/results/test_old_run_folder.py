@@ -90,7 +90,10 @@ def test_its_summary_recomputes_to_what_the_old_code_wrote() -> None:
         "available": False,
         "reason": "no chunk had a kernel receive stamp",
     }
-    assert {**recomputed, "attribution": attribution} == run.summary
+    # And the CPU work per token: its CPU probe recorded no process CPU counters yet.
+    probes = dict(recomputed.pop("probes"))
+    assert probes.pop("cpu_work")["available"] is False
+    assert {**recomputed, "probes": probes, "attribution": attribution} == run.summary
 
 
 def test_bench_report_prints_it_and_writes_its_dashboard(old_run: Path) -> None:

@@ -11,7 +11,8 @@ all write their folders in the same steps, here:
    and arrival_plan.parquet beside them, bench.run.load_runner.record_load);
 3. :meth:`RunWriter.finish`: run.json (its ``schema_version`` and ``run_id`` the folder's, its
    ``recorded`` from :meth:`RunWriter.recorded`), then summary.json, computed from the written files
-   (results.run_summary), never from memory, so recomputing it from the folder agrees;
+   (results.run_summary), never from memory, so recomputing it from the folder agrees; and
+   the run adds itself to the history its command chose (results.history.target);
 4. :func:`write_report`: report.html, the run's dashboard. A step of its own, taken once the
    command has shown the summary and its engine is stopped: drawing the page takes seconds,
    and a failure to draw it (or a signal meanwhile) costs the page, never the run.
@@ -31,6 +32,7 @@ from bench.run.messages import print_path, print_warning
 from results.figures.client_check import CLIENT_PARQUET
 from results.folder.records import RequestRecord
 from results.folder.run_folder import RunFolder, load_run
+from results.history.target import record_run
 from results.run_summary import summarize_run
 from results.schema import RUN_JSON_VERSION, Recorded, RunJson, SummaryJson
 
@@ -97,6 +99,9 @@ class RunWriter:
         self.folder.write_run_json(run_json)
         summary = summarize_run(load_run(self.path))
         self.folder.write_summary(summary)
+        _, warning = record_run(self.path)
+        if warning is not None:
+            print_warning(Console(stderr=True), warning)
         return summary
 
 

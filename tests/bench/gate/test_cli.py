@@ -199,3 +199,54 @@ def test_an_invalid_candidate_is_not_judged_unless_allowed(
         "PASS: 3 run(s)" in output
         and f"judged by --allow-invalid: candidate runs, {named}" in output
     )
+
+
+@pytest.fixture(scope="module")
+def history(setup: dict[str, Path]) -> Path:
+    """A run history holding the baseline's three runs (`bench history add`)."""
+    from results.history.store import History
+
+    target = setup["root"] / "history.duckdb"
+    for run in sorted((setup["root"] / "base").iterdir()):
+        History(target).add(run)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("case", "extra"),
+    [
+        ("same", ()),
+        ("slow", ()),
+        ("few", ("--force",)),
+        ("busy", ()),
+        ("hardware", ()),
+        ("hardware", ("--force",)),
+        ("hardware", ("--skip-other-hardware",)),
+    ],
+)
+def test_the_history_gives_the_baselines_verdicts(
+    app: typer.Typer, setup: dict[str, Path], history: Path, case: str, extra: tuple[str, ...]
+) -> None:
+    root = setup["root"] / f"history-{case}-{len(extra)}"
+    other = {**HARDWARE, "cpu": "Other CPU", "cpu_count_logical": 64}
+    made = {
+        "same": lambda: [write_fake_run(root, seed=s) for s in (60, 61)],
+        "slow": lambda: [write_fake_run(root, seed=s, slowdown=1.5) for s in (62, 63)],
+        "few": lambda: [write_fake_run(root, seed=64, requests=12)],
+        "busy": lambda: [write_loaded_run(root, other_share=0.35, seed=65)],
+        "hardware": lambda: [write_fake_run(root, seed=66, hardware=other)],
+    }[case]()
+    by_file = gate(app, setup, made, *extra)
+    args = ["gate", *map(str, made), "--history", str(history), "--rules", str(setup["rules"])]
+    by_history = CliRunner().invoke(app, [*args, *extra])
+    assert by_history.exit_code == by_file.exit_code, (by_file.output, by_history.output)
+    for word in ("PASS", "FAIL", "INCONCLUSIVE", "not judged"):
+        assert (word in by_history.output) == (word in by_file.output), by_history.output
+    if case == "same":
+        assert "baseline: 3 run(s) of the history since its first run" in by_history.output
+
+
+def test_the_history_or_a_baseline_not_both(app: typer.Typer, setup: dict[str, Path]) -> None:
+    result = CliRunner().invoke(app, ["gate", str(setup["root"])])
+    assert result.exit_code == 2
+    assert "give one of --baseline FILE and --history PATH" in result.output

@@ -312,3 +312,72 @@ def test_ablation_header_labels_do_not_overlap_the_paths(
         for part in (f["dt"], f["dd"]):
             assert f["cell"][0] - 1 <= part[0] and part[2] <= f["cell"][2] + 1, f
     page.close()
+
+
+def test_trend_page_draws_each_run_and_a_click_opens_its_report(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from dashboards.pages.trend import build_trend_page, write_trend_page
+
+    for i in range(10):  # each run's report, for the click to open
+        (tmp_path / f"run-{i}").mkdir()
+        (tmp_path / f"run-{i}" / "report.html").write_text(f"<title>run {i}</title>")
+    runs = [
+        {
+            "run_id": f"run-{i}",
+            "path": str(tmp_path / f"run-{i}"),
+            "valid": i != 3,
+            "usable": True,
+            "started_utc": f"2026-01-01 00:{i:02d}:00",
+            "value": 10.0 + (i > 5),
+            "git_commit": "a" if i <= 5 else "b",
+        }
+        for i in range(10)
+    ]
+    change = {
+        "metric": "tpot_ms.p50",
+        "change_pct": 10.0,
+        "pvalue": 1e-5,
+        "first_run": runs[6],
+        "last_run_before": runs[5],
+    }
+    path = write_trend_page(
+        build_trend_page(runs, "tpot_ms.p50", "git_commit", [change]), tmp_path / "trend.html"
+    )
+    page, errors = open_page(browser, path)
+    figures = check_every_figure(page, {"trend"})
+    assert figures[0]["traces"] == 3  # commit a, commit b, the invalid run apart
+    point = page.evaluate(
+        """() => { const gd = document.getElementById('fig-trend');
+                   const l = gd._fullLayout, r = gd.getBoundingClientRect();
+                   return [r.left + l.xaxis._offset + l.xaxis.l2p(l.xaxis.d2l(gd.data[1].x[0])),
+                           r.top + l.yaxis._offset + l.yaxis.l2p(gd.data[1].y[0])]; }"""
+    )
+    with page.expect_popup() as popup:
+        page.mouse.click(*point)
+    assert popup.value.url.endswith("/run-6/report.html")
+    assert errors == []
+    page.close()
+
+
+def test_frontier_page_of_two_configurations_draws_both(browser: Browser, tmp_path: Path) -> None:
+    from dashboards.pages.frontier import build_frontier_page, write_frontier_page
+
+    def points(scale: float) -> list[dict[str, Any]]:
+        speeds = [(40.0, 30.0), (20.0, 90.0), (8.0, 150.0), (10.0, 100.0)]
+        return [{"run_id": f"run-{scale}-{i}", "per_user_tok_s": x, "per": "CPU core",
+                 "tok_s_per_unit": y * scale, "on_frontier": i < 3}
+                for i, (x, y) in enumerate(speeds)]  # fmt: skip
+
+    configs = {"engine A": points(1.0), "engine B": points(1.4)}
+    path = write_frontier_page(build_frontier_page(configs), tmp_path / "frontier.html")
+    page, errors = open_page(browser, path)
+    (figure,) = check_every_figure(page, {"frontier"})
+    assert figure["traces"] == 4  # per configuration: its runs, its frontier
+    lines = page.evaluate(
+        "() => document.getElementById('fig-frontier').data"
+        ".filter(t => t.name.endsWith('frontier')).map(t => t.x.length)"
+    )
+    assert lines == [3, 3]
+    assert errors == []
+    page.close()

@@ -1,0 +1,65 @@
+"""Which runs a folder holds, whatever folder bench wrote: a run, a folder of runs (a --repeat
+group, a sweep, an ablation, an A/B session), or a plain folder holding them (a runs folder).
+
+The kinds and the file that makes a folder each are bench's (bench.cli.report_folders'
+FOLDER_FILES: run.json, group.json, sweep.json, ablation.json, ab.json); they are passed in, so
+that this module knows no command's file names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from results.folder.run_folder import RUN_JSON
+from results.history.store import Added, History
+
+__all__ = ["DEPTH", "collection_runs", "index_folder"]
+
+DEPTH = 4  # how deep a plain folder is searched for bench's folders
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str) and len(value) < 4096:
+        yield value
+
+
+def collection_runs(folder: Path, definition: str) -> list[Path]:
+    """The run folders of a folder of runs: those inside it, and those its ``definition`` file
+    names, looked for inside it, as written, then beside it (a sweep's and an ablation's runs
+    lie beside it; a moved one is looked for there)."""
+    found = {p.parent.resolve() for p in folder.glob(f"**/{RUN_JSON}")}
+    document = json.loads((folder / definition).read_text(encoding="utf-8"))
+    for text in _strings(document):
+        for candidate in (folder / text, Path(text), folder.parent / Path(text).name):
+            if (candidate / RUN_JSON).is_file():
+                found.add(candidate.resolve())
+                break
+    return sorted(found)
+
+
+def index_folder(
+    history: History, folder: Path, kinds: Mapping[str, str], depth: int = 0
+) -> list[Added]:
+    """Add ``folder``'s runs to ``history`` (a folder of runs as a collection too); ``kinds``:
+    each kind ("run", "group", ...) and the file that makes a folder one. Returns what each
+    add did, a run met twice (a sweep's, beside it) twice."""
+    kind = next((k for k, name in kinds.items() if (folder / name).is_file()), None)
+    if kind == "run":
+        return [history.add(folder)]
+    if kind is not None:
+        added = [history.add(run) for run in collection_runs(folder, kinds[kind])]
+        history.add_collection(kind, folder, added)
+        return added
+    if depth >= DEPTH:
+        return []
+    children = sorted(c for c in folder.iterdir() if c.is_dir())
+    return [a for child in children for a in index_folder(history, child, kinds, depth + 1)]
