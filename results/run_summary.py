@@ -62,7 +62,7 @@ def request_summary(run: RunData) -> SummaryJson:
     scenario = run.run_json["scenario"]
     return compute_summary(
         run.requests,
-        run.tokens,
+        run.token_source,
         scenario.get("warmup_s") or 0.0,
         scenario.get("cooldown_s") or 0.0,
         scenario.get("slo"),
@@ -96,7 +96,7 @@ def summarize_run(run: RunData) -> SummaryJson:
         # Its steps are on another host's clock: they were never fetched.
         reason = f"no steps.parquet: the engine at {remote} runs on another host"
         summary["attribution"] = {"available": False, "reason": reason}
-    summary["probes"] = samples_summary(run.samples, run.tokens, window)
+    summary["probes"] = samples_summary(run.samples, run.token_source, window)
     scope = gpu_scope(run.run_json)
     if scope is not None and summary["probes"].get("available"):
         # Which GPUs the GPU figures are over, and why those (run.json's probes).
@@ -126,7 +126,7 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["prefix_cache"] = prefix_cache_reuse(run)
     if (abandoned := abandoned_summary(run.requests)) is not None:
         summary["abandoned"] = abandoned
-    fleet = endpoint_section(run.requests, run.tokens, run.run_json, window, run.samples)
+    fleet = endpoint_section(run.requests, run.token_source, run.run_json, window, run.samples)
     if fleet is not None:
         summary["endpoints"] = fleet
     summary.update(run_end_summary(run.run_json))

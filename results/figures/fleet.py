@@ -31,6 +31,7 @@ from results.figures.samples_summary import samples_summary
 from results.figures.summary import compute_summary
 from results.folder import sample_sources
 from results.folder.endpoints import fleet_endpoints
+from results.folder.token_source import TokenSource, token_source
 
 __all__ = [
     "ENDPOINT_FIGURES",
@@ -72,7 +73,7 @@ def _replica_samples(samples: pd.DataFrame | None, url: str) -> pd.DataFrame | N
 
 def endpoint_section(
     requests: pd.DataFrame,
-    tokens: pd.DataFrame,
+    tokens: pd.DataFrame | TokenSource,
     run_json: Mapping[str, Any],
     window: Mapping[str, Any],
     samples: pd.DataFrame | None = None,
@@ -96,7 +97,7 @@ def endpoint_section(
     total = len(requests)
     for url in urls:
         part = requests[requests["endpoint"] == url]
-        part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
+        part_tokens = token_source(tokens).only(part["request_id"])
         figures = compute_summary(
             part,
             part_tokens,

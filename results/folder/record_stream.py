@@ -43,6 +43,7 @@ __all__ = [
     "TOKENS_PARTS",
     "RecordStream",
     "has_parts",
+    "part_files",
     "read_parts",
     "seal_parts",
 ]
@@ -66,19 +67,20 @@ def _sync_write(path: Path, table: pa.Table) -> None:
     atomic_write(path, write)
 
 
-def _part_files(folder: Path, parts: str) -> list[Path]:
+def part_files(folder: Path, parts: str) -> list[Path]:
+    """The parts of ``folder/parts``, in the order they were written."""
     directory = folder / parts
     return sorted(directory.glob("part-*.parquet")) if directory.is_dir() else []
 
 
 def has_parts(folder: Path) -> bool:
     """Whether ``folder`` holds streamed parts that were never sealed."""
-    return bool(_part_files(folder, REQUESTS_PARTS) or _part_files(folder, TOKENS_PARTS))
+    return bool(part_files(folder, REQUESTS_PARTS) or part_files(folder, TOKENS_PARTS))
 
 
 def read_parts(folder: Path, parts: str, schema: pa.Schema) -> pa.Table:
     """Every part of ``folder/parts`` in order, as one table of ``schema`` (empty: none)."""
-    tables = [pq.read_table(p) for p in _part_files(folder, parts)]
+    tables = [pq.read_table(p) for p in part_files(folder, parts)]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -88,7 +90,7 @@ def seal_parts(folder: Path, parts: str, name: str, schema: pa.Schema) -> Path:
 
     def write(tmp: Path) -> None:
         with pq.ParquetWriter(tmp, schema) as writer:
-            for part in _part_files(folder, parts):
+            for part in part_files(folder, parts):
                 writer.write_table(pq.read_table(part).select(schema.names).cast(schema))
 
     path = atomic_write(folder / name, write)

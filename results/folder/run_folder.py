@@ -15,6 +15,7 @@ pandas conversion, so a summary computed in the run equals one recomputed from t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from results.folder.record_stream import (
     TOKENS_PARTS,
     RecordStream,
     has_parts,
+    part_files,
     read_parts,
     seal_parts,
 )
@@ -52,6 +54,7 @@ from results.folder.tables import (
     tokens_frame,
     tokens_table,
 )
+from results.folder.token_source import TokenSource, token_source
 from results.schema import (
     RunJson,
     SchemaError,
@@ -113,10 +116,27 @@ class RunData:
     path: Path
     run_json: RunJson
     requests: pd.DataFrame
-    tokens: pd.DataFrame
+    # tokens.parquet's rows, or where they lie (read on first use of ``tokens``).
+    token_data: pd.DataFrame | TokenSource
     summary: SummaryJson | None
     steps: pd.DataFrame | None = None
     samples: pd.DataFrame | None = None
+
+    @functools.cached_property
+    def tokens(self) -> pd.DataFrame:
+        """tokens.parquet's rows in memory, read on first use; the summary reads them where
+        they lie instead (:attr:`token_source`), in bounded memory."""
+        data = self.token_data
+        if isinstance(data, pd.DataFrame):
+            return data
+        tables = [pq.read_table(f) for f in data.files]
+        table = pa.concat_tables(tables) if tables else TOKENS_SCHEMA.empty_table()
+        return to_frame(table, TOKENS_SCHEMA, str(self.path / TOKENS_PARQUET))
+
+    @property
+    def token_source(self) -> TokenSource:
+        """The chunk rows as results.folder.token_source reads them (DuckDB, bounded memory)."""
+        return token_source(self.token_data)
 
 
 @dataclass(frozen=True)
@@ -263,6 +283,18 @@ def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
         raise RunFolderError(str(exc)) from exc
 
 
+def _token_files(path: Path, files: list[Path]) -> TokenSource:
+    """The token files of a folder, their columns checked now (their rows read on use)."""
+    for file in files:
+        try:
+            to_frame(pq.read_schema(file).empty_table(), TOKENS_SCHEMA, str(file))
+        except (OSError, pa.ArrowException) as exc:
+            raise RunFolderError(f"{file}: cannot be read as parquet: {exc}") from exc
+        except TableError as exc:
+            raise RunFolderError(str(exc)) from exc
+    return TokenSource(files=tuple(files))
+
+
 def _read_streamed(path: Path, schema: pa.Schema, parts: str, name: str) -> pd.DataFrame:
     """A table of a folder whose streamed parts were never sealed (a killed run)."""
     try:
@@ -300,17 +332,17 @@ def load_run(path: Path | str) -> RunData:
     run_json = read_run_json(path / RUN_JSON)
     if streamed:
         requests = _read_streamed(path, REQUESTS_SCHEMA, REQUESTS_PARTS, REQUESTS_PARQUET)
-        tokens = _read_streamed(path, TOKENS_SCHEMA, TOKENS_PARTS, TOKENS_PARQUET)
+        tokens = _token_files(path, part_files(path, TOKENS_PARTS))
         incomplete = {**(run_json.get("incomplete") or {}), "requests_flushed": len(requests)}
         run_json = {**run_json, "incomplete": incomplete}  # type: ignore[typeddict-item]
     else:
         requests = _read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA)
-        tokens = _read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA)
+        tokens = _token_files(path, [path / TOKENS_PARQUET])
     return RunData(
         path=path,
         run_json=run_json,
         requests=fill_endpoints(requests, run_json),
-        tokens=tokens,
+        token_data=tokens,
         summary=read_summary_json(summary_path)
         if summary_path.is_file() and not streamed
         else None,
