@@ -32,6 +32,7 @@ from results.folder.run_folder import (
 )
 from results.folder.tables import backfill_frame
 from results.run_summary import request_summary
+from results.validity.run_end import run_end_summary
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
@@ -244,6 +245,8 @@ def load_run_view(path: Path | str, label: str | None = None) -> RunView:
     if summary is None:
         try:
             summary = request_summary(data)
+            # The words for a run that ended early (a killed run's folder has no summary.json).
+            summary.update(run_end_summary(data.run_json))  # type: ignore[typeddict-item]
         except ValueError as exc:
             raise RunFolderError(
                 f"{path}: no summary.json and it cannot be recomputed: {exc}"

@@ -292,7 +292,8 @@ def _token_files(path: Path, files: list[Path]) -> TokenSource:
             raise RunFolderError(f"{file}: cannot be read as parquet: {exc}") from exc
         except TableError as exc:
             raise RunFolderError(str(exc)) from exc
-    return TokenSource(files=tuple(files))
+    # Resolved: a reader that linked the files from elsewhere may remove its links.
+    return TokenSource(files=tuple(f.resolve() for f in files))
 
 
 def _read_streamed(path: Path, schema: pa.Schema, parts: str, name: str) -> pd.DataFrame:
