@@ -28,6 +28,7 @@ from dashboards.figures.series import (
 )
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, escape, hover_lines
+from results.folder.token_source import token_source
 
 __all__ = ["PANELS", "Line", "panel_title", "timeline_figure", "timeline_lines"]
 
@@ -87,8 +88,11 @@ def _client_lines(view: RunView, edges: np.ndarray) -> list[Line]:
     in_flight = intervals_mean(
         req["sent_s"].to_numpy(np.float64), req["end_s"].to_numpy(np.float64), edges
     )
-    tok = view.tokens
-    rate = binned_rate(tok["t_s"].to_numpy(np.float64), tok["n_tokens"].to_numpy(np.float64), edges)
+    # The chunk rows a batch at a time: the page's memory does not grow with the run.
+    rate = np.zeros(len(edges) - 1)
+    for batch in token_source(view.tokens).batches(["t_s", "n_tokens"]):
+        t_s = batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        rate += binned_rate(t_s, batch.column(1).to_numpy(zero_copy_only=False), edges)
     return [
         Line("requests", "in flight (client)", centers, in_flight, "requests"),
         Line("tokens", "output tok/s", centers, rate, "tok/s"),

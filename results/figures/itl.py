@@ -17,6 +17,7 @@ operations as numpy's ``_lerp``); mean and population std combined from each bat
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -26,9 +27,11 @@ import pyarrow as pa
 from results.folder.token_source import TokenSource
 from results.schema import Distribution
 
-__all__ = ["BATCH_ROWS", "itl_distribution", "sorted_distribution"]
+__all__ = ["BATCH_ROWS", "itl_cdf", "itl_distribution", "sorted_distribution"]
 
 BATCH_ROWS = 1 << 20
+# Distinct ITL values (ms) and how many times each occurs, ascending.
+_Batch = tuple[np.ndarray, np.ndarray]
 
 _ITL_SQL = """
 CREATE TEMP TABLE itl AS
@@ -67,7 +70,7 @@ def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def sorted_distribution(
-    batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, percentiles: Sequence[float]
+    batches: Iterable[_Batch], n: int, percentiles: Sequence[float]
 ) -> Distribution:
     """The distribution of values given as ascending ``(values, counts)`` batches (``n``: the
     counts' total), as results.figures.summary.distribution gives it (module docstring)."""
@@ -111,7 +114,7 @@ def sorted_distribution(
     return stats
 
 
-def _batches(reader: pa.RecordBatchReader) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _batches(reader: pa.RecordBatchReader) -> Iterator[_Batch]:
     for batch in reader:
         yield (
             batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False),
@@ -119,14 +122,41 @@ def _batches(reader: pa.RecordBatchReader) -> Iterator[tuple[np.ndarray, np.ndar
         )
 
 
-def itl_distribution(tokens: TokenSource, percentiles: Sequence[float]) -> Distribution:
-    """The ITL distribution (ms) of ``tokens`` (cut to the requests it counts), in bounded
-    memory (module docstring)."""
+@contextlib.contextmanager
+def _sorted_itl(tokens: TokenSource) -> Iterator[tuple[int, Iterator[_Batch]]]:
+    """The number of ITL values of ``tokens`` and their distinct values, ascending, in batches
+    of (values, counts)."""
     with tokens.query() as con:
         con.execute(_ITL_SQL)
         ((n,),) = con.execute("SELECT coalesce(sum(w), 0)::BIGINT FROM itl").fetchall()
         ordered = con.sql("SELECT v, w FROM itl ORDER BY v")
         # DuckDB 2 names it to_arrow_reader, 1.x fetch_arrow_reader: a stream of batches.
         read = getattr(ordered, "to_arrow_reader", None) or ordered.fetch_arrow_reader
-        reader = read(BATCH_ROWS)
-        return sorted_distribution(_batches(reader), n, percentiles)
+        yield int(n), _batches(read(BATCH_ROWS))
+
+
+def itl_distribution(tokens: TokenSource, percentiles: Sequence[float]) -> Distribution:
+    """The ITL distribution (ms) of ``tokens`` (cut to the requests it counts), in bounded
+    memory (module docstring)."""
+    with _sorted_itl(tokens) as (n, batches):
+        return sorted_distribution(batches, n, percentiles)
+
+
+def itl_cdf(tokens: TokenSource, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ITL values' empirical CDF, (value ms, fraction <= value), at most ``max_points``
+    points evenly spaced in rank, the first and last always kept (exact min and max); every
+    value when there are no more than ``max_points``. Bounded memory, as above."""
+    with _sorted_itl(tokens) as (n, batches):
+        if n == 0:
+            return np.zeros(0), np.zeros(0)
+        ranks = np.arange(n, dtype=np.int64)
+        if n > max_points:
+            ranks = np.unique(np.round(np.linspace(0, n - 1, max_points)).astype(np.int64))
+        x = np.empty(ranks.size)
+        seen = 0
+        for values, counts in batches:
+            ends = seen + np.cumsum(counts)
+            inside = (ranks >= seen) & (ranks < ends[-1]) if ends.size else ranks < 0
+            x[inside] = values[np.searchsorted(ends, ranks[inside], side="right")]
+            seen = int(ends[-1]) if ends.size else seen
+        return x, (ranks + 1) / n

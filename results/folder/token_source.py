@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +93,14 @@ class TokenSource:
                 yield con
             finally:
                 con.close()
+
+    def batches(self, columns: Sequence[str], rows: int = 1 << 20) -> Iterator[pa.RecordBatch]:
+        """The rows' ``columns``, a batch of at most ``rows`` at a time (bounded memory)."""
+        with self.query() as con:
+            names = ", ".join(f'"{c}"' for c in columns)
+            relation = con.sql(f"SELECT {names} FROM tokens")
+            read = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
+            yield from read(rows)
 
     def tokens_between(self, t_a: float, t_b: float) -> int:
         """Output tokens of the chunks that arrived in (t_a, t_b] (run seconds)."""
