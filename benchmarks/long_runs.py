@@ -91,20 +91,21 @@ def main() -> None:
         runs = out / f"runs-{n}"
         cmd = [*bench, "simulate", "--scenario", str(scenario), "--gpu", "h100-sxm",
                "--runs-dir", str(runs), "--no-html"]  # fmt: skip
-        text, rss, wall = _timed(cmd, code, out)
+        _, rss, wall = _timed(cmd, code, out)
         (folder,) = [p for p in runs.iterdir() if p.is_dir()]
         commands.append(" ".join(cmd[1:]))
         rows.append(_row("bench simulate", n, rss, wall, _size(folder)))
         cmd = [*bench, "report", str(folder), "--html"]
-        text, rss, wall = _timed(cmd, code, out)
+        _, rss, wall = _timed(cmd, code, out)
         commands.append(" ".join(cmd[1:]))
-        rows.append(_row("bench report --html", n, rss, wall, (folder / "report.html").stat().st_size))
+        page = (folder / "report.html").stat().st_size
+        rows.append(_row("bench report --html", n, rss, wall, page))
         if baseline is None:
             baseline = out / "baseline.json"
             _timed([*bench, "baseline", "save", str(folder), "--name", "long", "-o",
                     str(baseline)], code, out)  # fmt: skip
         cmd = [*bench, "gate", str(folder), "--baseline", str(baseline), "--force"]
-        text, rss, wall = _timed(cmd, code, out)
+        _, rss, wall = _timed(cmd, code, out)
         commands.append(" ".join(cmd[1:]))
         rows.append(_row("bench gate", n, rss, wall, None))
         print("\n".join(rows[-3:]), flush=True)
