@@ -47,8 +47,11 @@ preset = "llama-3-8b"
 """
 
 
-def _timed(cmd: list[str], code: Path, cwd: Path) -> tuple[str, float, float]:
-    """Run ``cmd`` under GNU time; its output, peak RSS (bytes) and wall time (seconds)."""
+def _timed(
+    cmd: list[str], code: Path, cwd: Path, ok: tuple[int, ...] = (0,)
+) -> tuple[str, float, float]:
+    """Run ``cmd`` under GNU time; its output, peak RSS (bytes) and wall time (seconds).
+    ``ok``: the exit statuses that count as having run (a gate's verdict is its status)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     proc = subprocess.run(
         ["/usr/bin/time", "-v", *cmd], cwd=cwd, env=env, capture_output=True, text=True
@@ -56,7 +59,7 @@ def _timed(cmd: list[str], code: Path, cwd: Path) -> tuple[str, float, float]:
     err = proc.stderr
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", err)
-    if proc.returncode not in (0, 1) or rss is None or wall is None:
+    if proc.returncode not in ok or rss is None or wall is None:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{err}")
     seconds = 0.0
     for part in wall.group(1).split(":"):
@@ -95,20 +98,22 @@ def main() -> None:
         (folder,) = [p for p in runs.iterdir() if p.is_dir()]
         commands.append(" ".join(cmd[1:]))
         rows.append(_row("bench simulate", n, rss, wall, _size(folder)))
+        print(rows[-1], flush=True)
         cmd = [*bench, "report", str(folder), "--html"]
         _, rss, wall = _timed(cmd, code, out)
         commands.append(" ".join(cmd[1:]))
         page = (folder / "report.html").stat().st_size
         rows.append(_row("bench report --html", n, rss, wall, page))
+        print(rows[-1], flush=True)
         if baseline is None:
             baseline = out / "baseline.json"
             _timed([*bench, "baseline", "save", str(folder), "--name", "long", "-o",
                     str(baseline)], code, out)  # fmt: skip
         cmd = [*bench, "gate", str(folder), "--baseline", str(baseline), "--force"]
-        _, rss, wall = _timed(cmd, code, out)
+        _, rss, wall = _timed(cmd, code, out, ok=(0, 1, 2))  # pass, fail, inconclusive
         commands.append(" ".join(cmd[1:]))
         rows.append(_row("bench gate", n, rss, wall, None))
-        print("\n".join(rows[-3:]), flush=True)
+        print(rows[-1], flush=True)
     table = "\n".join(rows)
     (out / "long_runs.md").write_text(table + "\n\n" + "\n".join(commands) + "\n")
     print(table)

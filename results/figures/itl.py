@@ -27,7 +27,7 @@ import pyarrow as pa
 from results.folder.token_source import TokenSource
 from results.schema import Distribution
 
-__all__ = ["BATCH_ROWS", "itl_cdf", "itl_distribution", "sorted_distribution"]
+__all__ = ["BATCH_ROWS", "itl_by_request", "itl_cdf", "itl_distribution", "sorted_distribution"]
 
 BATCH_ROWS = 1 << 20
 # Distinct ITL values (ms) and how many times each occurs, ascending.
@@ -160,3 +160,32 @@ def itl_cdf(tokens: TokenSource, max_points: int) -> tuple[np.ndarray, np.ndarra
             x[inside] = values[np.searchsorted(ends, ranks[inside], side="right")]
             seen = int(ends[-1]) if ends.size else seen
         return x, (ranks + 1) / n
+
+
+_BY_REQUEST_SQL = """
+SELECT request_id, v, w FROM (
+    SELECT request_id, "index",
+           (t_s - lag(t_s) OVER (PARTITION BY request_id ORDER BY "index"))
+           / n_tokens * 1000.0::DOUBLE AS v,
+           n_tokens AS w
+    FROM tokens WHERE n_tokens >= 1
+) WHERE v IS NOT NULL ORDER BY request_id, "index"
+"""
+
+
+def itl_by_request(tokens: TokenSource) -> dict[str, np.ndarray]:
+    """Each request's ITL values (ms), in chunk order, a chunk of k tokens counted k times (the
+    values the gate's statistics resample): read a batch at a time, so memory holds the values
+    (8 bytes a token), never the chunk rows."""
+    parts: dict[str, list[np.ndarray]] = {}
+    with tokens.query() as con:
+        relation = con.sql(_BY_REQUEST_SQL)
+        read = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
+        for batch in read(BATCH_ROWS):
+            rid = batch.column(0).to_numpy(zero_copy_only=False)
+            v = batch.column(1).to_numpy(zero_copy_only=False).astype(np.float64)
+            w = batch.column(2).to_numpy(zero_copy_only=False).astype(np.int64)
+            starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
+            for a, b in zip(starts, np.r_[starts[1:], rid.size], strict=True):
+                parts.setdefault(str(rid[a]), []).append(np.repeat(v[a:b], w[a:b]))
+    return {rid: np.concatenate(chunks) for rid, chunks in parts.items()}
