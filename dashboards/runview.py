@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.figures.itl import itl_cdf
 from results.folder.records import REQUEST_BACKFILLS
 from results.folder.run_folder import (
     REQUESTS_PARQUET,
@@ -31,11 +32,16 @@ from results.folder.run_folder import (
     load_run,
 )
 from results.folder.tables import backfill_frame
+from results.folder.token_source import TokenSource, token_source
 from results.run_summary import request_summary
+from results.validity.run_end import run_end_summary
 
 __all__ = ["SAMPLES_COLUMNS", "Note", "RunView", "load_run_view"]
 
 SAMPLES_COLUMNS: tuple[str, ...] = ("t_s", "source", "name", "value")
+# The most points of a CDF drawn from the chunk rows (a few thousand, whatever the run's length).
+CDF_POINTS = 2000
+
 # The steps.parquet columns the figures use; a file of another version may hold more or fewer.
 STEPS_COLUMNS_USED: tuple[str, ...] = (
     "start_s", "end_s", "forward_s", "num_seqs", "num_prefill_seqs", "num_decode_seqs",
@@ -68,7 +74,8 @@ class RunView:
     label: str
     run_json: dict[str, Any]
     requests: pd.DataFrame
-    tokens: pd.DataFrame
+    # tokens.parquet's rows, or where they lie: read by DuckDB a batch at a time.
+    tokens: pd.DataFrame | TokenSource
     summary: dict[str, Any]
     steps: pd.DataFrame | None
     samples: pd.DataFrame | None
@@ -89,17 +96,11 @@ class RunView:
     def notes_for(self, topic: str) -> list[str]:
         return [n.text for n in self.notes if n.topic == topic]
 
-    def itl_ms(self) -> np.ndarray:
-        """One ITL value (ms) per token after the first chunk, measured requests only."""
-        ids = set(self.requests.loc[self.requests["measured"], "request_id"])
-        tok = self.tokens[self.tokens["request_id"].isin(ids) & (self.tokens["n_tokens"] >= 1)]
-        tok = tok.sort_values(["request_id", "index"], kind="mergesort")
-        rid = tok["request_id"].to_numpy(dtype=object)
-        t_s = tok["t_s"].to_numpy(dtype=np.float64)
-        n = tok["n_tokens"].to_numpy(dtype=np.int64)
-        same = rid[1:] == rid[:-1]
-        later_n = n[1:][same]
-        return np.repeat((t_s[1:] - t_s[:-1])[same] / later_n * 1000.0, later_n)
+    def itl_cdf(self, max_points: int = CDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
+        """The ITL values' (one per token after the first chunk, measured requests only) CDF,
+        at most ``max_points`` points: results.figures.itl, in bounded memory."""
+        ids = self.requests.loc[self.requests["measured"], "request_id"]
+        return itl_cdf(token_source(self.tokens).only(ids), max_points)
 
 
 def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -244,6 +245,8 @@ def load_run_view(path: Path | str, label: str | None = None) -> RunView:
     if summary is None:
         try:
             summary = request_summary(data)
+            # The words for a run that ended early (a killed run's folder has no summary.json).
+            summary.update(run_end_summary(data.run_json))  # type: ignore[typeddict-item]
         except ValueError as exc:
             raise RunFolderError(
                 f"{path}: no summary.json and it cannot be recomputed: {exc}"
@@ -265,7 +268,7 @@ def load_run_view(path: Path | str, label: str | None = None) -> RunView:
         label=label or str(data.run_json.get("run_id") or path.name),
         run_json=data.run_json,
         requests=_derive(data.requests, window),
-        tokens=data.tokens,
+        tokens=data.token_source,
         summary=summary,
         steps=steps,
         samples=samples,

@@ -64,7 +64,7 @@ def request_summary(run: RunData) -> SummaryJson:
     scenario = run.run_json["scenario"]
     return compute_summary(
         run.requests,
-        run.tokens,
+        run.token_source,
         scenario.get("warmup_s") or 0.0,
         scenario.get("cooldown_s") or 0.0,
         scenario.get("slo"),
@@ -98,7 +98,7 @@ def summarize_run(run: RunData) -> SummaryJson:
         # Its steps are on another host's clock: they were never fetched.
         reason = f"no steps.parquet: the engine at {remote} runs on another host"
         summary["attribution"] = {"available": False, "reason": reason}
-    summary["probes"] = samples_summary(run.samples, run.tokens, window)
+    summary["probes"] = samples_summary(run.samples, run.token_source, window)
     scope = gpu_scope(run.run_json)
     if scope is not None and summary["probes"].get("available"):
         # Which GPUs the GPU figures are over, and why those (run.json's probes).
@@ -112,7 +112,7 @@ def summarize_run(run: RunData) -> SummaryJson:
     # The load generator's self-check (client.parquet): lags, CPU, and the client-bound verdict.
     summary["client"] = client_health(
         read_client_table(run.path), summary["tokens"]["output_tokens"], summary["window"],
-        delay=read_delay(run.requests, run.tokens, summary["window"]),
+        delay=read_delay(run.requests, run.token_source, summary["window"]),
     )  # fmt: skip
     scenario = run.run_json.get("scenario") or {}
     summary["token_reconciliation"] = token_reconciliation(
@@ -129,10 +129,10 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary["prefix_cache"] = prefix_cache_reuse(run)
     if (abandoned := abandoned_summary(run.requests)) is not None:
         summary["abandoned"] = abandoned
-    fleet = endpoint_section(run.requests, run.tokens, run.run_json, window, run.samples)
+    fleet = endpoint_section(run.requests, run.token_source, run.run_json, window, run.samples)
     if fleet is not None:
         summary["endpoints"] = fleet
-    if (models := model_section(run.requests, run.tokens, run.run_json, window)) is not None:
+    if (models := model_section(run.requests, run.token_source, run.run_json, window)) is not None:
         summary["models"] = models
     summary.update(run_end_summary(run.run_json))
     died = run.run_json.get("engine_died")

@@ -285,7 +285,10 @@ def report(
         from results.run_summary import summarize_run
 
         summary = summarize_run(loaded)
-        console.print("summary.json is missing: recomputed from the tables")
+        if "incomplete" in loaded.run_json:
+            console.print("the run was killed before its end: summarized from its flushed records")
+        else:
+            console.print("summary.json is missing: recomputed from the tables")
     render_summary(summary, console)
     print_path(console, "run folder", run_folder)
     if html:

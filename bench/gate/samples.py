@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from results.figures.itl import itl_by_request
 from results.folder.run_folder import RunData
 from results.run_summary import request_summary
 
@@ -171,16 +172,11 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
     return frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _itl_per_request(tokens: pd.DataFrame, request_ids: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Each request's ITL values in ms, the summary's rule: a gap before a chunk of k tokens
-    counts k times as gap / k; chunks without tokens are skipped."""
-    tok = tokens[tokens["request_id"].isin(set(request_ids)) & (tokens["n_tokens"] >= 1)]
-    tok = tok.sort_values(["request_id", "index"], kind="mergesort")
-    by_request: dict[str, np.ndarray] = {}
-    for rid, group in tok.groupby("request_id", sort=False):
-        t_s = _floats(group, "t_s")
-        n = group["n_tokens"].to_numpy(dtype=np.int64)[1:]
-        by_request[str(rid)] = np.repeat(np.diff(t_s) / n * 1000.0, n)
+def _itl_per_request(run: RunData, request_ids: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each request's ITL values in ms, the summary's rule (results.figures.itl: a gap before a
+    chunk of k tokens counts k times as gap / k; chunks without tokens are skipped), read from
+    tokens.parquet where it lies."""
+    by_request = itl_by_request(run.token_source.only(str(r) for r in request_ids))
     empty = np.zeros(0)
     return tuple(by_request.get(str(rid), empty) for rid in request_ids)
 
@@ -230,7 +226,7 @@ def samples_from_run(run: RunData) -> RunSamples:
         prompt_tokens=prompt,
         output_tokens=output,
         good=good,
-        itl_ms=_itl_per_request(run.tokens, req["request_id"].to_numpy(dtype=object)[ok]),
+        itl_ms=_itl_per_request(run, req["request_id"].to_numpy(dtype=object)[ok]),
     )
 
 

@@ -129,6 +129,16 @@ async def drive_load(
         for url in config.urls:
             print_loopback_note(console, url, remote)
 
+    if stop is not None and on_record is not None:
+        # Locust's workers know only that their users were stopped; the reason is ours, given
+        # before the record is streamed to disk (and again below, for the records returned).
+        take = on_record
+
+        def on_record(record: Any) -> None:
+            if record.status == "cancelled" and stop.is_set():
+                record.error = stop.message()
+            take(record)
+
     def tell(event: dict[str, Any]) -> None:
         if console is not None:
             print_locust_event(console, event, remote.expected)

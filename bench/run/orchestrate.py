@@ -14,7 +14,7 @@ import asyncio
 import gc
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +79,7 @@ from probes.session import ProbeResult
 from results.figures.analytic import analytic_section
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import fetch_json, fetch_steps, same_host
+from results.folder.record_stream import RecordStream
 from results.folder.redact import redact_command
 from results.schema import ClientClock, EngineSection, SummaryJson
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
@@ -311,11 +312,35 @@ def _run_against(
     engine_process: subprocess.Popen[bytes] | None = None,
 ) -> tuple[Path, SummaryJson]:
     prepared = _prepare(opts, console, adapter, base_url, tokenizer)
-    measured = _measure(
-        opts, console, adapter, base_url, tokenizer, prepared, engine_pid, engine_process
-    )
+    engine_name = engine_folder_name(adapter.name, prepared.description)
+    writer = RunWriter.create(opts.runs_dir, opts.scenario.name, engine_name)
+
+    def begin(clock: ClientClock) -> RecordStream:
+        # The first run.json: what a killed run's folder is read with (bench.run.end.run_writer).
+        return writer.begin(
+            scenario=opts.scenario.to_dict(),
+            engine=EngineSection(
+                **engine_info, model=prepared.checked.model, description=prepared.description
+            ),
+            tokenizer=tokenizer.to_json(),
+            hardware=hardware(),
+            versions=package_versions(),
+            git_commit=git_commit(),
+            started_utc=started_wall.isoformat(),
+            ended_utc=started_wall.isoformat(),
+            client=clock,
+        )
+
+    try:
+        measured = _measure(
+            opts, console, adapter, base_url, tokenizer, prepared, engine_pid, engine_process,
+            begin,
+        )  # fmt: skip
+    except BaseException:
+        writer.discard_if_empty()
+        raise
     return _write_folder(
-        opts, adapter, base_url, tokenizer, started_wall, engine_info, prepared, measured
+        opts, adapter, base_url, tokenizer, started_wall, engine_info, prepared, measured, writer
     )
 
 
@@ -383,6 +408,7 @@ def _measure(
     prepared: _Prepared,
     engine_pid: int | None,
     engine_process: subprocess.Popen[bytes] | None,
+    begin: Callable[[ClientClock], RecordStream],
 ) -> _Measured:
     """The load, between the probes' start and stop and the fingerprint's two snapshots.
 
@@ -416,7 +442,14 @@ def _measure(
         with active_interrupts().load(stop), EngineWatch(engine_process, stop) as watch:
             result, clock_info = asyncio.run(
                 _drive(
-                    opts, console, base_url, tokenizer.load_tokenizer, prepared.plan, model, stop
+                    opts,
+                    console,
+                    base_url,
+                    tokenizer.load_tokenizer,
+                    prepared.plan,
+                    model,
+                    stop,
+                    begin,
                 )
             )
     finally:
@@ -438,6 +471,7 @@ def _write_folder(
     engine_info: EngineSection,
     prepared: _Prepared,
     measured: _Measured,
+    writer: RunWriter,
 ) -> tuple[Path, SummaryJson]:
     """The run folder (bench.run.end.run_writer): the tables, run.json and the summary."""
     scenario, result, t0_ns = opts.scenario, measured.result, measured.clock["t0_ns"]
@@ -453,9 +487,7 @@ def _write_folder(
     samples = None
     if probe_result is not None and probe_result.num_samples > 0:
         samples = samples_frame(probe_result, t0_ns)
-    engine_name = engine_folder_name(adapter.name, prepared.description)
-    writer = RunWriter.create(opts.runs_dir, scenario.name, engine_name)
-    writer.write_tables(result.records, steps, samples)
+    writer.write_tables(None, steps, samples)
     load_info = record_load(
         writer.path, result, prepared.plan, opts.driver, opts.workers, opts.remote_workers,
         scenario,
@@ -520,20 +552,32 @@ async def _drive(
     plan: LoadPlan,
     model: str,
     stop: LoadStop | None = None,
+    begin: Callable[[ClientClock], RecordStream] | None = None,
 ) -> tuple[LoadResult, ClientClock]:
+    """The load; ``begin`` (given the run's clock) opens the stream every finished record is
+    appended to as it comes (bench.run.end.run_writer.RunWriter.begin)."""
     scenario = opts.scenario
     # Objects alive now (prompts, tokenizer, imported modules) never become garbage during the
     # load; freezing them keeps full collections, which pause the event loop, short.
     gc.collect()
     gc.freeze()
     clock = RunClock()
+    info = ClientClock(clock="time.perf_counter_ns", t0_ns=clock.t0_ns)
     total = len(plan.requests) if total_known(scenario) else None
     display = LiveDisplay(console, total=total, duration_s=scenario.duration_s, enabled=opts.live)
+    on_record = display.on_record
+    if begin is not None:
+        stream = begin(info)
+
+        def on_record(record: Any) -> None:
+            display.on_record(record)
+            stream.add(record)
+
     with display:
         try:
             result = await drive_load(
                 plan, base_url, model, tokenizer, clock, driver=opts.driver,
-                workers=opts.workers, headers=opts.headers, on_record=display.on_record,
+                workers=opts.workers, headers=opts.headers, on_record=on_record,
                 counters=display.counters, remote=opts.remote_workers, console=console,
                 stop=stop, endpoints=opts.endpoints, route=opts.route,
                 request_timeout_s=scenario.request_timeout_s,
@@ -541,5 +585,4 @@ async def _drive(
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e
-    info = ClientClock(clock="time.perf_counter_ns", t0_ns=clock.t0_ns)
     return result, info

@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.core.request import SamplingParams
@@ -52,6 +53,12 @@ class _Loop:
     waiting: deque[int] = field(default_factory=deque)  # open loop: due, held by the cap
     next_session: int = 0
     counter: int = 0
+    # Called with each record once it is final (done, refused or cancelled).
+    on_record: Callable[[RequestRecord], None] | None = None
+
+    def final(self, record: RequestRecord) -> None:
+        if self.on_record is not None:
+            self.on_record(record)
 
     @property
     def now_s(self) -> float:
@@ -112,6 +119,7 @@ def _send(
 def _finished(loop: _Loop, flight: _Flight) -> None:
     """A request ended at ``done_s``: its user's next send (closed), or a freed slot (open)."""
     plan = loop.plan
+    loop.final(flight.record)
     done = flight.record.done_s if flight.record.done_s is not None else loop.now_s
     if plan.mode == "open":
         if loop.waiting:  # the longest-waiting request takes the freed slot, now
@@ -160,6 +168,7 @@ def _cut(loop: _Loop, end_s: float, orders: dict[tuple[int, int], int]) -> None:
         loop.engine.abort_request(rid)
         record = flight.record
         record.status, record.error, record.done_s = "cancelled", _CANCELLED, end_s
+        loop.final(record)
     loop.flights.clear()
     held = [(float(plan.schedule_s[i]), -1, i, 0) for i in loop.waiting]  # type: ignore[index]
     due = []
@@ -169,19 +178,27 @@ def _cut(loop: _Loop, end_s: float, orders: dict[tuple[int, int], int]) -> None:
     for t_s, user, session, turn in held + due:
         if plan.mode == "open":
             loop.records[session] = _cancelled(plan.sessions[session][0], session, t_s)
+            loop.final(loop.records[session])
             continue
         if session < 0:
             session, turn = loop.next_session, 0
             if session >= len(plan.sessions):
                 continue
             loop.next_session += 1
-        loop.records[orders[(session, turn)]] = _cancelled(plan.sessions[session][turn], user, t_s)
+        order = orders[(session, turn)]
+        loop.records[order] = _cancelled(plan.sessions[session][turn], user, t_s)
+        loop.final(loop.records[order])
     loop.events.clear()
 
 
-def run_plan_virtual(engine: LLMEngine, plan: LoadPlan) -> list[RequestRecord]:
-    """Play ``plan`` against ``engine`` (virtual clock) to its end; records in plan order."""
-    loop = _Loop(engine, plan)
+def run_plan_virtual(
+    engine: LLMEngine,
+    plan: LoadPlan,
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> list[RequestRecord]:
+    """Play ``plan`` against ``engine`` (virtual clock) to its end; records in plan order.
+    ``on_record`` is called with each record as it becomes final (a record stream)."""
+    loop = _Loop(engine, plan, on_record=on_record)
     orders = _order(plan)
     if plan.mode == "open":
         assert plan.schedule_s is not None

@@ -76,12 +76,20 @@ def simulate(
         raise SimulateError(f"engine settings {settings}: {e}") from e
     description = engine.describe()
     plan = build_plan(scenario, engine.tokenizer)
-    records = run_plan_virtual(engine, plan)
+    writer = RunWriter.create(runs_dir, scenario.name, engine_folder_name("reference", description))
+    early = _run_sections(writer, scenario, settings, engine, description, plan, 0.0, started)
+    del early["simulation"], early["recorded"]
+    # Every record goes to disk as it ends (bench.run.end.run_writer): a long simulation holds
+    # no chunks, and a killed one keeps what was flushed.
+    stream = writer.begin(**early)
+    try:
+        run_plan_virtual(engine, plan, on_record=stream.add)
+    except BaseException:
+        writer.discard_if_empty()
+        raise
     steps = steps_frame(engine.steps.since(0), 0)
     wall_s = time.perf_counter() - t_wall
-
-    writer = RunWriter.create(runs_dir, scenario.name, engine_folder_name("reference", description))
-    writer.write_tables(records, steps)
+    writer.write_tables(None, steps)
     sections = _run_sections(writer, scenario, settings, engine, description, plan, wall_s, started)
     return writer.path, writer.finish(**sections)
 

@@ -1,7 +1,8 @@
 """Latency distributions as CDFs: TTFT, ITL, TPOT and E2EL, with p50, p90 and p99 marked.
 
-Curves are drawn from the measured requests' own values (thinned to a few hundred points); the
-percentile marks come from summary.json, the same numbers the terminal summary prints.
+Curves are drawn from the measured requests' own values, thinned to at most CDF_POINTS points
+(ITL's from tokens.parquet where it lies, in bounded memory); the exact percentile marks come
+from summary.json, the same numbers the terminal summary prints.
 The same builder overlays several runs (``bench compare``): one color per run.
 """
 
@@ -15,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from dashboards.definitions import definition
 from dashboards.figures.series import cdf_points
-from dashboards.runview import RunView
+from dashboards.runview import CDF_POINTS, RunView
 from dashboards.style import apply_layout, color_for, escape, fmt, hover_lines, top_right_menu, wrap
 
 __all__ = ["LATENCY_KEYS", "latency_cdf_figure", "latency_values"]
@@ -25,9 +26,8 @@ MARKED_PERCENTILES: tuple[str, ...] = ("p50", "p90", "p99")
 
 
 def latency_values(view: RunView, key: str) -> np.ndarray:
-    """The measured requests' values of ``key`` (ms); ITL has one value per token."""
-    if key == "itl_ms":
-        return view.itl_ms()
+    """The measured requests' values of ``key`` (ms), one per request (ITL, one per token,
+    is drawn from RunView.itl_cdf instead)."""
     column = view.requests.loc[view.requests["measured"], key]
     values = column.to_numpy(dtype=np.float64, na_value=np.nan)
     return values[~np.isnan(values)]
@@ -78,7 +78,10 @@ def latency_cdf_figure(views: Sequence[RunView]) -> go.Figure:
         color = color_for(index)
         for k, key in enumerate(LATENCY_KEYS):
             row, col = k // 2 + 1, k % 2 + 1
-            x, p = cdf_points(latency_values(view, key))
+            if key == "itl_ms":  # one value per token: thinned where it lies
+                x, p = view.itl_cdf()
+            else:
+                x, p = cdf_points(latency_values(view, key), CDF_POINTS)
             meaning = definition(key)
             fig.add_trace(
                 go.Scatter(

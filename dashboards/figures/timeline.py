@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import plotly.graph_objects as go
+import pyarrow as pa
+import pyarrow.compute as pc
 from plotly.subplots import make_subplots
 
 from dashboards.figures import samples as smp
@@ -30,6 +32,7 @@ from dashboards.figures.series import (
 )
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, escape, hover_lines
+from results.folder.token_source import token_source
 
 __all__ = ["PANELS", "Line", "panel_title", "timeline_figure", "timeline_lines"]
 
@@ -90,8 +93,11 @@ def _client_lines(view: RunView, edges: np.ndarray) -> list[Line]:
     in_flight = intervals_mean(
         req["sent_s"].to_numpy(np.float64), req["end_s"].to_numpy(np.float64), edges
     )
-    tok = view.tokens
-    rate = binned_rate(tok["t_s"].to_numpy(np.float64), tok["n_tokens"].to_numpy(np.float64), edges)
+    # The chunk rows a batch at a time: the page's memory does not grow with the run.
+    rate = np.zeros(len(edges) - 1)
+    for batch in token_source(view.tokens).batches(["t_s", "n_tokens"]):
+        t_s = batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        rate += binned_rate(t_s, batch.column(1).to_numpy(zero_copy_only=False), edges)
     return [
         Line("requests", "in flight (client)", centers, in_flight, "requests"),
         Line("tokens", "output tok/s", centers, rate, "tok/s"),
@@ -99,22 +105,34 @@ def _client_lines(view: RunView, edges: np.ndarray) -> list[Line]:
 
 
 def _read_delay_lines(view: RunView, edges: np.ndarray) -> list[Line]:
-    """Mean and max read delay per bin over the kernel-stamped chunks (none without them)."""
-    req, tok = view.requests, view.tokens
-    if "stamps" not in req or "read_s" not in tok:
+    """Mean and max read delay per bin over the kernel-stamped chunks (none without them),
+    tokens.parquet read a batch at a time."""
+    req, source = view.requests, token_source(view.tokens)
+    if "stamps" not in req or "read_s" not in source.columns():
         return []
-    kernel = set(req.loc[req["stamps"] == "kernel", "request_id"])
-    chunks = tok[tok["request_id"].isin(kernel)]
-    if chunks.empty:
+    ids = req.loc[req["stamps"] == "kernel", "request_id"].astype(str).tolist()
+    if not ids:
         return []
-    t = chunks["t_s"].to_numpy(np.float64)
-    delay_ms = (chunks["read_s"].to_numpy(np.float64) - t) * 1e3
-    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 2)
-    worst = np.full(len(edges) - 1, np.nan)
-    np.fmax.at(worst, idx, delay_ms)
+    kernel = pa.array(ids, type=pa.string())
+    bins = len(edges) - 1
+    total, count, worst = np.zeros(bins), np.zeros(bins), np.full(bins, np.nan)
+    for batch in source.batches(["request_id", "t_s", "read_s"]):
+        ids_here = kernel.cast(batch.column(0).type)
+        stamped = pc.is_in(batch.column(0), value_set=ids_here).to_numpy(zero_copy_only=False)
+        t = batch.column(1).to_numpy(zero_copy_only=False).astype(np.float64)[stamped]
+        read = batch.column(2).to_numpy(zero_copy_only=False).astype(np.float64)[stamped]
+        delay_ms = (read - t) * 1e3
+        idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+        np.add.at(total, idx, delay_ms)
+        np.add.at(count, idx, 1)
+        np.fmax.at(worst, idx, delay_ms)
+    if not count.any():
+        return []
     centers = bin_centers(edges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / count, np.nan)
     return [
-        Line("read", "read delay, mean", centers, bin_mean(t, delay_ms, edges), "ms"),
+        Line("read", "read delay, mean", centers, mean, "ms"),
         Line("read", "read delay, max", centers, worst, "ms"),
     ]
 

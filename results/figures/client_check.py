@@ -33,12 +33,14 @@ from typing import Any, get_args, get_type_hints
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from perfmodel.files import atomic_write, json_safe
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 from results.folder.client_samples import ClientSamples
 from results.folder.tables import plain_field
+from results.folder.token_source import TokenSource, token_source
 
 __all__ = [
     "CLIENT_PARQUET",
@@ -106,31 +108,47 @@ def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> dict[str, Any]:
 
 def read_delay(
     requests_df: pd.DataFrame | None,
-    tokens_df: pd.DataFrame | None,
+    tokens: pd.DataFrame | TokenSource | None,
     window: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The client's own read delay (module docstring): over the chunks of kernel-stamped
     requests whose ``t_s`` is in ``window`` (``start_s``/``end_s``, when given), the
     distribution of ``read_s - t_s`` in ms, ``late_share`` (over :data:`LATE_READ_MS`) and
     ``kernel_share``, the share of all those chunks that had kernel stamps. ``available`` is
-    False (with ``reason``) when no chunk had one: then ``t_s`` is the read time itself."""
-    if tokens_df is None or requests_df is None or "stamps" not in requests_df:
+    False (with ``reason``) when no chunk had one: then ``t_s`` is the read time itself.
+    tokens.parquet is read a batch at a time: only the kernel-stamped delays are held."""
+    if tokens is None or requests_df is None or "stamps" not in requests_df:
         return {"available": False, "reason": "no kernel receive stamps recorded"}
-    chunks = tokens_df
-    if window and window.get("start_s") is not None and window.get("end_s") is not None:
-        t = chunks["t_s"]
-        chunks = chunks[(t >= window["start_s"]) & (t <= window["end_s"])]
-    kernel_ids = set(requests_df.loc[requests_df["stamps"] == "kernel", "request_id"])
-    stamped = chunks[chunks["request_id"].isin(kernel_ids)]
-    if stamped.empty:
+    source = token_source(tokens)
+    if "read_s" not in source.columns():
         return {"available": False, "reason": "no chunk had a kernel receive stamp"}
-    delay_ms = np.sort((stamped["read_s"] - stamped["t_s"]).to_numpy(dtype=np.float64)) * 1e3
+    kernel_ids = pa.array(
+        requests_df.loc[requests_df["stamps"] == "kernel", "request_id"].astype(str).tolist(),
+        type=pa.string(),
+    )
+    bounded = bool(window) and window.get("start_s") is not None and window.get("end_s") is not None
+    parts: list[np.ndarray] = []
+    chunks = 0
+    for batch in source.batches(["request_id", "t_s", "read_s"]):
+        t = batch.column(1).to_numpy(zero_copy_only=False).astype(np.float64)
+        inside = (
+            (t >= window["start_s"]) & (t <= window["end_s"]) if bounded else np.ones_like(t, bool)
+        )
+        chunks += int(inside.sum())
+        stamped = inside & pc.is_in(batch.column(0), value_set=kernel_ids).to_numpy(
+            zero_copy_only=False
+        )
+        read = batch.column(2).to_numpy(zero_copy_only=False).astype(np.float64)
+        parts.append((read[stamped] - t[stamped]) * 1e3)
+    delay_ms = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+    if not delay_ms.size:
+        return {"available": False, "reason": "no chunk had a kernel receive stamp"}
     return {
         "available": True,
         "ms": distribution(delay_ms, LATENCY_PERCENTILES),
         "late_share": float(np.mean(delay_ms > LATE_READ_MS)),
         "late_ms": LATE_READ_MS,
-        "kernel_share": len(stamped) / len(chunks),
+        "kernel_share": delay_ms.size / chunks,
     }
 
 

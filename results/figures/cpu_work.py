@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from results.figures.machine_load import process_labels
+from results.folder.token_source import TokenSource, token_source
 
 __all__ = ["GROUPS", "cpu_work"]
 
@@ -29,7 +30,7 @@ GROUPS: tuple[str, ...] = ("engine", "client")
 _COUNTER = "process_cpu_s_total"
 
 
-def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, Any]:
+def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[str, Any]:
     """``cpu_frame``: the CPU probe's readings inside the measured window; ``tokens``: the run's
     tokens.parquet. Per group: ``<group>_cpu_s`` (seconds) and
     ``<group>_cpu_s_per_output_token``; ``output_tokens`` and ``interval_s`` of the span."""
@@ -50,8 +51,7 @@ def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, Any]:
     if not starts:
         return {"available": False, "reason": "no engine or client process in the CPU readings"}
     t_a, t_b = min(starts), max(ends)
-    in_span = (tokens["t_s"] > t_a) & (tokens["t_s"] <= t_b)
-    out_tokens = int(tokens.loc[in_span, "n_tokens"].sum())
+    out_tokens = token_source(tokens).tokens_between(t_a, t_b)
     out: dict[str, Any] = {"available": True, "interval_s": t_b - t_a, "output_tokens": out_tokens}
     for group in GROUPS:
         if processes[group]:

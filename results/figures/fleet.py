@@ -31,6 +31,7 @@ from results.figures.samples_summary import samples_summary
 from results.figures.summary import compute_summary
 from results.folder import sample_sources
 from results.folder.endpoints import fleet_endpoints
+from results.folder.token_source import TokenSource, token_source
 
 __all__ = [
     "ENDPOINT_FIGURES",
@@ -79,7 +80,7 @@ def run_span(window: Mapping[str, Any]) -> tuple[float, float] | None:
 
 def part_figures(
     part: pd.DataFrame,
-    tokens: pd.DataFrame,
+    tokens: pd.DataFrame | TokenSource,
     run_json: Mapping[str, Any],
     window: Mapping[str, Any],
     total: int,
@@ -89,7 +90,7 @@ def part_figures(
     counts and throughputs add up to the totals; with ``share``, its part of the run's
     ``total`` requests (0..1; None for a run of none)."""
     scenario = run_json.get("scenario") or {}
-    part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
+    part_tokens = token_source(tokens).only(part["request_id"])
     figures = compute_summary(
         part,
         part_tokens,
@@ -105,7 +106,7 @@ def part_figures(
 
 def endpoint_section(
     requests: pd.DataFrame,
-    tokens: pd.DataFrame,
+    tokens: pd.DataFrame | TokenSource,
     run_json: Mapping[str, Any],
     window: Mapping[str, Any],
     samples: pd.DataFrame | None = None,
@@ -125,8 +126,8 @@ def endpoint_section(
     by_endpoint: dict[str, Any] = {}
     for url in urls:
         part = requests[requests["endpoint"] == url]
-        part_tokens = tokens[tokens["request_id"].isin(set(part["request_id"]))]
-        by_endpoint[url] = part_figures(part, tokens, run_json, window, len(requests))
+        part_tokens = token_source(tokens).only(part["request_id"])
+        by_endpoint[url] = part_figures(part, part_tokens, run_json, window, len(requests))
         readings = _replica_samples(samples, url)
         probes = samples_summary(readings, part_tokens, window) if readings is not None else {}
         by_endpoint[url]["engine"] = probes.get("engine")

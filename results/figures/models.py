@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from results.figures.fleet import part_figures
+from results.folder.token_source import TokenSource
 
 __all__ = ["model_names", "model_section"]
 
@@ -48,7 +49,7 @@ def _planned_shares(run_json: Mapping[str, Any]) -> dict[str, float]:
 
 def model_section(
     requests: pd.DataFrame,
-    tokens: pd.DataFrame,
+    tokens: pd.DataFrame | TokenSource,
     run_json: Mapping[str, Any],
     window: Mapping[str, Any],
 ) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ import pandas as pd
 from results.figures.cpu_work import cpu_work
 from results.figures.machine_load import process_labels
 from results.folder import sample_sources
+from results.folder.token_source import TokenSource, token_source
 
 NVML_GAUGES = ("gpu_util_pct", "mem_util_pct", "power_w", "sm_clock_mhz", "temperature_c")
 GPM_GAUGES = (
@@ -72,7 +73,7 @@ def _increase(frame: pd.DataFrame, name: str) -> float | None:
     return total
 
 
-def energy(samples: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, Any]:
+def energy(samples: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[str, Any]:
     """Joules per output token and mean power from NVML's energy counters (module docstring)."""
     rows = samples[(samples["source"] == sample_sources.NVML) & (samples["name"] == "energy_j")]
     if rows.empty:
@@ -84,8 +85,7 @@ def energy(samples: pd.DataFrame, tokens: pd.DataFrame) -> dict[str, Any]:
         starts.append(float(series["t_s"].iloc[0]))
         ends.append(float(series["t_s"].iloc[-1]))
     t_a, t_b = min(starts), max(ends)
-    in_span = (tokens["t_s"] > t_a) & (tokens["t_s"] <= t_b)
-    out_tokens = int(tokens.loc[in_span, "n_tokens"].sum())
+    out_tokens = token_source(tokens).tokens_between(t_a, t_b)
     return {
         "available": True,
         "gpus": int(rows["labels"].nunique()),
@@ -220,7 +220,9 @@ def cpu_summary(cpu_frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def samples_summary(
-    samples: pd.DataFrame | None, tokens: pd.DataFrame, window: Mapping[str, Any]
+    samples: pd.DataFrame | None,
+    tokens: pd.DataFrame | TokenSource,
+    window: Mapping[str, Any],
 ) -> dict[str, Any]:
     """summary.json's "probes" (module docstring); says so when nothing was sampled."""
     if samples is None or samples.empty:

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.files import json_safe
+from results.figures.itl import itl_distribution
 from results.folder.records import (
     REQUEST_BACKFILLS,
     REQUEST_COLUMNS,
@@ -49,6 +50,7 @@ from results.folder.records import (
     Status,
 )
 from results.folder.tables import backfill_frame
+from results.folder.token_source import TokenSource, token_source
 from results.schema import (
     SUMMARY_JSON_VERSION,
     Counts,
@@ -141,19 +143,6 @@ def _normalize_slo(slo: Mapping[str, float | None] | None) -> dict[str, float]:
     return targets
 
 
-def _itl_ms(tokens_df: pd.DataFrame, request_ids: set[str]) -> np.ndarray:
-    """One ITL value (ms) per token after a request's first content chunk (see module doc)."""
-    tok = tokens_df[tokens_df["request_id"].isin(request_ids) & (tokens_df["n_tokens"] >= 1)]
-    tok = tok.sort_values(["request_id", "index"], kind="mergesort")
-    rid = tok["request_id"].to_numpy(dtype=object)
-    t_s = _floats(tok, "t_s")
-    n = tok["n_tokens"].to_numpy(dtype=np.int64)
-    same = rid[1:] == rid[:-1]
-    gaps_s = (t_s[1:] - t_s[:-1])[same]
-    later_n = n[1:][same]
-    return np.repeat(gaps_s / later_n * 1000.0, later_n)
-
-
 def _status_counts(status: np.ndarray) -> StatusCounts:
     error = int(np.count_nonzero(status == "error"))
     return StatusCounts(
@@ -183,7 +172,7 @@ def _errors(req: pd.DataFrame, status: np.ndarray) -> Errors:
 
 def compute_summary(
     requests_df: pd.DataFrame,
-    tokens_df: pd.DataFrame,
+    tokens_df: pd.DataFrame | TokenSource,
     warmup_s: float = 0.0,
     cooldown_s: float = 0.0,
     slo: Mapping[str, float | None] | None = None,
@@ -202,7 +191,8 @@ def compute_summary(
     span, so a part's rates are per second of the same window as the run's.
     Raises ValueError for missing columns, unknown statuses, duplicate request ids or a bad SLO.
     """
-    requests_df = _checked_requests(requests_df, tokens_df, warmup_s, cooldown_s)
+    source = token_source(tokens_df)
+    requests_df = _checked_requests(requests_df, source, warmup_s, cooldown_s)
     targets = _normalize_slo(slo)
     req, status = _sorted_requests(requests_df)
 
@@ -245,9 +235,7 @@ def compute_summary(
         ),
         goodput=_goodput(targets, ok, in_window, (ttft_ms, tpot_ms, e2el_ms), many, duration),
         ttft_ms=latencies(ttft_ms),
-        itl_ms=distribution(
-            _itl_ms(tokens_df, set(req.loc[ok, "request_id"])), LATENCY_PERCENTILES
-        ),
+        itl_ms=itl_distribution(source.only(req.loc[ok, "request_id"]), LATENCY_PERCENTILES),
         tpot_ms=latencies(tpot_ms),
         e2el_ms=latencies(e2el_ms),
         e2el_from_scheduled_ms=latencies((done - scheduled) * 1000.0),
@@ -263,12 +251,15 @@ def compute_summary(
 
 
 def _checked_requests(
-    requests_df: pd.DataFrame, tokens_df: pd.DataFrame, warmup_s: float, cooldown_s: float
+    requests_df: pd.DataFrame, tokens: TokenSource, warmup_s: float, cooldown_s: float
 ) -> pd.DataFrame:
     """``requests_df`` with the columns old run folders lack backfilled; raises ValueError for
     a missing column of either table or a negative warmup or cooldown."""
     _check_columns(requests_df, REQUIRED_REQUEST_COLUMNS, "requests")
-    _check_columns(tokens_df, REQUIRED_TOKEN_COLUMNS, "tokens")
+    columns = tokens.columns()
+    missing = [c for c in REQUIRED_TOKEN_COLUMNS if c not in columns]
+    if missing:
+        raise ValueError(f"tokens: missing columns {', '.join(missing)}")
     if warmup_s < 0 or cooldown_s < 0:
         raise ValueError(f"warmup_s and cooldown_s must be >= 0, got {warmup_s}, {cooldown_s}")
     return backfill_frame(requests_df, REQUEST_BACKFILLS)

@@ -15,6 +15,7 @@ pandas conversion, so a summary computed in the run equals one recomputed from t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -30,6 +31,17 @@ import pyarrow.parquet as pq
 from perfmodel.files import atomic_write, atomic_write_text, json_safe, json_text
 from results.folder.endpoints import fill_endpoints, fill_models
 from results.folder.engine_steps import STEPS_SCHEMA
+from results.folder.record_stream import (
+    FLUSH_ROWS,
+    FLUSH_S,
+    REQUESTS_PARTS,
+    TOKENS_PARTS,
+    RecordStream,
+    has_parts,
+    part_files,
+    read_parts,
+    seal_parts,
+)
 from results.folder.redact import redact_command
 from results.folder.tables import (
     REQUESTS_SCHEMA,
@@ -42,6 +54,7 @@ from results.folder.tables import (
     tokens_frame,
     tokens_table,
 )
+from results.folder.token_source import TokenSource, token_source
 from results.schema import (
     RunJson,
     SchemaError,
@@ -103,10 +116,27 @@ class RunData:
     path: Path
     run_json: RunJson
     requests: pd.DataFrame
-    tokens: pd.DataFrame
+    # tokens.parquet's rows, or where they lie (read on first use of ``tokens``).
+    token_data: pd.DataFrame | TokenSource
     summary: SummaryJson | None
     steps: pd.DataFrame | None = None
     samples: pd.DataFrame | None = None
+
+    @functools.cached_property
+    def tokens(self) -> pd.DataFrame:
+        """tokens.parquet's rows in memory, read on first use; the summary reads them where
+        they lie instead (:attr:`token_source`), in bounded memory."""
+        data = self.token_data
+        if isinstance(data, pd.DataFrame):
+            return data
+        tables = [pq.read_table(f) for f in data.files]
+        table = pa.concat_tables(tables) if tables else TOKENS_SCHEMA.empty_table()
+        return to_frame(table, TOKENS_SCHEMA, str(self.path / TOKENS_PARQUET))
+
+    @property
+    def token_source(self) -> TokenSource:
+        """The chunk rows as results.folder.token_source reads them (DuckDB, bounded memory)."""
+        return token_source(self.token_data)
 
 
 @dataclass(frozen=True)
@@ -170,6 +200,16 @@ class RunFolder:
         table = tokens_table(records)
         _write_parquet(self.path / TOKENS_PARQUET, table)
         return to_frame(table, TOKENS_SCHEMA, TOKENS_PARQUET)
+
+    def open_stream(self, flush_s: float = FLUSH_S, flush_rows: int = FLUSH_ROWS) -> RecordStream:
+        """A stream of finished records into this folder's parts
+        (results.folder.record_stream); :meth:`seal_records` once it is closed."""
+        return RecordStream(self.path, flush_s, flush_rows)
+
+    def seal_records(self) -> None:
+        """requests.parquet and tokens.parquet from the streamed parts, which are removed."""
+        seal_parts(self.path, REQUESTS_PARTS, REQUESTS_PARQUET, REQUESTS_SCHEMA)
+        seal_parts(self.path, TOKENS_PARTS, TOKENS_PARQUET, TOKENS_SCHEMA)
 
     def write_steps(self, steps: pd.DataFrame) -> Path:
         """Write steps.parquet (results.folder.engine_steps.STEPS_SCHEMA) from
@@ -243,20 +283,46 @@ def _read_parquet(path: Path, schema: pa.Schema) -> pd.DataFrame:
         raise RunFolderError(str(exc)) from exc
 
 
+def _token_files(path: Path, files: list[Path]) -> TokenSource:
+    """The token files of a folder, their columns checked now (their rows read on use)."""
+    for file in files:
+        try:
+            to_frame(pq.read_schema(file).empty_table(), TOKENS_SCHEMA, str(file))
+        except (OSError, pa.ArrowException) as exc:
+            raise RunFolderError(f"{file}: cannot be read as parquet: {exc}") from exc
+        except TableError as exc:
+            raise RunFolderError(str(exc)) from exc
+    # Resolved: a reader that linked the files from elsewhere may remove its links.
+    return TokenSource(files=tuple(f.resolve() for f in files))
+
+
+def _read_streamed(path: Path, schema: pa.Schema, parts: str, name: str) -> pd.DataFrame:
+    """A table of a folder whose streamed parts were never sealed (a killed run)."""
+    try:
+        return to_frame(read_parts(path, parts, schema), schema, str(path / parts))
+    except (OSError, pa.ArrowException, TableError) as exc:
+        raise RunFolderError(f"{path / parts}: the parts of {name} cannot be read: {exc}") from exc
+
+
 def load_run(path: Path | str) -> RunData:
     """Read a run folder. Raises RunFolderError naming the missing files if it is not one, and
     the file and key when one does not fit its schema.
 
     run.json, requests.parquet and tokens.parquet are required; summary.json is optional. Both
-    JSON documents come back upgraded to their current schema_version (results.schema).
+    JSON documents come back upgraded to their current schema_version (results.schema). A
+    folder whose run was killed before it sealed its streamed records
+    (results.folder.record_stream) is read from its parts, with run.json's ``incomplete``
+    saying so and no summary (a summary.json there is not of these records).
     """
     path = Path(path)
     if not path.is_dir():
         what = "does not exist" if not path.exists() else "is not a directory"
         raise RunFolderError(f"not a run folder: {path} {what}")
+    # A killed run's streamed parts, never sealed: read them, and say so (``incomplete``).
+    streamed = has_parts(path) and (path / RUN_JSON).is_file()
     required = (RUN_JSON, REQUESTS_PARQUET, TOKENS_PARQUET)
     missing = [name for name in required if not (path / name).is_file()]
-    if missing:
+    if missing and not streamed:
         raise RunFolderError(
             f"not a run folder: {path} lacks {', '.join(missing)} "
             f"(a run folder holds {', '.join(required)} and {SUMMARY_JSON})"
@@ -265,15 +331,22 @@ def load_run(path: Path | str) -> RunData:
     steps_path = path / STEPS_PARQUET
     samples_path = path / SAMPLES_PARQUET
     run_json = read_run_json(path / RUN_JSON)
+    if streamed:
+        requests = _read_streamed(path, REQUESTS_SCHEMA, REQUESTS_PARTS, REQUESTS_PARQUET)
+        tokens = _token_files(path, part_files(path, TOKENS_PARTS))
+        incomplete = {**(run_json.get("incomplete") or {}), "requests_flushed": len(requests)}
+        run_json = {**run_json, "incomplete": incomplete}  # type: ignore[typeddict-item]
+    else:
+        requests = _read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA)
+        tokens = _token_files(path, [path / TOKENS_PARQUET])
     return RunData(
         path=path,
         run_json=run_json,
-        requests=fill_models(
-            fill_endpoints(_read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA), run_json),
-            run_json,
-        ),
-        tokens=_read_parquet(path / TOKENS_PARQUET, TOKENS_SCHEMA),
-        summary=read_summary_json(summary_path) if summary_path.is_file() else None,
+        requests=fill_models(fill_endpoints(requests, run_json), run_json),
+        token_data=tokens,
+        summary=read_summary_json(summary_path)
+        if summary_path.is_file() and not streamed
+        else None,
         steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
         samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
     )

@@ -251,6 +251,10 @@ class RunJson(TypedDict):
     # A run ended early: by a signal, or by its engine's death.
     interrupted: NotRequired[Interruption]
     engine_died: NotRequired[EngineDeath]
+    # Since records are streamed to disk: the run.json written as the load begins says how
+    # records are flushed (``flush_s``, ``flush_rows``); the final one has no such key, so a
+    # folder that keeps it is of a run killed before its end (results.folder.record_stream).
+    incomplete: NotRequired[dict[str, Any]]
 
 
 def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:

@@ -208,6 +208,7 @@ class SummaryJson(TypedDict):
     partial: NotRequired[str]
     interrupted: NotRequired[dict[str, Any]]
     engine_died: NotRequired[dict[str, Any]]
+    incomplete: NotRequired[dict[str, Any]]
     # A fleet run (several --url): the request figures per replica (results.figures.fleet).
     endpoints: NotRequired[dict[str, Any]]
     # A run that sent several models ([[models]]): the request figures per model

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["engine_death_line", "interruption_line", "run_end_lines", "run_end_summary"]
+__all__ = [
+    "engine_death_line",
+    "incomplete_line",
+    "interruption_line",
+    "run_end_lines",
+    "run_end_summary",
+]
 
 
 def _at(t_s: float | None) -> str:
@@ -52,6 +58,18 @@ def engine_death_line(section: Mapping[str, Any]) -> str:
     )
 
 
+def incomplete_line(section: Mapping[str, Any]) -> str:
+    """ "incomplete run: it stopped without closing its folder (killed, or the machine lost
+    power): 812 requests flushed to disk; ..." (results.folder.record_stream)."""
+    flushed = section.get("requests_flushed")
+    count = f": {flushed} requests flushed to disk" if flushed is not None else ""
+    return (
+        f"incomplete run: it stopped without closing its folder (killed, or the machine lost "
+        f"power){count}; those of its last {section.get('flush_s', '?')} s and those in flight "
+        "were lost; the figures cover the flushed requests only"
+    )
+
+
 def run_end_summary(run_json: Mapping[str, Any]) -> dict[str, Any]:
     """summary.json's keys for a run ended early (module docstring); {} for a complete run."""
     out: dict[str, Any] = {}
@@ -62,6 +80,9 @@ def run_end_summary(run_json: Mapping[str, Any]) -> dict[str, Any]:
     if interrupted := run_json.get("interrupted"):
         out["interrupted"] = dict(interrupted)
         lines.append(interruption_line(interrupted))
+    if incomplete := run_json.get("incomplete"):
+        out["incomplete"] = dict(incomplete)
+        lines.append(incomplete_line(incomplete))
     if lines:
         out["partial"] = "; ".join(lines)
     return out
@@ -74,4 +95,6 @@ def run_end_lines(summary: Mapping[str, Any]) -> list[str]:
         lines.append(engine_death_line(died))
     if interrupted := summary.get("interrupted"):
         lines.append(interruption_line(interrupted))
+    if incomplete := summary.get("incomplete"):
+        lines.append(incomplete_line(incomplete))
     return lines

@@ -6,20 +6,26 @@ all write their folders in the same steps, here:
 
 1. :meth:`RunWriter.create`: the folder ``<runs_dir>/<UTC time>-<scenario>-<engine>/``
    (results.folder.run_folder.RunFolder);
-2. :meth:`RunWriter.write_tables`: requests.parquet and tokens.parquet from the records, and
-   steps.parquet and samples.parquet when the run has them (a served run writes client.parquet
-   and arrival_plan.parquet beside them, bench.run.load_runner.record_load);
-3. :meth:`RunWriter.finish`: run.json (its ``schema_version`` and ``run_id`` the folder's, its
+2. :meth:`RunWriter.begin` (a run that streams its records, as `bench run` and `bench simulate`
+   do): a first run.json, with ``incomplete`` saying how records are flushed, and the record
+   stream (results.folder.record_stream) the load appends every finished request to, so that
+   a killed run keeps what was flushed and the client holds no chunks;
+3. :meth:`RunWriter.write_tables`: requests.parquet and tokens.parquet (from the records, or
+   sealed from the stream's parts), and steps.parquet and samples.parquet when the run has
+   them (a served run writes client.parquet and arrival_plan.parquet beside them,
+   bench.run.load_runner.record_load);
+4. :meth:`RunWriter.finish`: run.json (its ``schema_version`` and ``run_id`` the folder's, its
    ``recorded`` from :meth:`RunWriter.recorded`), then summary.json, computed from the written files
    (results.run_summary), never from memory, so recomputing it from the folder agrees; and
    the run adds itself to the history its command chose (results.history.target);
-4. :func:`write_report`: report.html, the run's dashboard. A step of its own, taken once the
+5. :func:`write_report`: report.html, the run's dashboard. A step of its own, taken once the
    command has shown the summary and its engine is stopped: drawing the page takes seconds,
    and a failure to draw it (or a signal meanwhile) costs the page, never the run.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,7 @@ from rich.console import Console
 from bench.run.end.interrupt import ReportSkipped, active_interrupts
 from bench.run.messages import print_path, print_warning
 from results.figures.client_check import CLIENT_PARQUET
+from results.folder.record_stream import FLUSH_ROWS, FLUSH_S, RecordStream
 from results.folder.records import RequestRecord
 from results.folder.run_folder import RunFolder, load_run
 from results.history.target import record_run
@@ -46,6 +53,7 @@ class RunWriter:
         self.folder = folder
         self._steps = False
         self._samples = False
+        self.stream: RecordStream | None = None
 
     @classmethod
     def create(cls, runs_dir: Path, scenario_name: str, engine_name: str) -> RunWriter:
@@ -60,16 +68,49 @@ class RunWriter:
     def run_id(self) -> str:
         return self.folder.run_id
 
+    def begin(
+        self, flush_s: float = FLUSH_S, flush_rows: int = FLUSH_ROWS, **sections: Any
+    ) -> RecordStream:
+        """Write the first run.json, of ``sections`` (what is known as the load begins; as
+        :meth:`finish` takes them) with ``incomplete`` (``flush_s``, ``flush_rows``), and open
+        the record stream; :meth:`write_tables` closes and seals it, :meth:`finish` replaces
+        this run.json. Raises results.schema.SchemaError as :meth:`finish` does."""
+        incomplete = {"flush_s": flush_s, "flush_rows": flush_rows}
+        self.folder.write_run_json(
+            RunJson(  # type: ignore[typeddict-item]
+                schema_version=RUN_JSON_VERSION,
+                run_id=self.run_id,
+                **sections,
+                incomplete=incomplete,
+            )
+        )
+        self.stream = self.folder.open_stream(flush_s, flush_rows)
+        return self.stream
+
+    def discard_if_empty(self) -> None:
+        """Remove the folder of a run that failed or was stopped before any record came."""
+        if self.stream is not None:
+            self.stream.close()
+        if self.stream is None or self.stream.requests_written == 0:
+            shutil.rmtree(self.path, ignore_errors=True)
+
     def write_tables(
         self,
-        records: Sequence[RequestRecord],
+        records: Sequence[RequestRecord] | None,
         steps: pd.DataFrame | None = None,
         samples: pd.DataFrame | None = None,
     ) -> None:
-        """requests.parquet and tokens.parquet of ``records``; steps.parquet and samples.parquet
-        when given (None: the run has none, and run.json's ``recorded`` says so)."""
-        self.folder.write_requests(records)
-        self.folder.write_tokens(records)
+        """requests.parquet and tokens.parquet of ``records``, or (None) sealed from the
+        stream that :meth:`begin` opened; steps.parquet and samples.parquet when given (None:
+        the run has none, and run.json's ``recorded`` says so)."""
+        if records is None:
+            if self.stream is None:
+                raise RuntimeError("write_tables(None) needs the record stream of begin()")
+            self.stream.close()
+            self.folder.seal_records()
+        else:
+            self.folder.write_requests(records)
+            self.folder.write_tokens(records)
         if steps is not None:
             self.folder.write_steps(steps)
             self._steps = True

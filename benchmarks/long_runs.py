@@ -1,0 +1,123 @@
+"""Runs of any length: peak RSS, wall time and size of a long run, its report and its gate.
+
+For each request count, `bench simulate` makes a run of that many requests (llama-3-8b on a
+simulated H100, 1,000 closed-loop users, 512 prompt and 256 output tokens each, as issue 32
+measured), then `bench report --html` re-summarizes it and draws its page, and `bench gate`
+gates it against a baseline saved from the first (smallest) run. Each command runs under
+GNU time (``/usr/bin/time -v``), whose "Maximum resident set size" is the peak RSS. ``--code``
+picks the checkout whose code runs (its folder goes first on PYTHONPATH), so the same script
+measures two versions of the lab:
+
+    python benchmarks/long_runs.py --requests 10000 100000 --out /tmp/after
+    python benchmarks/long_runs.py --requests 10000 --code ../other-checkout --out /tmp/before
+
+It prints one Markdown table (benchmarks/README.md keeps the measured ones) and writes it,
+with every command line, to ``OUT/long_runs.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCENARIO = """
+name = "long-{n}"
+seed = 0
+users = 1000
+num_requests = {n}
+think_time_s = 0.0
+api = "completions"
+ignore_eos = true
+temperature = 0.0
+
+[input_len]
+kind = "fixed"
+value = 512
+
+[output_len]
+kind = "fixed"
+value = 256
+
+[engine]
+preset = "llama-3-8b"
+"""
+
+
+def _timed(
+    cmd: list[str], code: Path, cwd: Path, ok: tuple[int, ...] = (0,)
+) -> tuple[str, float, float]:
+    """Run ``cmd`` under GNU time; its output, peak RSS (bytes) and wall time (seconds).
+    ``ok``: the exit statuses that count as having run (a gate's verdict is its status)."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    proc = subprocess.run(
+        ["/usr/bin/time", "-v", *cmd], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    err = proc.stderr
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", err)
+    if proc.returncode not in ok or rss is None or wall is None:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{err}")
+    seconds = 0.0
+    for part in wall.group(1).split(":"):
+        seconds = seconds * 60 + float(part)
+    return proc.stdout, int(rss.group(1)) * 1024, seconds
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _row(what: str, n: int, rss: float, wall: float, size: float | None) -> str:
+    mb = f"{size / 1e6:.1f}" if size is not None else "-"
+    return f"| {what} | {n:,} | {rss / 2**20:,.0f} | {wall:.1f} | {mb} |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, nargs="+", required=True)
+    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    out, code = args.out.resolve(), args.code.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    bench = [sys.executable, "-m", "bench"]
+    rows = ["| command | requests | peak RSS MiB | wall s | output MB |", "|---|---|---|---|---|"]
+    commands: list[str] = []
+    baseline: Path | None = None
+    for n in args.requests:
+        scenario = out / f"long-{n}.toml"
+        scenario.write_text(SCENARIO.format(n=n))
+        runs = out / f"runs-{n}"
+        cmd = [*bench, "simulate", "--scenario", str(scenario), "--gpu", "h100-sxm",
+               "--runs-dir", str(runs), "--no-html"]  # fmt: skip
+        _, rss, wall = _timed(cmd, code, out)
+        (folder,) = [p for p in runs.iterdir() if p.is_dir()]
+        commands.append(" ".join(cmd[1:]))
+        rows.append(_row("bench simulate", n, rss, wall, _size(folder)))
+        print(rows[-1], flush=True)
+        cmd = [*bench, "report", str(folder), "--html"]
+        _, rss, wall = _timed(cmd, code, out)
+        commands.append(" ".join(cmd[1:]))
+        page = (folder / "report.html").stat().st_size
+        rows.append(_row("bench report --html", n, rss, wall, page))
+        print(rows[-1], flush=True)
+        if baseline is None:
+            baseline = out / "baseline.json"
+            _timed([*bench, "baseline", "save", str(folder), "--name", "long", "-o",
+                    str(baseline)], code, out)  # fmt: skip
+        cmd = [*bench, "gate", str(folder), "--baseline", str(baseline), "--force"]
+        _, rss, wall = _timed(cmd, code, out, ok=(0, 1, 2))  # pass, fail, inconclusive
+        commands.append(" ".join(cmd[1:]))
+        rows.append(_row("bench gate", n, rss, wall, None))
+        print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    (out / "long_runs.md").write_text(table + "\n\n" + "\n".join(commands) + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
