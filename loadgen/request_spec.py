@@ -8,10 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-__all__ = ["API_KINDS", "Abandon", "Api", "RequestSpec"]
+__all__ = ["API_KINDS", "CHAT_APIS", "POOLING_APIS", "Abandon", "Api", "RequestSpec"]
 
-Api = Literal["completions", "chat"]
+Api = Literal["completions", "chat", "responses", "messages", "embeddings", "rerank"]
 API_KINDS: tuple[str, ...] = get_args(Api)
+# The APIs that take a conversation (the chat template applies); the rest take text.
+CHAT_APIS: frozenset[str] = frozenset({"chat", "responses", "messages"})
+# The APIs that generate nothing: one JSON answer, no stream, no output tokens.
+POOLING_APIS: frozenset[str] = frozenset({"embeddings", "rerank"})
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,14 @@ class RequestSpec:
 
     Attributes:
         request_id: unique within a run.
-        prompt: the prompt text; for ``api="chat"`` it is sent as one user message.
+        prompt: the prompt text; for a chat API (:data:`CHAT_APIS`) it is sent as one user
+            message; for ``"embeddings"`` it is the first input, for ``"rerank"`` the query.
         prompt_tokens: tokens of ``prompt`` under the workload's tokenizer (the server may count
             more for chat, since it adds its chat template).
         max_tokens: the most output tokens to generate, >= 1.
-        api: ``"completions"`` (/v1/completions) or ``"chat"`` (/v1/chat/completions).
+        api: ``"completions"`` (/v1/completions), ``"chat"`` (/v1/chat/completions),
+            ``"responses"`` (/v1/responses), ``"messages"`` (Anthropic's /v1/messages),
+            ``"embeddings"`` (/v1/embeddings) or ``"rerank"`` (/v1/rerank).
         ignore_eos: ask the server to generate exactly ``max_tokens`` (a vLLM/llama.cpp extension;
             sent only when true, so strict OpenAI servers are not sent an unknown field).
         temperature: sampling temperature, >= 0.
@@ -52,6 +59,9 @@ class RequestSpec:
             ``prompt_tokens`` counts that transcript. None sends ``prompt`` as one user message.
         abandon: the client closes the stream early, as a user who stopped reading
             (:class:`Abandon`); None reads it to the end.
+        inputs: for a pooling API (:data:`POOLING_APIS`), the texts after ``prompt``: more
+            inputs to embed, or the documents to rank against the query ``prompt``;
+            ``prompt_tokens`` counts them all. Empty for generation.
     """
 
     request_id: str
@@ -64,6 +74,17 @@ class RequestSpec:
     seed: int | None = None
     messages: tuple[tuple[str, str], ...] | None = None
     abandon: Abandon | None = None
+    inputs: tuple[str, ...] = ()
+
+    @property
+    def num_inputs(self) -> int | None:
+        """The inputs a pooling request carries (embedding inputs, or rerank documents), None
+        for generation: what requests.parquet's ``inputs`` column records."""
+        if self.api == "embeddings":
+            return 1 + len(self.inputs)
+        if self.api == "rerank":
+            return max(1, len(self.inputs))
+        return None
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -79,6 +100,14 @@ class RequestSpec:
         if not isinstance(self.prompt_tokens, int) or self.prompt_tokens < 0:
             raise ValueError(
                 f"RequestSpec.prompt_tokens: expected an int >= 0, got {self.prompt_tokens!r}"
+            )
+        if self.abandon is not None and self.api not in ("completions", "chat"):
+            raise ValueError(
+                f"RequestSpec.abandon: covers completions and chat only, not {self.api!r}"
+            )
+        if self.inputs and self.api not in POOLING_APIS:
+            raise ValueError(
+                f"RequestSpec.inputs: only {sorted(POOLING_APIS)} take inputs, not {self.api!r}"
             )
         if self.temperature < 0:
             raise ValueError(

@@ -87,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._pending = b""  # chunked framing bytes not yet complete
         self._trailer = False  # after the last (zero-length) chunk: its trailer section
         self._keep_alive = True
+        self._json_body = False  # a JSON answer is the answer (pooling APIs), not an error
         self.error_body = b""
         self.content_type = b""
         self.last_read_ns = 0
@@ -162,7 +163,9 @@ class Connection(asyncio.Protocol):
 
     def _deliver(self, payload: bytes, t_ns: int) -> None:
         # An error status, or a JSON answer where a stream was asked for: keep it for the message.
-        if (self.status or 0) >= 400 or self.content_type.startswith(b"application/json"):
+        if (self.status or 0) >= 400 or (
+            not self._json_body and self.content_type.startswith(b"application/json")
+        ):
             if len(self.error_body) < _MAX_ERROR_BODY:
                 self.error_body += payload
         elif self._on_body is not None:
@@ -230,19 +233,21 @@ class Connection(asyncio.Protocol):
 
     # requests
     async def request(
-        self, data: bytes, on_body: OnBody, timeout_s: float
+        self, data: bytes, on_body: OnBody, timeout_s: float, *, json_body: bool = False
     ) -> tuple[int | None, bytes]:
         """Write ``data`` (a whole request) and wait for the whole response.
 
         ``on_body(bytes, t_ns)`` gets the de-chunked body of a < 400 response per read; the
-        body of an error response is returned instead. Raises RawHttpError on transport
-        failures and when no byte arrives for ``timeout_s`` seconds (the connection is then
-        closed: it cannot be reused mid-response).
+        body of an error response is returned instead (and that of a JSON answer, unless
+        ``json_body``: a request whose answer is JSON, not a stream). Raises RawHttpError on
+        transport failures and when no byte arrives for ``timeout_s`` seconds (the connection
+        is then closed: it cannot be reused mid-response).
         """
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._reset(on_body, done)
+        self._json_body = json_body
         self._got_bytes = False
         self.last_read_ns = perf_counter_ns()
         timeout_ns = int(timeout_s * 1e9)
@@ -320,15 +325,16 @@ class RawPool:
         return conn
 
     async def request(
-        self, conn: Connection, data: bytes, on_body: OnBody, timeout_s: float
-    ) -> tuple[int | None, bytes]:
+        self, conn: Connection, data: bytes, on_body: OnBody, timeout_s: float, *,
+        json_body: bool = False,
+    ) -> tuple[int | None, bytes]:  # fmt: skip
         """``conn.request``, sent once more on a fresh connection if the server had closed the
         reused one before answering (see :class:`StaleConnection`)."""
         try:
-            return await conn.request(data, on_body, timeout_s)
+            return await conn.request(data, on_body, timeout_s, json_body=json_body)
         except StaleConnection:
             await self._open(conn)
-            return await conn.request(data, on_body, timeout_s)
+            return await conn.request(data, on_body, timeout_s, json_body=json_body)
 
     async def _open(self, conn: Connection) -> None:
         """(Re)open ``conn``; raises ConnectError or ConnectTimeout."""

@@ -27,8 +27,10 @@ from typing import Any
 import httpx
 
 from loadgen.client.abandon import AbandoningAccumulator, send_abandoning
+from loadgen.client.apis import API_PATHS, accumulator_for, api_headers, generation_body
 from loadgen.client.connection_slots import ConnectionSlots
 from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.pooling import PoolingAccumulator
 from loadgen.client.raw_http import PoolTimeout, RawHttpError, RawPool, ReadTimeout
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
@@ -44,7 +46,8 @@ class ServerUnreachableError(ConnectionError):
 
 
 class StreamingClient:
-    """An async client for /v1/completions and /v1/chat/completions with SSE streaming.
+    """An async client for /v1/completions and /v1/chat/completions with SSE streaming, and
+    the other APIs of loadgen.client.apis (Responses, Anthropic Messages, embeddings, rerank).
 
     Args:
         base_url: the server root, e.g. ``http://127.0.0.1:8000``; a trailing ``/v1`` is accepted
@@ -113,10 +116,7 @@ class StreamingClient:
         self.connect_timeout_s = float(connect_timeout_s)
         self.tokenizer = tokenizer
         self._extra_body = dict(extra_body or {})
-        self._urls = {
-            "completions": self.api_root + "/completions",
-            "chat": self.api_root + "/chat/completions",
-        }
+        self._urls = {api: self.api_root + tail for api, tail in API_PATHS.items()}
         sent = {
             "Accept": "text/event-stream",
             # Compressed SSE would be buffered by the encoder and decoded per read: ask for none.
@@ -130,6 +130,8 @@ class StreamingClient:
                 del sent[known]
             sent[name] = value
         self._headers = sent
+        # Each API's own headers (loadgen.client.apis): JSON answers, Anthropic's key header.
+        self._api_headers = {api: api_headers(api, sent) for api in API_PATHS}
         self._trust_env = trust_env
         self._slots_pool: ConnectionSlots | None = None
         self._raw: RawPool | None = None
@@ -143,10 +145,10 @@ class StreamingClient:
                 api: (
                     f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
                     f"Host: {host_header}\r\n"
-                    + "".join(f"{k}: {v}\r\n" for k, v in sent.items())
+                    + "".join(f"{k}: {v}\r\n" for k, v in self._api_headers[api].items())
                     + "Content-Length: "
                 ).encode()
-                for api, tail in (("completions", "/completions"), ("chat", "/chat/completions"))
+                for api, tail in API_PATHS.items()
             }
 
     @property
@@ -183,24 +185,7 @@ class StreamingClient:
 
     def request_body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": spec.max_tokens,
-            "temperature": spec.temperature,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if spec.api == "chat":
-            if spec.messages:
-                body["messages"] = [{"role": r, "content": c} for r, c in spec.messages]
-            else:
-                body["messages"] = [{"role": "user", "content": spec.prompt}]
-        else:
-            body["prompt"] = spec.prompt
-        if spec.ignore_eos:
-            body["ignore_eos"] = True
-        if spec.seed is not None:
-            body["seed"] = spec.seed
+        body = generation_body(spec, self.model)
         body.update(self._extra_body)
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -222,11 +207,11 @@ class StreamingClient:
                 spec.abandon, acc, lambda: self._send(spec, user_id, scheduled_s, clock, acc),
                 scheduled_s, clock,
             )  # fmt: skip
-        return await self._send(spec, user_id, scheduled_s, clock, StreamAccumulator(spec.api))
+        return await self._send(spec, user_id, scheduled_s, clock, accumulator_for(spec))
 
     async def _send(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator,
+        acc: StreamAccumulator | PoolingAccumulator,
     ) -> RequestRecord:  # fmt: skip
         """:meth:`send`, reading into ``acc``."""
         url = self._urls[spec.api]
@@ -242,7 +227,8 @@ class StreamingClient:
             try:
                 # Stamped after the slot wait: sent_s - scheduled_s then shows client-side queueing.
                 sent_ns = perf_counter_ns()
-                async with http.stream("POST", url, content=body) as response:
+                headers = self._api_headers[spec.api]
+                async with http.stream("POST", url, content=body, headers=headers) as response:
                     http_status = response.status_code
                     error = await self._read(response, acc)
             finally:
@@ -259,10 +245,12 @@ class StreamingClient:
 
     async def _send_raw(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
-        body: bytes, acc: StreamAccumulator,
+        body: bytes, acc: StreamAccumulator | PoolingAccumulator,
     ) -> RequestRecord:  # fmt: skip
         """:meth:`send` over loadgen.client.raw_http (same outcomes, same record)."""
         assert self._raw is not None
+        if isinstance(acc, PoolingAccumulator):
+            return await self._send_pooling_raw(spec, user_id, scheduled_s, clock, url, body, acc)
         parser = SSEParser()
         failures: list[str] = []
         http_status: int | None = None
@@ -324,6 +312,46 @@ class StreamingClient:
             spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
         )
 
+    async def _send_pooling_raw(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
+        body: bytes, acc: PoolingAccumulator,
+    ) -> RequestRecord:  # fmt: skip
+        """:meth:`send` of a pooling request (loadgen.client.pooling) over raw_http: one JSON
+        body, whose reads end at ``acc.done_ns``."""
+        assert self._raw is not None
+        http_status: int | None = None
+        status: Status = "ok"
+        error: str | None = None
+        request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
+        sent_ns = perf_counter_ns()
+        try:
+            conn = await self._acquire_raw()
+            try:
+                sent_ns = perf_counter_ns()
+                _, error_body = await self._raw.request(
+                    conn, request, acc.add_body, self.timeout_s, json_body=True
+                )
+            finally:
+                http_status = conn.status
+                self._raw.release(conn)
+            if http_status is not None and http_status >= 400:
+                error = f"HTTP {http_status}: {error_message_from_body(error_body)}"
+            else:
+                error = acc.finish()
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        except ReadTimeout:
+            error = f"ReadTimeout: {url} was silent for {self.timeout_s} s; raise timeout_s"
+        except RawHttpError as exc:
+            error = f"{type(exc).__name__}: {exc} (POST {url})"
+        except Exception as exc:  # a failed request is recorded, never dropped
+            error = f"client error: {type(exc).__name__}: {exc}"
+        if error is not None:
+            acc.done_ns = None  # a failed answer ends when the failure was seen
+        return self._record(
+            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
+        )
+
     async def _acquire_raw(self) -> Any:
         assert self._raw is not None
         try:
@@ -337,8 +365,8 @@ class StreamingClient:
 
     def _record(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator, sent_ns: int, http_status: int | None, status: Status,
-        error: str | None,
+        acc: StreamAccumulator | PoolingAccumulator, sent_ns: int, http_status: int | None,
+        status: Status, error: str | None,
     ) -> RequestRecord:  # fmt: skip
         end_ns = perf_counter_ns()
         if error is not None:
@@ -378,11 +406,17 @@ class StreamingClient:
         except TimeoutError:
             raise httpx.PoolTimeout("all connection slots stayed busy") from None
 
-    async def _read(self, response: httpx.Response, acc: StreamAccumulator) -> str | None:
+    async def _read(
+        self, response: httpx.Response, acc: StreamAccumulator | PoolingAccumulator
+    ) -> str | None:
         """Consume the response into ``acc``; return an error message, or None when complete."""
         if response.status_code >= 400:
             raw = await response.aread()
             return f"HTTP {response.status_code}: {error_message_from_body(raw)}"
+        if isinstance(acc, PoolingAccumulator):
+            async for raw in response.aiter_bytes():
+                acc.add_body(raw, perf_counter_ns())
+            return acc.finish()
         content_type = response.headers.get("content-type", "")
         if content_type.startswith("application/json"):
             raw = await response.aread()

@@ -121,6 +121,11 @@ class RequestRecord:
             ``--url``, trailing ``/`` cut; the one engine's URL for a run against one). A
             folder written before fleets reads it as run.json's ``engine.url``
             (results.folder.endpoints.fill_endpoints).
+        inputs: for a pooling request (embeddings, rerank), the inputs it carried: texts
+            embedded, or documents ranked; None for generation. A pooling request streams
+            nothing: no chunk, ``first_token_s`` None, ``output_tokens`` 0, and its figures are
+            the latency and the inputs and input tokens per second (results.figures.pooling).
+            A folder written before it reads as generation.
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -153,6 +158,8 @@ class RequestRecord:
     abandoned: bool = field(default=False, kw_only=True, metadata=_added(Backfill(False)))
     # Added with fleets (several --url); None here, filled from run.json when a folder is read.
     endpoint: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    # Added with the pooling APIs (embeddings, rerank); None for generation.
+    inputs: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 
