@@ -14,7 +14,9 @@ from typing import Any
 from bench.scenario.scenario import Scenario
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
+from loadgen.request_spec import POOLING_APIS
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
+from loadgen.workloads.pooling_inputs import group_inputs, prompts_needed
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.sharegpt import sharegpt_requests
 from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_entries
@@ -112,6 +114,10 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
             )  # fmt: skip
     else:
         n = planned_requests(scenario)
+        pooling = scenario.api in POOLING_APIS
+        per_request = scenario.inputs_per_request or 1
+        if pooling:  # several prompts per request (loadgen.workloads.pooling_inputs)
+            n = prompts_needed(scenario.api, n, per_request)
         if workload.kind == "sharegpt":
             assert workload.path is not None
             specs = sharegpt_requests(
@@ -126,6 +132,8 @@ def build_plan(scenario: Scenario, tokenizer: TokenizerLike) -> LoadPlan:
                 tokenizer, n, scenario.input_len, scenario.output_len, seed=scenario.seed,
                 **common, shared_prefix=scenario.shared_prefix,
             )  # fmt: skip
+        if pooling:
+            specs = group_inputs(specs, scenario.api, per_request)
         sessions = [[spec] for spec in specs]
         if scenario.arrival is not None:
             schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)

@@ -101,6 +101,13 @@ async def drive_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
             stop=stop,
         )  # fmt: skip
+    apis = {spec.api for spec in plan.requests} - {"completions", "chat"}
+    if apis:
+        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
+        raise LoadError(
+            f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
+            "the asyncio driver (the default)"
+        )
     remote = remote or RemoteWorkers()
     if console is not None:
         for url in config.urls:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
+from bench.scenario.api_choice import check_api, read_api
 from bench.scenario.load import (
     check_combination,
     construct,
@@ -53,7 +54,7 @@ __all__ = [
     "scenario_from_dict",
 ]
 
-ApiKind = Literal["completions", "chat"]
+ApiKind = Literal["completions", "chat", "responses", "messages", "embeddings", "rerank"]
 
 # Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
 OPEN_LOOP_USERS = 512
@@ -132,6 +133,7 @@ class Scenario:
     seed: int = 0
     think_time_s: float = 0.0
     api: ApiKind = "completions"
+    inputs_per_request: int | None = None  # embeddings and rerank only (bench.scenario.api_choice)
     ignore_eos: bool = False
     temperature: float = 0.0
     warmup_s: float = 0.0
@@ -186,6 +188,7 @@ _DICT_ORDER = (
     "ramp_up_s",
     "arrival",
     "api",
+    "inputs_per_request",
     "ignore_eos",
     "temperature",
     "workload",
@@ -202,7 +205,7 @@ _DICT_ORDER = (
 )
 # Tables added after run folders were written: left out when unset, so an older run.json's
 # scenario reads back to the very same dict.
-_OMITTED_WHEN_UNSET = frozenset({"trace", "prefix_cache", "abandon"})
+_OMITTED_WHEN_UNSET = frozenset({"trace", "prefix_cache", "abandon", "inputs_per_request"})
 
 
 def _read_length(table: Table, name: str) -> LengthDist | None:
@@ -306,13 +309,13 @@ def scenario_from_dict(
         "description": top.get("description", str, ""),
         "seed": top.get("seed", int, 0),
         "think_time_s": top.get("think_time_s", float, 0.0),
-        "api": top.choice("api", ("completions", "chat"), "completions"),
         "ignore_eos": top.get("ignore_eos", bool, False),
         "temperature": top.get("temperature", float, 0.0),
         "warmup_s": top.get("warmup_s", float, 0.0),
         "cooldown_s": top.get("cooldown_s", float, 0.0),
         "ramp_up_s": top.get("ramp_up_s", float, 0.0),
     }
+    scalars["api"], scalars["inputs_per_request"] = read_api(top)
     input_len = _read_length(top, "input_len")
     output_len = _read_length(top, "output_len")
     slo = _read_slo(top)
@@ -324,6 +327,7 @@ def scenario_from_dict(
     prefix_cache = read_prefix_cache(top)
     abandon = read_abandon(top)
     top.finish()
+    check_api(top, scalars["api"], workload.kind, abandon, slo)
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
         shared_prefix is not None, trace,

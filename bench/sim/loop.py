@@ -23,7 +23,7 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.drivers.driver import LoadPlan
-from loadgen.request_spec import RequestSpec
+from loadgen.request_spec import CHAT_APIS, RequestSpec
 from results.folder.records import ChunkRecord, RequestRecord
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"
@@ -74,7 +74,7 @@ def _order(plan: LoadPlan) -> dict[tuple[int, int], int]:
 def _prompt_ids(engine: LLMEngine, spec: RequestSpec) -> list[int]:
     """The prompt's token ids as the server would make them (chat template for chat)."""
     tok = engine.tokenizer
-    if spec.api == "chat":
+    if spec.api in CHAT_APIS:  # chat, responses, messages: the chat template
         turns = spec.messages or (("user", spec.prompt),)
         text = tok.apply_chat_template([{"role": r, "content": c} for r, c in turns])
         return tok.encode(text, add_special_tokens=False)

@@ -105,7 +105,8 @@ def endpoint_section(
             scenario.get("slo"),
             span_s=span if not part.empty else None,
         )
-        by_endpoint[url] = {name: figures[name] for name in ENDPOINT_FIGURES}  # type: ignore[literal-required]
+        # A pooling run's summary has no token figures (results.figures.pooling).
+        by_endpoint[url] = {n: figures[n] for n in ENDPOINT_FIGURES if n in figures}  # type: ignore[literal-required]
         by_endpoint[url]["share"] = len(part) / total if total else None
         readings = _replica_samples(samples, url)
         probes = samples_summary(readings, part_tokens, window) if readings is not None else {}
