@@ -1,6 +1,6 @@
 """The request bodies of the other APIs the reference engine serves: OpenAI's Responses API
-(POST /v1/responses), Anthropic's Messages (POST /v1/messages) and OpenAI's embeddings (POST
-/v1/embeddings).
+(POST /v1/responses), Anthropic's Messages (POST /v1/messages), OpenAI's embeddings (POST
+/v1/embeddings) and rerank (POST /v1/rerank).
 
 As in engine.serving.protocol, unknown fields are ignored and lists are bounded before their
 items are validated. Each body turns into what the engine takes: chat messages (for the chat
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from engine.core.request import SamplingParams
 from engine.serving.protocol import MAX_MESSAGES, MAX_STOP_STRINGS, _bounded_list, _SamplingFields
 
-__all__ = ["EmbeddingsRequest", "MessagesRequest", "ResponsesRequest"]
+__all__ = ["EmbeddingsRequest", "MessagesRequest", "RerankRequest", "ResponsesRequest"]
 
 # The most inputs one embeddings request may embed (OpenAI allows 2048).
 MAX_EMBEDDING_INPUTS = 2048
@@ -126,3 +126,20 @@ class EmbeddingsRequest(BaseModel):
         if value and isinstance(value[0], int):
             return [list(value)]  # type: ignore[arg-type]
         return list(value)  # type: ignore[arg-type]
+
+
+class RerankRequest(BaseModel):
+    """POST /v1/rerank (vLLM's, Jina's and Cohere's shape): ``query``, ``documents`` and
+    ``top_n`` (0: all)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    query: str
+    documents: list[str] = Field(..., min_length=1)
+    top_n: int = Field(0, ge=0)
+
+    @field_validator("documents", mode="before")
+    @classmethod
+    def _documents_bounded(cls, value: Any) -> Any:
+        return _bounded_list(value, "documents", MAX_EMBEDDING_INPUTS - 1)

@@ -47,6 +47,7 @@ REQUEST_COLUMNS = [
     "client_output_tokens",
     "abandoned",
     "endpoint",
+    "inputs",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
