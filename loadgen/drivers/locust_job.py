@@ -180,6 +180,8 @@ def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
     fields = dict(row)
     if fields.get("messages") is not None:
         fields["messages"] = tuple((str(r), str(c)) for r, c in fields["messages"])
+    if "inputs" in fields:  # a pooling request's texts, a list on the wire
+        fields["inputs"] = tuple(str(text) for text in fields["inputs"])
     return RequestSpec(**fields)
 
 
