@@ -123,6 +123,18 @@ DEFINITIONS: dict[str, MetricDefinition] = {
         "The GPUs' energy counters' increase over the measured window, divided by the output "
         "tokens received in the same span (NVML).",
     ),
+    "inputs_per_s": MetricDefinition(
+        "Input throughput",
+        "inputs/s",
+        "A pooling run (embeddings, rerank): the texts embedded, or documents ranked, by ok "
+        "requests in the measured window, per second.",
+    ),
+    "input_tok_s": MetricDefinition(
+        "Input token throughput",
+        "tok/s",
+        "A pooling run: the input tokens of ok requests in the measured window (the server's "
+        "usage, else the workload's count), per second.",
+    ),
     "arithmetic_intensity": MetricDefinition(
         "Arithmetic intensity",
         "FLOP/byte",

@@ -344,6 +344,18 @@ class LLMEngine:
             return False
         return self.block_pool.reset_prefix_cache()
 
+    def embed(self, prompts: list[list[int]]) -> list[list[float]]:
+        """Each prompt's embedding (Executor.embed: mean-pooled final hidden states, L2-normed),
+        between steps. Raises ValueError for a prompt past ``max_model_len`` or an executor
+        without weights (the simulated device)."""
+        for i, prompt in enumerate(prompts):
+            if len(prompt) > self.max_model_len:
+                raise ValueError(
+                    f"input {i} has {len(prompt)} tokens, more than the model's context of "
+                    f"{self.max_model_len}; send a shorter input"
+                )
+        return self.executor.embed(prompts)
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.num_unfinished > 0
 

@@ -11,6 +11,8 @@ from typing import Any, Literal, get_args
 
 __all__ = [
     "API_KINDS",
+    "CHAT_APIS",
+    "POOLING_APIS",
     "RESERVED_FIELDS",
     "Abandon",
     "Api",
@@ -20,8 +22,12 @@ __all__ = [
     "message_text",
 ]
 
-Api = Literal["completions", "chat"]
+Api = Literal["completions", "chat", "responses", "messages", "embeddings", "rerank"]
 API_KINDS: tuple[str, ...] = get_args(Api)
+# The APIs that take a conversation (the chat template applies); the rest take text.
+CHAT_APIS: frozenset[str] = frozenset({"chat", "responses", "messages"})
+# The APIs that generate nothing: one JSON answer, no stream, no output tokens.
+POOLING_APIS: frozenset[str] = frozenset({"embeddings", "rerank"})
 
 # One chat message: a (role, text) pair, or the OpenAI message object itself where it carries
 # more than a role and a text (multi-part content, a tool call, a tool's answer, a name).
@@ -84,11 +90,14 @@ class RequestSpec:
 
     Attributes:
         request_id: unique within a run.
-        prompt: the prompt text; for ``api="chat"`` it is sent as one user message.
+        prompt: the prompt text; for a chat API (:data:`CHAT_APIS`) it is sent as one user
+            message; for ``"embeddings"`` it is the first input, for ``"rerank"`` the query.
         prompt_tokens: tokens of ``prompt`` under the workload's tokenizer (the server may count
             more for chat, since it adds its chat template).
         max_tokens: the most output tokens to generate, >= 1.
-        api: ``"completions"`` (/v1/completions) or ``"chat"`` (/v1/chat/completions).
+        api: ``"completions"`` (/v1/completions), ``"chat"`` (/v1/chat/completions),
+            ``"responses"`` (/v1/responses), ``"messages"`` (Anthropic's /v1/messages),
+            ``"embeddings"`` (/v1/embeddings) or ``"rerank"`` (/v1/rerank).
         ignore_eos: ask the server to generate exactly ``max_tokens`` (a vLLM/llama.cpp extension;
             sent only when true, so strict OpenAI servers are not sent an unknown field).
         temperature: sampling temperature, >= 0.
@@ -105,6 +114,9 @@ class RequestSpec:
         model: the ``model`` field to send (one of a scenario's ``[[models]]``, a LoRA adapter's
             name, or a workload's own per-row model); None sends the run's model (``--model``,
             else the server's first).
+        inputs: for a pooling API (:data:`POOLING_APIS`), the texts after ``prompt``: more
+            inputs to embed, or the documents to rank against the query ``prompt``;
+            ``prompt_tokens`` counts them all. Empty for generation.
     """
 
     request_id: str
@@ -119,6 +131,17 @@ class RequestSpec:
     abandon: Abandon | None = None
     fields: Mapping[str, Any] | None = None
     model: str | None = None
+    inputs: tuple[str, ...] = ()
+
+    @property
+    def num_inputs(self) -> int | None:
+        """The inputs a pooling request carries (embedding inputs, or rerank documents), None
+        for generation: what requests.parquet's ``inputs`` column records."""
+        if self.api == "embeddings":
+            return 1 + len(self.inputs)
+        if self.api == "rerank":
+            return max(1, len(self.inputs))
+        return None
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -142,6 +165,14 @@ class RequestSpec:
         if self.model is not None and not (isinstance(self.model, str) and self.model.strip()):
             raise ValueError(
                 f"RequestSpec.model: expected a non-empty model name or None, got {self.model!r}"
+            )
+        if self.abandon is not None and self.api not in ("completions", "chat"):
+            raise ValueError(
+                f"RequestSpec.abandon: covers completions and chat only, not {self.api!r}"
+            )
+        if self.inputs and self.api not in POOLING_APIS:
+            raise ValueError(
+                f"RequestSpec.inputs: only {sorted(POOLING_APIS)} take inputs, not {self.api!r}"
             )
         if self.temperature < 0:
             raise ValueError(

@@ -24,9 +24,10 @@ from bench.scenario.scenario import Scenario
 from loadgen.client.apportion import largest_remainder
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import RequestSpec
+from loadgen.request_spec import POOLING_APIS, RequestSpec
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
+from loadgen.workloads.pooling_inputs import group_inputs, prompts_needed
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.rows import RowReport
 from loadgen.workloads.sharegpt import sharegpt_requests
@@ -179,10 +180,17 @@ def build_plan(
         )  # fmt: skip
     else:
         assert scenario.input_len and scenario.output_len
+        n = planned_requests(scenario)
+        pooling = scenario.api in POOLING_APIS
+        per_request = scenario.inputs_per_request or 1
+        if pooling:  # several prompts per request (loadgen.workloads.pooling_inputs)
+            n = prompts_needed(scenario.api, n, per_request)
         specs = synthetic_requests(
-            tokenizer, planned_requests(scenario), scenario.input_len, scenario.output_len,
-            seed=scenario.seed, **common, shared_prefix=scenario.shared_prefix,
+            tokenizer, n, scenario.input_len, scenario.output_len, seed=scenario.seed,
+            **common, shared_prefix=scenario.shared_prefix,
         )  # fmt: skip
+        if pooling:
+            specs = group_inputs(specs, scenario.api, per_request)
         sessions = [[spec] for spec in specs]
     if workload.kind != "dataset":
         sessions = _with_fields(sessions, scenario.request)

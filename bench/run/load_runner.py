@@ -27,9 +27,9 @@ from bench.run.remote_workers import RemoteWorkers, print_locust_event, print_lo
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.auth import RequestHeaders
-from loadgen.client.kernel_clock import run_stamps
 from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from loadgen.client.routing import DEFAULT_ROUTE
+from loadgen.client.transport.kernel_clock import run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_driver import LocustError, run_locust
@@ -124,6 +124,13 @@ async def drive_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
             stop=stop,
         )  # fmt: skip
+    apis = {spec.api for spec in plan.requests} - {"completions", "chat"}
+    if apis:
+        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
+        raise LoadError(
+            f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
+            "the asyncio driver (the default)"
+        )
     remote = remote or RemoteWorkers()
     if console is not None:
         for url in config.urls:

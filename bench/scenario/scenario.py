@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
+from bench.scenario.api_choice import check_api, read_api
 from bench.scenario.load import (
     check_combination,
     construct,
@@ -56,7 +57,7 @@ __all__ = [
     "scenario_from_dict",
 ]
 
-ApiKind = Literal["completions", "chat"]
+ApiKind = Literal["completions", "chat", "responses", "messages", "embeddings", "rerank"]
 
 # Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
 OPEN_LOOP_USERS = 512
@@ -141,6 +142,7 @@ class Scenario:
     seed: int = 0
     think_time_s: float = 0.0
     api: ApiKind = "completions"
+    inputs_per_request: int | None = None  # embeddings and rerank only (bench.scenario.api_choice)
     ignore_eos: bool = False
     temperature: float = 0.0
     warmup_s: float = 0.0
@@ -202,6 +204,7 @@ _DICT_ORDER = (
     "ramp_up_s",
     "arrival",
     "api",
+    "inputs_per_request",
     "ignore_eos",
     "temperature",
     "request",
@@ -225,7 +228,7 @@ _DICT_ORDER = (
 # scenario reads back to the very same dict.
 _OMITTED_WHEN_UNSET = frozenset(
     {"trace", "prefix_cache", "abandon", "dataset", "request", "models", "request_timeout_s",
-     "read_timeout_s"}
+     "read_timeout_s", "inputs_per_request"}
 )  # fmt: skip
 # The client's limits (loadgen.client.limits), seconds > 0 when given.
 _TIMEOUT_KEYS = ("request_timeout_s", "read_timeout_s")
@@ -332,7 +335,6 @@ def scenario_from_dict(
         "description": top.get("description", str, ""),
         "seed": top.get("seed", int, 0),
         "think_time_s": top.get("think_time_s", float, 0.0),
-        "api": top.choice("api", ("completions", "chat"), "completions"),
         "ignore_eos": top.get("ignore_eos", bool, False),
         "temperature": top.get("temperature", float, 0.0),
         "warmup_s": top.get("warmup_s", float, 0.0),
@@ -340,6 +342,7 @@ def scenario_from_dict(
         "ramp_up_s": top.get("ramp_up_s", float, 0.0),
     }
     timeouts = {key: top.get(key, float, None) for key in _TIMEOUT_KEYS}
+    scalars["api"], scalars["inputs_per_request"] = read_api(top)
     input_len = _read_length(top, "input_len")
     output_len = _read_length(top, "output_len")
     slo = _read_slo(top)
@@ -354,6 +357,7 @@ def scenario_from_dict(
     request = read_request(top)
     models = read_models(top)
     top.finish()
+    check_api(top, scalars["api"], workload.kind, abandon, slo)
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
         shared_prefix is not None, trace, dataset is not None,

@@ -24,7 +24,7 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.drivers.driver import LoadPlan
-from loadgen.request_spec import RequestSpec, message_text
+from loadgen.request_spec import CHAT_APIS, RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"
@@ -81,7 +81,7 @@ def _order(plan: LoadPlan) -> dict[tuple[int, int], int]:
 def _prompt_ids(engine: LLMEngine, spec: RequestSpec) -> list[int]:
     """The prompt's token ids as the server would make them (chat template for chat)."""
     tok = engine.tokenizer
-    if spec.api == "chat":
+    if spec.api in CHAT_APIS:  # chat, responses, messages: the chat template
         turns = spec.messages or (("user", spec.prompt),)
         chat = [dict(zip(("role", "content"), message_text(m), strict=True)) for m in turns]
         text = tok.apply_chat_template(chat)

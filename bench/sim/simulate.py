@@ -27,6 +27,7 @@ from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from loadgen.drivers.driver import LoadPlan
+from loadgen.request_spec import POOLING_APIS
 from results.figures.analytic import simulated_analytic
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import steps_frame
@@ -67,6 +68,12 @@ def simulate(
         raise SimulateError(
             f"{scenario.source}: [abandon]: bench simulate does not model abandoned requests; "
             "drop the table, or run it with bench run"
+        )
+    if scenario.api in POOLING_APIS:
+        # The virtual loop generates tokens; a pooling request generates none.
+        raise SimulateError(
+            f"{scenario.source}: key 'api': bench simulate models generation, not "
+            f"{scenario.api!r}; run it with bench run"
         )
     started = datetime.now(UTC)
     t_wall = time.perf_counter()

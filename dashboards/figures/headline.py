@@ -82,8 +82,45 @@ def _utilization_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     return tiles
 
 
+def _pooling_tiles(summary: Mapping[str, Any], pooling: Mapping[str, Any]) -> list[Tile]:
+    """A pooling run's tiles (embeddings, rerank): no token figure, since none was generated."""
+    counts = _get(summary, "counts", "window") or {}
+    rate = counts.get("error_rate")
+    return [
+        Tile(
+            "requests_per_s",
+            "Request throughput",
+            f"{fmt(pooling.get('requests_per_s'))} req/s",
+            f"{fmt(counts.get('ok'))} ok in {fmt(_get(summary, 'window', 'duration_s'))} s",
+        ),
+        Tile(
+            "inputs_per_s",
+            "Input throughput",
+            f"{fmt(pooling.get('inputs_per_s'))} inputs/s",
+            f"{fmt(pooling.get('inputs_per_request'))} inputs per request",
+        ),
+        Tile(
+            "input_tok_s",
+            "Input token throughput",
+            f"{fmt(pooling.get('input_tok_s'))} tok/s",
+            f"{fmt(pooling.get('input_tokens'))} input tokens",
+        ),
+        _goodput_tile(summary.get("goodput") or {}),
+        _latency_tile(summary, "e2el_ms"),
+        Tile(
+            "error_rate",
+            "Errors",
+            "–" if rate is None else f"{rate * 100:.1f}%",
+            f"{fmt(counts.get('error'))} failed of {fmt(counts.get('requests'))}",
+        ),
+    ]
+
+
 def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     """The tiles of a summary, in reading order; missing figures show as "–"."""
+    pooling = summary.get("pooling")
+    if isinstance(pooling, Mapping):
+        return _pooling_tiles(summary, pooling) + _utilization_tiles(summary)
     rates = summary.get("throughput") or {}
     counts = _get(summary, "counts", "window") or {}
     tokens = summary.get("tokens") or {}

@@ -65,18 +65,23 @@ def _add_marks(fig: go.Figure, view: RunView, key: str, color: str, row: int, co
 
 
 def latency_cdf_figure(views: Sequence[RunView]) -> go.Figure:
-    """A 2×2 grid of CDFs (x: milliseconds, y: fraction of requests or tokens ≤ x)."""
+    """A 2×2 grid of CDFs (x: milliseconds, y: fraction of requests or tokens ≤ x); E2EL alone
+    where no run has token figures (a pooling run's summary.json leaves them out)."""
+    keys = [k for k in LATENCY_KEYS if any(k in v.summary for v in views) or not views]
+    keys = keys or ["e2el_ms"]
     titles = [
         f"{definition(k).label} (ms) — n = "
         + " / ".join(fmt((v.summary.get(k) or {}).get("count")) for v in views)
-        for k in LATENCY_KEYS
+        for k in keys
     ]
+    rows, cols = -(-len(keys) // 2), min(2, len(keys))
     fig = make_subplots(
-        rows=2, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.14
-    )
+        rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.08,
+        vertical_spacing=0.14,
+    )  # fmt: skip
     for index, view in enumerate(views):
         color = color_for(index)
-        for k, key in enumerate(LATENCY_KEYS):
+        for k, key in enumerate(keys):
             row, col = k // 2 + 1, k % 2 + 1
             if key == "itl_ms":  # one value per token: thinned where it lies
                 x, p = view.itl_cdf()
@@ -109,10 +114,10 @@ def latency_cdf_figure(views: Sequence[RunView]) -> go.Figure:
     apply_layout(
         fig,
         "Latency distributions (measured window; ◆ p50 / p90 / p99)",
-        640,
+        320 * rows,
         legend=len(views) > 1,
     )
-    axes = [f"xaxis{i if i > 1 else ''}.type" for i in range(1, 5)]
+    axes = [f"xaxis{i if i > 1 else ''}.type" for i in range(1, len(keys) + 1)]
     buttons = [
         {"label": f"{kind} x", "method": "relayout", "args": [dict.fromkeys(axes, kind)]}
         for kind in ("linear", "log")

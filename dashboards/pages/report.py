@@ -36,6 +36,7 @@ from dashboards.style import fmt
 from results.figures.energy_phase import energy_phase_line
 from results.figures.engine_facts import prefix_cache_line, simulated_line
 from results.figures.machine_load import busy_lines
+from results.figures.pooling import pooling_lines
 from results.validity.run_end import engine_death_line, run_end_lines
 from results.validity.run_validity import violation_lines
 from results.validity.token_reconciliation import reconciliation_lines
@@ -196,6 +197,7 @@ def _latency(inputs: RunPageInputs) -> Section:
         "Each curve is the fraction of measured requests (ITL: of tokens) at or below a "
         "latency; diamonds mark summary.json's p50, p90 and p99.",
         latency_cdf_figure([inputs.view]),
+        findings=pooling_lines(inputs.summary.get("pooling")),
     )
 
 
@@ -314,7 +316,8 @@ RUN_SECTIONS: tuple[RunSection, ...] = (
     RunSection("endpoints", _endpoints, lambda i: i.fleet is not None),
     RunSection("models", _models, lambda i: i.models is not None),
     RunSection("latency", _latency),
-    RunSection("tps", _tps),
+    # A pooling run (embeddings, rerank) has no tokens, hence no per-user TPS.
+    RunSection("tps", _tps, lambda i: "per_user_tps" in i.summary),
     RunSection("reasoning", _reasoning, lambda i: i.reasoning is not None),
     RunSection("timeline", _timeline),
     RunSection("steps", _steps),

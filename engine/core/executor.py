@@ -77,6 +77,13 @@ class Executor(Protocol):
         an executor that runs no kernels."""
         ...
 
+    def embed(self, prompts: list[list[int]]) -> list[list[float]]:
+        """Each prompt's embedding: its final hidden states mean-pooled and L2-normalized
+        (what vLLM's pooling runner gives a decoder model with mean pooling), outside any step
+        and without touching the engine's KV cache. Raises ValueError, saying why, on an
+        executor that holds no weights."""
+        ...
+
     @property
     def spec_stats(self) -> SpecStats:
         """The verifier's acceptance counters since the executor was built (all zero when

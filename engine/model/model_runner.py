@@ -6,11 +6,13 @@ prefill chunks. KV memory is allocated here, once, from the engine's memory budg
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from engine.config import SpeculativeSettings
 from engine.core.scheduler import ScheduledRequest, SchedulerOutput
@@ -260,6 +262,31 @@ class ModelRunner:
             for r, t in zip(reqs, tokens, strict=True):
                 out[r.request_id] = [t]
         return out
+
+    @torch.inference_mode()
+    def embed(self, prompts: list[list[int]]) -> list[list[float]]:
+        """engine.core.executor.Executor.embed: one forward of every prompt as a first prefill
+        chunk, the model's own (engine.model.llama), over a scratch KV cache sized for them
+        alone, so that the engine's cache and its prefix cache are untouched."""
+        if not prompts or not all(prompts):
+            raise ValueError("embed: every prompt needs at least one token")
+        bs = self.block_size
+        counts = [-(-len(p) // bs) for p in prompts]
+        config = self.config
+        caches = allocate_kv_caches(
+            config.num_hidden_layers, sum(counts), bs, config.num_key_value_heads,
+            config.head_dim, self.kv_cache_dtype, self.device,
+        )  # fmt: skip
+        starts = [0, *itertools.accumulate(counts)]
+        tables = [list(range(a, b)) for a, b in itertools.pairwise(starts)]
+        lens = [len(p) for p in prompts]
+        meta = AttentionMetadata.build(lens, lens, tables, bs, 0, self.device)
+        meta.native_decode, meta.naive = self.native_decode, self.naive_attention
+        ids = torch.tensor([t for p in prompts for t in p], dtype=torch.int64, device=self.device)
+        hidden = self.model(ids, meta.token_positions(), caches, meta).float()
+        rows = itertools.pairwise(meta.query_start_loc)
+        pooled = torch.stack([hidden[a:b].mean(dim=0) for a, b in rows])
+        return F.normalize(pooled, dim=-1).cpu().tolist()
 
     def _verify(self, s: ScheduledRequest, logits: torch.Tensor) -> list[int]:
         """Accepted draft tokens plus one: greedy by exact match, else rejection sampling."""

@@ -28,6 +28,7 @@ from engine.serving.core_messages import (
     CallResult,
     CoreDied,
     CoreEvent,
+    Embed,
     Idle,
     Query,
     Rejected,
@@ -50,6 +51,8 @@ class AsyncLLM:
         self.metrics = metrics
         self._inbox: deque[AddRequest | AbortRequest] = deque()
         self._wake = threading.Event()
+        # Held by a step and by an embedding (core_messages.Embed): the model runs one at a time.
+        self._model_lock = threading.Lock()
         self._stopping = False
         self._queues: dict[str, asyncio.Queue[RequestOutput | BaseException]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -104,8 +107,15 @@ class AsyncLLM:
         self._wake.set()
 
     async def call(self, query: Query) -> Any:
-        """The engine's answer to ``query`` (a core_messages.Query; JSON-safe)."""
+        """The engine's answer to ``query`` (a core_messages.Query; JSON-safe); an Embed runs
+        the model, off the event loop and never beside a step."""
+        if isinstance(query, Embed):
+            return await asyncio.to_thread(self._answer_locked, query)
         return answer(self.engine, query)
+
+    def _answer_locked(self, query: Query) -> Any:
+        with self._model_lock:
+            return answer(self.engine, query)
 
     def _drain_inbox(self) -> None:
         while self._inbox:
@@ -132,7 +142,8 @@ class AsyncLLM:
                     self._wake.wait(timeout=1.0)
                     self._wake.clear()
                     continue
-                outputs = engine.step()
+                with self._model_lock:
+                    outputs = engine.step()
                 stats = engine.last_stats
                 if self.metrics is not None and stats is not None:
                     self.metrics.record_step(stats)

@@ -5,7 +5,7 @@ dispatches on the class with a match statement, and anything else that arrives i
 naming what came and what was expected (``unexpected``).
 
   server -> core (ToCore):      AddRequest, AbortRequest, Call (a Query: Describe, StepsSince,
-                                ResetPrefixCache), Shutdown
+                                ResetPrefixCache, Embed), Shutdown
   core -> server, once first:   Ready, or StartupFailed
   core -> server, then (CoreEvent): StepOutputs (one per step), Idle, Rejected, CallResult,
                                 CoreDied
@@ -62,7 +62,15 @@ class ResetPrefixCache:
     (False while requests run)."""
 
 
-Query = Describe | StepsSince | ResetPrefixCache
+@dataclass(frozen=True)
+class Embed:
+    """Query: the embeddings of ``prompts`` (token ids; LLMEngine.embed), answered between
+    steps as ``{"embeddings": [[float, ...], ...]}`` or ``{"error": message}``."""
+
+    prompts: list[list[int]]
+
+
+Query = Describe | StepsSince | ResetPrefixCache | Embed
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from engine.serving.core_messages import (
     CoreDied,
     CoreStartup,
     Describe,
+    Embed,
     Idle,
     Query,
     Ready,
@@ -149,6 +150,12 @@ def answer(engine: LLMEngine, query: Query) -> Any:
             return engine.reset_prefix_cache()
         case StepsSince(since=since):
             return engine.steps.since(since)
+        case Embed(prompts=prompts):
+            # A refusal is an answer, not a failure of the core.
+            try:
+                return {"embeddings": engine.embed(prompts)}
+            except ValueError as e:
+                return {"error": str(e)}
         case _:
             raise TypeError(unexpected(query, Query))
 

@@ -39,7 +39,7 @@ from engine.serving.guards.connection_guard import ServerConfig, within_file_lim
 from engine.serving.guards.limits import ServerLimits
 from engine.serving.process_title import FRONT_TITLE, SINGLE_PROCESS_TITLE, set_process_title
 from engine.serving.reasoning import ReasoningPrefix
-from engine.serving.routes import admin_routes, openai_routes, tokenization
+from engine.serving.routes import admin_routes, api_routes, openai_routes, tokenization
 from engine.serving.routes.serving_state import ServingState
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ _EXIT_AFTER_DEATH_S = 0.5
 
 # In the order they were registered when build_app declared them: /tokenize comes between
 # /v1/models and /health, as before.
-_ROUTERS = (openai_routes.router, tokenization.router, admin_routes.router)
+_ROUTERS = (openai_routes.router, tokenization.router, admin_routes.router, api_routes.router)
 
 
 class EngineDiedError(EngineCoreError):

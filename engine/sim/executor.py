@@ -224,6 +224,13 @@ class SimExecutor:
         self.spec_stats.record(num_drafts, accepted)
         return accepted
 
+    def embed(self, prompts: list[list[int]]) -> list[list[float]]:
+        """Refused: the simulated device holds no weights, so it has no hidden states."""
+        raise ValueError(
+            "the simulated device holds no weights, so it has no embeddings; serve a real "
+            "model (a preset on device cpu or cuda) for /v1/embeddings"
+        )
+
     def describe(self) -> dict[str, Any]:
         """JSON-safe: the device, its time model, KV capacity and clock mode."""
         return {

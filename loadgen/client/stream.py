@@ -4,17 +4,17 @@ Timing model: one ``time.perf_counter_ns()`` per network read, taken before any 
 attributed to every content event that read completed. The per-read path is the SSE parser, one
 ``json.loads`` per event and two list appends; token counting and apportioning happen after the
 stream ends. Connections are HTTP/1.1 keep-alive, one slot per concurrent user
-(:mod:`loadgen.client.connection_slots` says why not httpx's shared pool), so a warm run never pays
-connection setup inside TTFT; streams are read to their very end (past ``[DONE]``) so that each
-connection stays open for the next request instead of being dropped.
+(:mod:`loadgen.client.transport.connection_slots` says why not httpx's shared pool), so a warm run
+never pays connection setup inside TTFT; streams are read to their very end (past ``[DONE]``) so
+that each connection stays open for the next request instead of being dropped.
 
-Plain ``http://`` servers are read through :mod:`loadgen.client.raw_http` (one asyncio Protocol per
-connection: a few microseconds of CPU per chunk instead of httpx's tens); ``https://``, proxies
-(``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way. On the raw
-path each chunk's time is the kernel's receive stamp where Linux gives one
-(:mod:`loadgen.client.kernel_stamps`; the record's ``stamps`` says "kernel"), with the client's own
-read time beside it (``ChunkRecord.read_s``); httpx reads its sockets itself, so its records
-are always stamped in user space.
+Plain ``http://`` servers are read through :mod:`loadgen.client.transport.raw_http` (one asyncio
+Protocol per connection: a few microseconds of CPU per chunk instead of httpx's tens);
+``https://``, proxies (``trust_env``) and ``raw=False`` go through httpx. Both paths record the
+same way. On the raw path each chunk's time is the kernel's receive stamp where Linux gives one
+(:mod:`loadgen.client.transport.kernel_stamps`; the record's ``stamps`` says "kernel"), with the
+client's own read time beside it (``ChunkRecord.read_s``); httpx reads its sockets itself, so its
+records are always stamped in user space.
 
 Failures are data: every outcome of :meth:`StreamingClient.send` is a
 :class:`~results.folder.records.RequestRecord` (status ok, error or cancelled); it never raises.
@@ -43,14 +43,17 @@ from loadgen.client.answers import (
     read_timeout_message,
     request_timeout_message,
 )
-from loadgen.client.connection_slots import ConnectionSlots
+from loadgen.client.apis import API_PATHS, accumulator_for, api_headers, generation_body
 from loadgen.client.limits import (
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
     MAX_ERROR_BODY_BYTES,
 )
 from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
-from loadgen.client.raw_http import (
+from loadgen.client.pooling import PoolingAccumulator
+from loadgen.client.sse import SSEParser
+from loadgen.client.transport.connection_slots import ConnectionSlots
+from loadgen.client.transport.raw_http import (
     BodyRefused,
     PoolTimeout,
     RawHttpError,
@@ -58,10 +61,9 @@ from loadgen.client.raw_http import (
     ReadTimeout,
     RequestTimeout,
 )
-from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import RequestSpec, message_dict
+from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord, Status, endpoint_of
 from results.folder.redact import REDACTED
 
@@ -72,8 +74,44 @@ class ServerUnreachableError(ConnectionError):
     """The server did not answer a reachability check; the message names the URL and the fix."""
 
 
+def _request_headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Every request's headers: a stream asked for, uncompressed, the key as a bearer token,
+    then the user's ``--header`` values over any of the same name (case-insensitive)."""
+    sent = {
+        "Accept": "text/event-stream",
+        # Compressed SSE would be buffered by the encoder and decoded per read: ask for none.
+        "Accept-Encoding": "identity",
+        "Content-Type": "application/json",
+    }
+    if api_key:
+        sent["Authorization"] = f"Bearer {api_key}"
+    for name, value in (headers or {}).items():
+        for known in [k for k in sent if k.lower() == name.lower()]:
+            del sent[known]
+        sent[name] = value
+    return sent
+
+
+def _raw_heads(
+    url: httpx.URL, port: int, api_headers: Mapping[str, Mapping[str, str]]
+) -> dict[str, bytes]:
+    """Each API's request head for the raw path, up to its ``Content-Length:`` value (bytes)."""
+    host_header = f"{url.host}:{port}"
+    prefix = url.raw_path.decode().rstrip("/")
+    return {
+        api: (
+            f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
+            f"Host: {host_header}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in api_headers[api].items())
+            + "Content-Length: "
+        ).encode()
+        for api, tail in API_PATHS.items()
+    }
+
+
 class StreamingClient:
-    """An async client for /v1/completions and /v1/chat/completions with SSE streaming.
+    """An async client for /v1/completions and /v1/chat/completions with SSE streaming, and
+    the other APIs of loadgen.client.apis (Responses, Anthropic Messages, embeddings, rerank).
 
     Args:
         base_url: the server root, e.g. ``http://127.0.0.1:8000``; a trailing ``/v1`` is accepted
@@ -95,7 +133,8 @@ class StreamingClient:
         trust_env: honour HTTP(S)_PROXY and similar variables; off by default because a proxy on
             the path distorts every latency measured.
         extra_body: extra JSON fields merged into every request body (engine-specific options).
-        raw: read plain-http streams with loadgen.client.raw_http (default); False forces httpx.
+        raw: read plain-http streams with loadgen.client.transport.raw_http (default); False
+            forces httpx.
         kernel_stamps: on the raw path, time chunks by the kernel's receive stamps where the
             platform gives them (default); False keeps user-space stamps.
 
@@ -154,25 +193,12 @@ class StreamingClient:
         self.connect_timeout_s = float(connect_timeout_s)
         self.tokenizer = tokenizer
         self._extra_body = dict(extra_body or {})
-        self._urls = {
-            "completions": self.api_root + "/completions",
-            "chat": self.api_root + "/chat/completions",
-        }
-        sent = {
-            "Accept": "text/event-stream",
-            # Compressed SSE would be buffered by the encoder and decoded per read: ask for none.
-            "Accept-Encoding": "identity",
-            "Content-Type": "application/json",
-        }
-        if api_key:
-            sent["Authorization"] = f"Bearer {api_key}"
-        for name, value in (headers or {}).items():
-            for known in [k for k in sent if k.lower() == name.lower()]:
-                del sent[known]
-            sent[name] = value
-        self._headers = sent
+        self._urls = {api: self.api_root + tail for api, tail in API_PATHS.items()}
+        self._headers = sent = _request_headers(api_key, headers)
         # What error messages must never show, even when a server echoes it back.
         self._secrets = [*(headers or {}).values(), *([api_key] if api_key else [])]
+        # Each API's own headers (loadgen.client.apis): JSON answers, Anthropic's key header.
+        self._api_headers = {api: api_headers(api, sent) for api in API_PATHS}
         self._trust_env = trust_env
         self._slots_pool: ConnectionSlots | None = None
         self._raw: RawPool | None = None
@@ -182,17 +208,7 @@ class StreamingClient:
             self._raw = RawPool(
                 url.host, port, max_connections, self.connect_timeout_s, kernel_stamps
             )
-            host_header = f"{url.host}:{port}"
-            prefix = url.raw_path.decode().rstrip("/")
-            self._raw_heads = {
-                api: (
-                    f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
-                    f"Host: {host_header}\r\n"
-                    + "".join(f"{k}: {v}\r\n" for k, v in sent.items())
-                    + "Content-Length: "
-                ).encode()
-                for api, tail in (("completions", "/completions"), ("chat", "/chat/completions"))
-            }
+            self._raw_heads = _raw_heads(url, port, self._api_headers)
 
     @property
     def _slots(self) -> ConnectionSlots:
@@ -215,7 +231,7 @@ class StreamingClient:
 
     def receive_stamps(self) -> dict[str, Any]:
         """run.json's record of where this client's chunk times came from, per connection
-        (loadgen.client.kernel_stamps.stamp_report); the httpx path says it has none."""
+        (loadgen.client.transport.kernel_stamps.stamp_report); the httpx path says it has none."""
         if self._raw is None:
             return {"endpoint": self.endpoint, "connections": [], "kernel_connections": 0,
                     "why": "httpx reads the sockets itself: user-space stamps"}  # fmt: skip
@@ -236,24 +252,7 @@ class StreamingClient:
 
     def request_body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
-        body: dict[str, Any] = {
-            "model": spec.model or self.model,
-            "max_tokens": spec.max_tokens,
-            "temperature": spec.temperature,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if spec.api == "chat":
-            if spec.messages:
-                body["messages"] = [message_dict(m) for m in spec.messages]
-            else:
-                body["messages"] = [{"role": "user", "content": spec.prompt}]
-        else:
-            body["prompt"] = spec.prompt
-        if spec.ignore_eos:
-            body["ignore_eos"] = True
-        if spec.seed is not None:
-            body["seed"] = spec.seed
+        body = generation_body(spec, self.model)
         body.update(self._extra_body)
         if spec.fields:
             body.update(spec.fields)
@@ -277,12 +276,11 @@ class StreamingClient:
                 spec.abandon, acc, lambda: self._send(spec, user_id, scheduled_s, clock, acc),
                 scheduled_s, clock,
             )  # fmt: skip
-        acc = StreamAccumulator(spec.api, spec.max_tokens)
-        return await self._send(spec, user_id, scheduled_s, clock, acc)
+        return await self._send(spec, user_id, scheduled_s, clock, accumulator_for(spec))
 
     async def _send(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator,
+        acc: StreamAccumulator | PoolingAccumulator,
     ) -> RequestRecord:  # fmt: skip
         """:meth:`send`, reading into ``acc``."""
         url = self._urls[spec.api]
@@ -298,8 +296,9 @@ class StreamingClient:
             try:
                 # Stamped after the slot wait: sent_s - scheduled_s then shows client-side queueing.
                 sent_ns = perf_counter_ns()
+                headers = self._api_headers[spec.api]
                 async with asyncio.timeout(self.request_timeout_s):
-                    async with http.stream("POST", url, content=body) as response:
+                    async with http.stream("POST", url, content=body, headers=headers) as response:
                         http_status = response.status_code
                         error = await self._read(response, acc, url)
             finally:
@@ -318,10 +317,12 @@ class StreamingClient:
 
     async def _send_raw(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
-        body: bytes, acc: StreamAccumulator,
+        body: bytes, acc: StreamAccumulator | PoolingAccumulator,
     ) -> RequestRecord:  # fmt: skip
-        """:meth:`send` over loadgen.client.raw_http (same outcomes, same record)."""
+        """:meth:`send` over loadgen.client.transport.raw_http (same outcomes, same record)."""
         assert self._raw is not None
+        if isinstance(acc, PoolingAccumulator):
+            return await self._send_pooling_raw(spec, user_id, scheduled_s, clock, url, body, acc)
         parser = SSEParser()
         failures: list[str] = []
         drained = [0]  # body bytes after [DONE]: bounded, so junk after it cannot hold us
@@ -406,6 +407,51 @@ class StreamingClient:
     def _request_timeout(self, url: str) -> str:
         return request_timeout_message(url, self.request_timeout_s)
 
+    async def _send_pooling_raw(
+        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
+        body: bytes, acc: PoolingAccumulator,
+    ) -> RequestRecord:  # fmt: skip
+        """:meth:`send` of a pooling request (loadgen.client.pooling) over raw_http: one JSON
+        body, whose reads end at ``acc.done_ns``."""
+        assert self._raw is not None
+        http_status: int | None = None
+        status: Status = "ok"
+        error: str | None = None
+        request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
+        sent_ns = perf_counter_ns()
+        try:
+            conn = await self._acquire_raw()
+            try:
+                sent_ns = perf_counter_ns()
+                deadline_ns = sent_ns + int(self.request_timeout_s * 1e9)
+                _, kept = await self._raw.request(
+                    conn, request, acc.add_body, self.timeout_s, deadline_ns, json_body=True
+                )
+            finally:
+                http_status = conn.status
+                self._raw.release(conn)
+            problem = None
+            if http_status is not None and (http_status >= 300 or kept):
+                problem = answer_problem(
+                    http_status, conn.content_type, conn.location, kept, url, self._headers
+                )
+            error = problem or acc.finish()
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        except ReadTimeout:
+            error = self._read_timeout(url, http_status)
+        except RequestTimeout:
+            error = self._request_timeout(url)
+        except RawHttpError as exc:
+            error = f"{type(exc).__name__}: {exc} (POST {url})"
+        except Exception as exc:  # a failed request is recorded, never dropped
+            error = f"client error: {type(exc).__name__}: {exc}"
+        if error is not None:
+            acc.done_ns = None  # a failed answer ends when the failure was seen
+        return self._record(
+            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
+        )
+
     async def _acquire_raw(self) -> Any:
         assert self._raw is not None
         try:
@@ -419,8 +465,8 @@ class StreamingClient:
 
     def _record(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator, sent_ns: int, http_status: int | None, status: Status,
-        error: str | None,
+        acc: StreamAccumulator | PoolingAccumulator, sent_ns: int, http_status: int | None,
+        status: Status, error: str | None,
     ) -> RequestRecord:  # fmt: skip
         end_ns = perf_counter_ns()
         if error is not None:
@@ -467,21 +513,30 @@ class StreamingClient:
         except TimeoutError:
             raise httpx.PoolTimeout("all connection slots stayed busy") from None
 
-    async def _read(self, response: httpx.Response, acc: StreamAccumulator, url: str) -> str | None:
+    async def _read(
+        self, response: httpx.Response, acc: StreamAccumulator | PoolingAccumulator, url: str
+    ) -> str | None:
         """Consume the response into ``acc``; return an error message, or None when complete."""
         kept = b""
         headers = response.headers
-        if response.status_code >= 300 or not is_stream(headers.get("content-type", "")):
+        content_type = headers.get("content-type", "")
+        pooling = isinstance(acc, PoolingAccumulator)
+        json_answer = pooling and content_type.lower().startswith("application/json")
+        if response.status_code >= 300 or not (is_stream(content_type) or json_answer):
             async for raw in response.aiter_raw():
                 kept += raw[: MAX_ERROR_BODY_BYTES - len(kept)]
                 if len(kept) >= MAX_ERROR_BODY_BYTES:
                     break  # enough for the message; the rest may never end
-        problem = answer_problem(
-            response.status_code, headers.get("content-type", ""),
-            headers.get("location", ""), kept, url, self._headers,
-        )  # fmt: skip
-        if problem is not None:
-            return problem
+            problem = answer_problem(
+                response.status_code, content_type, headers.get("location", ""), kept, url,
+                self._headers,
+            )  # fmt: skip
+            if problem is not None:
+                return problem
+        if isinstance(acc, PoolingAccumulator):
+            async for raw in response.aiter_bytes():
+                acc.add_body(raw, perf_counter_ns())
+            return acc.finish()
         parser = SSEParser()
         drained = 0
         async for raw in response.aiter_bytes():

@@ -204,6 +204,8 @@ def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
         fields["messages"] = tuple(
             dict(m) if isinstance(m, dict) else (str(m[0]), str(m[1])) for m in fields["messages"]
         )
+    if "inputs" in fields:  # a pooling request's texts, a list on the wire
+        fields["inputs"] = tuple(str(text) for text in fields["inputs"])
     return RequestSpec(**fields)
 
 

@@ -22,6 +22,9 @@ Definitions follow docs/ARCHITECTURE.md and vLLM's ``bench serve`` where it defi
   requests with > 1 answer token, and answer per-user TPS = 1 / answer TPOT, the speed at which
   the user reads the answer once it has begun; reasoning share = reasoning tokens / output
   tokens. A run without reasoning has no ``reasoning`` section.
+- Pooling (embeddings, rerank: requests.parquet's ``inputs`` set): no TTFT, ITL, TPOT or
+  per-user TPS (absent, not zero), and a ``pooling`` section instead: latency, requests,
+  inputs and input tokens per second (results.figures.pooling).
 - Statistics: mean, std (population, ddof=0, as numpy and vLLM), min, percentiles with numpy's
   default linear interpolation (as vLLM), max; latencies in milliseconds.
 
@@ -42,6 +45,7 @@ import pandas as pd
 
 from perfmodel.files import json_safe
 from results.figures.itl import itl_distribution
+from results.figures.pooling import TOKEN_FIGURES, is_pooling_run, pooling_section
 from results.folder.records import (
     REQUEST_BACKFILLS,
     REQUEST_COLUMNS,
@@ -247,6 +251,12 @@ def compute_summary(
     reasoning = _reasoning(req, ok, sent, done, output)
     if reasoning is not None:
         summary["reasoning"] = reasoning
+    if is_pooling_run(req):
+        # Nothing was generated: the token figures are absent, never zero (results.figures.pooling)
+        for name in TOKEN_FIGURES:
+            summary.pop(name, None)  # type: ignore[misc]
+        summary["throughput"]["output_tok_s"] = None
+        summary["pooling"] = pooling_section(req, ok, duration, dict(summary["e2el_ms"]))
     return cast(SummaryJson, json_safe(summary))
 
 

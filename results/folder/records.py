@@ -130,8 +130,8 @@ class RequestRecord:
             and for every other status. ``done_s`` is when it was closed, ``output_tokens``
             the tokens received by then.
         stamps: where its chunks' ``t_s`` came from: "kernel" (the kernel's receive stamp of
-            the segment that completed each chunk, loadgen.client.kernel_stamps) or "user" (the
-            client's own clock when it read them: the httpx path, Locust workers, a platform or
+            the segment that completed each chunk, loadgen.client.transport.kernel_stamps) or "user"
+            (the client's own clock when it read them: the httpx path, Locust workers, a platform or
             connection without kernel stamps, and older folders).
         endpoint: the base URL of the replica the request was sent to (one of `bench run`'s
             ``--url``, trailing ``/`` cut; the one engine's URL for a run against one). A
@@ -141,6 +141,11 @@ class RequestRecord:
             workload's per-row model, else the run's one model). None for a request cut before
             it was sent, and in a folder written before models were recorded: both read as
             run.json's ``engine.model`` (results.folder.endpoints.fill_models).
+        inputs: for a pooling request (embeddings, rerank), the inputs it carried: texts
+            embedded, or documents ranked; None for generation. A pooling request streams
+            nothing: no chunk, ``first_token_s`` None, ``output_tokens`` 0, and its figures are
+            the latency and the inputs and input tokens per second (results.figures.pooling).
+            A folder written before it reads as generation.
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -177,6 +182,8 @@ class RequestRecord:
     stamps: StampSource = field(default="user", kw_only=True, metadata=_added(Backfill("user")))
     # Added with several models a run (a scenario's [[models]]); None: the run's one model.
     model: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    # Added with the pooling APIs (embeddings, rerank); None for generation.
+    inputs: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

@@ -85,7 +85,8 @@ class TokenSource:
                 if self.request_ids is not None:
                     ids = pa.table({"request_id": pa.array(sorted(self.request_ids), pa.string())})
                     con.register("_ids", ids)
-                    source += " WHERE request_id IN (SELECT request_id FROM _ids)"
+                    # An empty frame gives its columns no type: compare as text.
+                    source += " WHERE CAST(request_id AS VARCHAR) IN (SELECT request_id FROM _ids)"
                 con.execute(f"CREATE VIEW tokens AS {source}")
                 yield con
             finally:

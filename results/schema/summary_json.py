@@ -169,14 +169,17 @@ class SummaryJson(TypedDict):
     tokens: Tokens
     throughput: Throughput
     goodput: Goodput
-    ttft_ms: Distribution
-    itl_ms: Distribution
-    tpot_ms: Distribution
+    # The token figures; absent from a pooling run's (embeddings, rerank: results.figures.pooling).
+    ttft_ms: NotRequired[Distribution]
+    itl_ms: NotRequired[Distribution]
+    tpot_ms: NotRequired[Distribution]
     e2el_ms: Distribution
     e2el_from_scheduled_ms: Distribution
     ttft_from_scheduled_ms: NotRequired[Distribution]
     queueing_delay_ms: Distribution
-    per_user_tps: Distribution
+    per_user_tps: NotRequired[Distribution]
+    # A pooling run only: latency, requests, inputs and input tokens per second.
+    pooling: NotRequired[dict[str, Any]]
     reasoning: NotRequired[Reasoning]  # only for a run in which some request reasoned
     # results.run_summary.summarize_run's sections (results.figures.attribution,
     # results.figures.samples_summary,

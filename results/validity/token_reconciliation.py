@@ -144,6 +144,12 @@ def token_reconciliation(
     requests: pd.DataFrame, samples: pd.DataFrame | None, api: str | None
 ) -> dict[str, Any]:
     """summary.json's "token_reconciliation" (module docstring)."""
+    if api in ("embeddings", "rerank"):
+        return {
+            "available": False,
+            "reason": f"an {api} run generates no output tokens; its input tokens are the "
+            "server's usage (summary.json's pooling)",
+        }
     if "usage_output_tokens" not in requests or requests["usage_output_tokens"].isna().all():
         return {
             "available": False,
@@ -151,7 +157,8 @@ def token_reconciliation(
             "there is no server count to reconcile with",
         }
     ok = requests[requests["status"] == "ok"]
-    chat = api == "chat"
+    # The APIs whose prompt goes through the server's chat template.
+    chat = api in ("chat", "responses", "messages")
     comparisons = [
         _pair(ok, "client_output_tokens", "usage_output_tokens", what="output tokens",
               other_by="tokenizer", judged=False,

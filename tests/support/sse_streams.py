@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from tests.support.http_server import Handler, HttpRequest, Response
-from tests.support.paths import SHARED_FIXTURES
+from tests.support.paths import SHARED_FIXTURES, TEST_FIXTURES
 
 # Name -> (file in the shared fixtures, the API it answers).
 FIXTURE_STREAMS = {
@@ -30,6 +30,26 @@ def fixture_stream(name: str) -> bytes:
 def fixture_events(name: str) -> list[bytes]:
     """The events of a captured stream, each with its blank-line terminator."""
     return [part + b"\n\n" for part in fixture_stream(name).split(b"\n\n") if part.strip()]
+
+
+# The Responses, Messages, embeddings and rerank answers (tests/fixtures/api-streams/README.md).
+API_ANSWERS = TEST_FIXTURES / "api-streams"
+
+
+def api_events(name: str) -> list[bytes]:
+    """The events of ``api-streams/<name>`` (an .sse file), each with its blank line."""
+    raw = (API_ANSWERS / name).read_bytes()
+    return [part + b"\n\n" for part in raw.split(b"\n\n") if part.strip()]
+
+
+def json_handler(name: str, status: int = 200) -> Handler:
+    """Answers every request with the JSON body of ``api-streams/<name>`` (a .json file)."""
+    body = json.loads((API_ANSWERS / name).read_text())
+
+    async def handler(request: HttpRequest, response: Response) -> None:
+        await response.send_json(status, body)
+
+    return handler
 
 
 def sse_event(obj: Any) -> bytes:

@@ -27,6 +27,7 @@ from bench.run.terminal import print_table
 from results.figures.abandoned import abandoned_line
 from results.figures.engine_facts import prefix_cache_line, simulated_line
 from results.figures.machine_load import busy_lines
+from results.figures.pooling import pooling_lines
 from results.figures.samples_summary import gpu_scope_line, gpu_warnings
 from results.figures.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 from results.validity.run_end import run_end_lines
@@ -81,11 +82,18 @@ def _overview(summary: Mapping[str, Any]) -> Table:
         "Requests ok / measured",
         f"{format_number(counts.get('ok'))} / {format_number(counts.get('requests'))}",
     )
-    source = tokens.get("output_tokens_source") or "-"
-    table.add_row("Prompt tokens", format_number(tokens.get("prompt_tokens")))
-    table.add_row("Output tokens", f"{format_number(tokens.get('output_tokens'))} ({source})")
-    table.add_row("Output throughput", format_number(rates.get("output_tok_s"), "tok/s"))
-    table.add_row("Total throughput", format_number(rates.get("total_tok_s"), "tok/s"))
+    pooling = _section(summary, "pooling")
+    if pooling:  # embeddings, rerank: no output tokens (results.figures.pooling)
+        table.add_row("Inputs", format_number(pooling.get("inputs")))
+        table.add_row("Input tokens", format_number(pooling.get("input_tokens")))
+        table.add_row("Input throughput", format_number(pooling.get("inputs_per_s"), "inputs/s"))
+        table.add_row("Input tokens/s", format_number(pooling.get("input_tok_s"), "tok/s"))
+    else:
+        source = tokens.get("output_tokens_source") or "-"
+        table.add_row("Prompt tokens", format_number(tokens.get("prompt_tokens")))
+        table.add_row("Output tokens", f"{format_number(tokens.get('output_tokens'))} ({source})")
+        table.add_row("Output throughput", format_number(rates.get("output_tok_s"), "tok/s"))
+        table.add_row("Total throughput", format_number(rates.get("total_tok_s"), "tok/s"))
     table.add_row("Request throughput", format_number(rates.get("requests_per_s"), "req/s"))
     slo = goodput.get("slo") or {}
     if slo:
@@ -104,6 +112,8 @@ def _latencies(summary: Mapping[str, Any]) -> Table:
     for key in keys:
         table.add_column(key, justify="right")
     for key, label in _LATENCIES:
+        if key not in summary and "pooling" in summary:
+            continue  # a pooling run has no token figures: absent, not "-"
         stats = _section(summary, key)
         cells = [format_number(stats.get(k)) for k in keys]
         table.add_row(label, format_number(stats.get("count")), *cells)
@@ -186,7 +196,10 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     if (line := abandoned_line(abandoned if isinstance(abandoned, dict) else None)) is not None:
         print_note(console, line)
     print_table(console, _latencies(summary))
-    print_table(console, _per_user_tps(summary))
+    if "pooling" not in summary:  # a pooling run has no per-user TPS
+        print_table(console, _per_user_tps(summary))
+    for line in pooling_lines(summary.get("pooling")):
+        print_note(console, line)
     reasoning = reasoning_table(summary)  # only for a run in which some request reasoned
     if reasoning is not None:
         print_table(console, reasoning)

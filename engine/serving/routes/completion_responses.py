@@ -23,6 +23,7 @@ from engine.serving.errors import BadRequest
 from engine.serving.guards.disconnect import ClientDisconnected, until_disconnected
 from engine.serving.output_processor import RequestTextState, TextDelta
 from engine.serving.protocol import error_body
+from engine.serving.routes.api_events import API_ANSWERS
 from engine.serving.routes.serving_state import ServingState
 
 __all__ = ["respond"]
@@ -42,14 +43,23 @@ async def respond(
     stream: bool,
     include_usage: bool,
 ) -> Response:
-    """Run the request on the engine and answer it: ``kind`` "chat" or "completion"; a client
-    that leaves before the answer is sent gets a 499 that no one reads."""
+    """Run the request on the engine and answer it: ``kind`` "chat" or "completion", or an
+    API of engine.serving.routes.api_events ("responses", "messages", chat's reasoning prefix
+    applying to them too); a client that leaves before the answer is sent gets a 499 that no
+    one reads."""
     try:
         # Until its first output a request may wait in the queue: watch its client there
         # too, and throughout a response that is sent whole at the end.
-        reasoning_tokens = state.prefix.tokens_for(kind == "chat")
+        reasoning_tokens = state.prefix.tokens_for(kind != "completion")
         outputs = _run(state, request_id, prompt_ids, params, reasoning_tokens)
         first, gen = await until_disconnected(request.receive, _first_then_rest(outputs))
+        if kind in API_ANSWERS:
+            events, whole = API_ANSWERS[kind]
+            if stream:
+                body = events(state, request_id, first, gen)
+                return StreamingResponse(body, media_type="text/event-stream")
+            answer = await until_disconnected(request.receive, whole(state, request_id, first, gen))
+            return JSONResponse(answer)
         if stream:
             return stream_response(state, kind, request_id, first, gen, include_usage)
         return await until_disconnected(

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from loadgen.client import kernel_stamps
-from loadgen.client.kernel_clock import KernelClock, run_stamps
 from loadgen.client.stream import StreamingClient
+from loadgen.client.transport import kernel_stamps
+from loadgen.client.transport.kernel_clock import KernelClock, run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
 from results.folder.records import RequestRecord

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from loadgen.client.raw_http import Connection, RemoteProtocolError
 from loadgen.client.stream import StreamingClient
+from loadgen.client.transport.raw_http import Connection, RemoteProtocolError
 from loadgen.clock import RunClock
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import spec

@@ -49,6 +49,7 @@ REQUEST_COLUMNS = [
     "endpoint",
     "stamps",
     "model",
+    "inputs",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -15,8 +15,8 @@ the next segment arrived, and otherwise the arrival of the last segment read wit
 later than the user-space stamp, never earlier than the truth.
 
 The kernel's clock is mapped onto ``perf_counter_ns`` by
-:class:`loadgen.client.kernel_clock.KernelClock`; a mapped stamp later than the read itself is
-clamped to the read and counted.
+:class:`loadgen.client.transport.kernel_clock.KernelClock`; a mapped stamp later than the read
+itself is clamped to the read and counted.
 
 Where the kernel cannot stamp (another OS, setsockopt refused), :func:`open_connection` hands
 the socket to asyncio's own transport and says why: the caller keeps user-space stamps.
@@ -31,7 +31,7 @@ import sys
 from time import perf_counter_ns
 from typing import Any, Protocol
 
-from loadgen.client.kernel_clock import KERNEL, USER, KernelClock, StampCounts
+from loadgen.client.transport.kernel_clock import KERNEL, USER, KernelClock, StampCounts
 
 __all__ = ["StampedProtocol", "StampedTransport", "enable_receive_stamps", "open_connection"]
 

@@ -7,9 +7,9 @@ taken on the loop. Here each network read lands in :meth:`Connection.data_receiv
 with one ``perf_counter_ns`` before anything else, de-chunked, and fed to the SSE parser and the
 stream accumulator in the same call: no tasks, no generators, no copies beyond the bytes.
 Where the kernel stamps received segments (Linux), the socket is read by
-:class:`loadgen.client.kernel_stamps.StampedTransport` instead of asyncio's transport, and a read's
-time is the kernel's stamp (:meth:`Connection.stamped_received`); ``last_read_ns`` stays the
-user-space time of the read.
+:class:`loadgen.client.transport.kernel_stamps.StampedTransport` instead of asyncio's transport, and
+a read's time is the kernel's stamp (:meth:`Connection.stamped_received`); ``last_read_ns`` stays
+the user-space time of the read.
 
 Scope: ``http://`` only (https and proxies go through httpx, see loadgen.client.stream);
 HTTP/1.1 keep-alive; bodies by ``Transfer-Encoding: chunked``, ``Content-Length`` or close.
@@ -32,9 +32,9 @@ from time import perf_counter_ns
 from typing import Any
 
 from loadgen.client.answers import is_stream
-from loadgen.client.kernel_clock import KernelClock, StampCounts, stamp_report
-from loadgen.client.kernel_stamps import open_connection
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
+from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
+from loadgen.client.transport.kernel_stamps import open_connection
 
 __all__ = [
     "BodyRefused",
@@ -115,6 +115,7 @@ class Connection(asyncio.Protocol):
         self._pending = b""  # chunked framing bytes not yet complete
         self._trailer = False  # after the last (zero-length) chunk: its trailer section
         self._keep_alive = True
+        self._json_body = False  # a JSON answer is the answer (pooling APIs), not an error
         self.error_body = b""
         self.content_type = ""
         self.location = ""
@@ -170,6 +171,9 @@ class Connection(asyncio.Protocol):
         except RawHttpError as exc:
             self._keep_alive = False
             self._done.set_exception(exc)
+        except Exception as exc:  # a reader's own failure ends this request, never hangs it
+            self._keep_alive = False
+            self._done.set_exception(exc)
 
     # parsing
     def _parse_head(self, head: bytes) -> None:
@@ -194,7 +198,8 @@ class Connection(asyncio.Protocol):
             elif name == b"connection" and value == b"close":
                 self._keep_alive = False
         # An error, a redirect or no stream: kept for the message (loadgen.client.answers).
-        self._keep_body = self.status >= 300 or not is_stream(self.content_type)
+        json_answer = self._json_body and self.content_type.lower().startswith("application/json")
+        self._keep_body = self.status >= 300 or not (is_stream(self.content_type) or json_answer)
         if self._chunked:
             self._remaining = None
         elif self._remaining == 0:
@@ -273,12 +278,19 @@ class Connection(asyncio.Protocol):
 
     # requests
     async def request(
-        self, data: bytes, on_body: OnBody, timeout_s: float, deadline_ns: int | None = None
+        self,
+        data: bytes,
+        on_body: OnBody,
+        timeout_s: float,
+        deadline_ns: int | None = None,
+        *,
+        json_body: bool = False,
     ) -> tuple[int | None, bytes]:
         """Write ``data`` (a whole request) and wait for the whole response.
 
-        ``on_body(bytes, t_ns)`` gets the de-chunked body of a stream per read; the body of
-        any other answer (module docstring) is returned instead. Raises RawHttpError on
+        ``on_body(bytes, t_ns)`` gets the de-chunked body of a stream per read (and that of a
+        JSON answer when ``json_body``: a request whose answer is JSON, not a stream); the body
+        of any other answer (module docstring) is returned instead. Raises RawHttpError on
         transport failures, :class:`ReadTimeout` when no byte arrives for ``timeout_s``
         seconds, :class:`RequestTimeout` at ``deadline_ns`` (``perf_counter_ns`` time; None:
         none); the connection is then closed: it cannot be reused mid-response.
@@ -287,6 +299,7 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._reset(on_body, done)
+        self._json_body = json_body
         self._got_bytes = False
         self.last_read_ns = start_ns = perf_counter_ns()
         timeout_ns = int(timeout_s * 1e9)
@@ -346,7 +359,7 @@ class RawPool:
     ) -> None:
         self.host, self.port = host, port
         self.connect_timeout_s = connect_timeout_s
-        # One clock map for the pool's connections (loadgen.client.kernel_stamps).
+        # One clock map for the pool's connections (loadgen.client.transport.kernel_stamps).
         self.clock = KernelClock() if kernel_stamps else None
         self._conns = [Connection() for _ in range(size)]
         self._free = list(reversed(self._conns))
@@ -369,15 +382,15 @@ class RawPool:
 
     async def request(
         self, conn: Connection, data: bytes, on_body: OnBody, timeout_s: float,
-        deadline_ns: int | None = None,
+        deadline_ns: int | None = None, *, json_body: bool = False,
     ) -> tuple[int | None, bytes]:  # fmt: skip
         """``conn.request``, sent once more on a fresh connection if the server had closed the
         reused one before answering (see :class:`StaleConnection`)."""
         try:
-            return await conn.request(data, on_body, timeout_s, deadline_ns)
+            return await conn.request(data, on_body, timeout_s, deadline_ns, json_body=json_body)
         except StaleConnection:
             await self._open(conn)
-            return await conn.request(data, on_body, timeout_s, deadline_ns)
+            return await conn.request(data, on_body, timeout_s, deadline_ns, json_body=json_body)
 
     async def _open(self, conn: Connection) -> None:
         """(Re)open ``conn``; raises ConnectError or ConnectTimeout."""
@@ -398,7 +411,8 @@ class RawPool:
         return sum(1 for outcome in outcomes if isinstance(outcome, BaseException))
 
     def stamp_report(self) -> dict[str, Any]:
-        """For run.json: each opened connection's stamp source (loadgen.client.kernel_stamps)."""
+        """For run.json: each opened connection's stamp source
+        (loadgen.client.transport.kernel_stamps)."""
         return stamp_report([c.stamp_counts for c in self._conns], self.clock)
 
     def release(self, conn: Connection) -> None:

@@ -8,7 +8,8 @@ wall clock would be caught by the next measurement).
 
 The record (:class:`StampCounts`, :func:`stamp_report`, :func:`run_stamps`): per connection its
 stamp source ("kernel" or "user", with the reason), and the run's source over every client, as
-run.json's ``load.receive_stamps`` holds them. loadgen.client.kernel_stamps reads the sockets.
+run.json's ``load.receive_stamps`` holds them. loadgen.client.transport.kernel_stamps reads the
+sockets.
 """
 
 from __future__ import annotations

@@ -1,0 +1,73 @@
+"""The meaning of a streamed Anthropic Messages answer (POST /v1/messages, ``stream: true``).
+
+The events, each naming its kind in ``type``:
+
+    * ``message_start``: ``message.usage.input_tokens`` (the prompt) and an opening
+      ``output_tokens`` (1 or 0, not a count of text yet);
+    * ``content_block_delta``: ``delta.text`` (a ``text_delta``) is answer text, a content
+      chunk; ``delta.thinking`` (a ``thinking_delta``) is reasoning, a chunk flagged
+      ``reasoning``; ``signature_delta`` and ``input_json_delta`` carry no text;
+    * ``message_delta``: ``delta.stop_reason`` and ``usage.output_tokens``, the output count so
+      far (cumulative: replaced, never added);
+    * ``message_stop``: the end of the message, stamped as ``done_ns`` (there is no
+      ``[DONE]``);
+    * ``error``: the request failed (``error.message``, e.g. ``overloaded_error``).
+
+``ping``, ``content_block_start`` and ``content_block_stop`` carry no new text. The usage is
+kept in the chat usage's names (prompt_tokens, completion_tokens), so the token counting of
+loadgen.client.token_counts applies unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+
+__all__ = ["ANTHROPIC_VERSION", "MessagesAccumulator"]
+
+# The API version header every request to /v1/messages carries (Anthropic requires one).
+ANTHROPIC_VERSION = "2023-06-01"
+_MAX_MESSAGE_CHARS = 300
+
+
+class MessagesAccumulator(StreamAccumulator):
+    """A StreamAccumulator for Anthropic Messages events (module docstring); the same contract,
+    the same record."""
+
+    __slots__ = ()
+
+    def add_event(self, data: str, t_ns: int, read_ns: int | None = None) -> None:
+        """Account for one event: one ``json.loads`` and a look at its ``type``; ``read_ns``
+        the client's own read time where ``t_ns`` is a kernel stamp (default: ``t_ns``)."""
+        try:
+            obj = json.loads(data)
+            kind = obj.get("type")
+            if kind == "content_block_delta":
+                delta = obj["delta"]
+                thought = delta.get("thinking")
+                text = thought or delta.get("text")
+                if text:
+                    self.texts.append(text)
+                    self.times_ns.append(t_ns)
+                    self.read_ns.append(t_ns if read_ns is None else read_ns)
+                    self.reasoning.append(bool(thought))
+                    if len(self.texts) >= self._check_at:
+                        self._check_size()
+            elif kind == "message_start":
+                usage = obj["message"].get("usage") or {}
+                self.usage = {"prompt_tokens": usage.get("input_tokens")}
+            elif kind == "message_delta":
+                usage = obj.get("usage") or {}
+                self.usage = {**(self.usage or {}), "completion_tokens": usage.get("output_tokens")}
+                self.finish_reason = (obj.get("delta") or {}).get("stop_reason") or "end"
+            elif kind == "message_stop":
+                self.finish_reason = self.finish_reason or "end"
+                self.done_ns = t_ns
+            elif kind == "error":
+                raise StreamError(f"error event in stream: {error_message_from_body(obj)}")
+        except (ValueError, AttributeError, TypeError, KeyError) as exc:
+            raise StreamError(
+                f"malformed Messages event ({type(exc).__name__}: {exc}): "
+                f"{data[:_MAX_MESSAGE_CHARS]!r}"
+            ) from None

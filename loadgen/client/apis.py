@@ -1,0 +1,102 @@
+"""What differs between the APIs the client speaks: the path, the headers, the body, and the
+accumulator that reads the answer.
+
+    completions  POST /v1/completions        SSE, OpenAI chunks  (loadgen.client.openai_stream)
+    chat         POST /v1/chat/completions   SSE, OpenAI chunks  (loadgen.client.openai_stream)
+    responses    POST /v1/responses          SSE, typed events   (loadgen.client.responses_stream)
+    messages     POST /v1/messages           SSE, Anthropic's    (loadgen.client.anthropic_stream)
+    embeddings   POST /v1/embeddings         one JSON body       (loadgen.client.pooling)
+    rerank       POST /v1/rerank             one JSON body       (loadgen.client.pooling)
+
+Anthropic's API takes its key in ``x-api-key`` and wants ``anthropic-version``: a request to
+/v1/messages carries the key of ``Authorization: Bearer KEY`` there too (vLLM, which serves
+/v1/messages, checks ``Authorization``), unless ``--header`` gave either already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loadgen.client.anthropic_stream import ANTHROPIC_VERSION, MessagesAccumulator
+from loadgen.client.openai_stream import StreamAccumulator
+from loadgen.client.pooling import PoolingAccumulator, pooling_body
+from loadgen.client.responses_stream import ResponsesAccumulator
+from loadgen.request_spec import API_KINDS, POOLING_APIS, RequestSpec, message_dict, message_text
+
+__all__ = ["API_PATHS", "accumulator_for", "api_headers", "generation_body"]
+
+# Each API's path under the server's /v1 root.
+API_PATHS: dict[str, str] = {
+    "completions": "/completions",
+    "chat": "/chat/completions",
+    "responses": "/responses",
+    "messages": "/messages",
+    "embeddings": "/embeddings",
+    "rerank": "/rerank",
+}
+assert set(API_PATHS) == set(API_KINDS), "every API of loadgen.request_spec has its path"
+
+
+def api_headers(api: str, headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a request to ``api``, from the client's own ``headers`` (module
+    docstring): JSON is accepted from the pooling APIs, Anthropic's headers go to /v1/messages."""
+    out = dict(headers)
+    lower = {name.lower(): name for name in out}
+    if api in POOLING_APIS and "accept" in lower:
+        out[lower["accept"]] = "application/json"
+    if api == "messages":
+        scheme, _, token = out.get(lower.get("authorization", ""), "").partition(" ")
+        if token and scheme.lower() == "bearer" and "x-api-key" not in lower:
+            out["x-api-key"] = token
+        if "anthropic-version" not in lower:
+            out["anthropic-version"] = ANTHROPIC_VERSION
+    return out
+
+
+def _conversation(spec: RequestSpec) -> list[dict[str, Any]]:
+    turns = spec.messages or (("user", spec.prompt),)
+    return [message_dict(turn) for turn in turns]
+
+
+def generation_body(spec: RequestSpec, model: str) -> dict[str, Any]:
+    """The JSON body of ``spec`` before the extra fields: OpenAI's for completions and chat,
+    the Responses API's (``input``, ``max_output_tokens``; it streams usage unasked),
+    Anthropic's (``system`` apart from ``messages``), or a pooling body."""
+    model = spec.model or model
+    if spec.api in POOLING_APIS:
+        return pooling_body(spec, model)
+    body: dict[str, Any] = {"model": model, "temperature": spec.temperature, "stream": True}
+    if spec.api == "responses":
+        body.update(input=_conversation(spec), max_output_tokens=spec.max_tokens)
+    elif spec.api == "messages":
+        turns = _conversation(spec)
+        system = "\n\n".join(
+            message_text(t)[1] for t in turns if t["role"] in ("system", "developer")
+        )
+        body["messages"] = [t for t in turns if t["role"] not in ("system", "developer")]
+        body["max_tokens"] = spec.max_tokens
+        if system:
+            body["system"] = system
+    else:
+        body.update(max_tokens=spec.max_tokens, stream_options={"include_usage": True})
+        if spec.api == "chat":
+            body["messages"] = _conversation(spec)
+        else:
+            body["prompt"] = spec.prompt
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    if spec.seed is not None:
+        body["seed"] = spec.seed
+    return body
+
+
+def accumulator_for(spec: RequestSpec) -> StreamAccumulator | PoolingAccumulator:
+    """A fresh accumulator for the answer to ``spec`` (module docstring)."""
+    if spec.api == "responses":
+        return ResponsesAccumulator(spec.api, spec.max_tokens)
+    if spec.api == "messages":
+        return MessagesAccumulator(spec.api, spec.max_tokens)
+    if spec.api in POOLING_APIS:
+        return PoolingAccumulator(spec)
+    return StreamAccumulator(spec.api, spec.max_tokens)

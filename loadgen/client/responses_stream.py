@@ -1,0 +1,83 @@
+"""The meaning of a streamed OpenAI Responses API answer (POST /v1/responses, ``stream: true``).
+
+Each SSE event names its kind in ``type`` (also in the ``event:`` line, which the parser drops):
+
+    * ``response.output_text.delta``: ``delta`` is answer text, a content chunk;
+    * ``response.reasoning_text.delta`` and ``response.reasoning_summary_text.delta``: reasoning
+      text, a content chunk flagged ``reasoning`` (TTFT is the first token of any kind, as in
+      chat);
+    * ``response.completed`` (and ``response.incomplete``, which ``max_output_tokens`` ends
+      with): the answer is whole; its ``response.usage`` (``input_tokens``, ``output_tokens``,
+      ``output_tokens_details.reasoning_tokens``) is read into the chat usage's names, so the
+      token counting of loadgen.client.token_counts applies unchanged;
+    * ``error`` and ``response.failed``: the request failed, with the message they carry.
+
+Every other event (``response.created``, ``response.in_progress``, ``...added``, ``...done``)
+carries no new text and is passed over. The stream has no ``[DONE]``: the terminal event is
+its end, stamped as ``done_ns``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+
+__all__ = ["ResponsesAccumulator", "responses_usage"]
+
+_MAX_MESSAGE_CHARS = 300
+_TEXT = "response.output_text.delta"
+_REASONING = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
+_FINAL = frozenset({"response.completed", "response.incomplete"})
+
+
+def responses_usage(usage: Any) -> dict[str, Any] | None:
+    """A Responses ``usage`` object in the chat usage's names (prompt_tokens,
+    completion_tokens, completion_tokens_details.reasoning_tokens); None when there is none."""
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, Any] = {
+        "prompt_tokens": usage.get("input_tokens"),
+        "completion_tokens": usage.get("output_tokens"),
+    }
+    details = usage.get("output_tokens_details")
+    if isinstance(details, dict) and "reasoning_tokens" in details:
+        out["completion_tokens_details"] = {"reasoning_tokens": details["reasoning_tokens"]}
+    return out
+
+
+class ResponsesAccumulator(StreamAccumulator):
+    """A StreamAccumulator for Responses API events (module docstring); the same contract, the
+    same record."""
+
+    __slots__ = ()
+
+    def add_event(self, data: str, t_ns: int, read_ns: int | None = None) -> None:
+        """Account for one event: one ``json.loads`` and a look at its ``type``; ``read_ns``
+        the client's own read time where ``t_ns`` is a kernel stamp (default: ``t_ns``)."""
+        try:
+            obj = json.loads(data)
+            kind = obj.get("type")
+            if kind == _TEXT or kind in _REASONING:
+                text = obj.get("delta")
+                if text:
+                    self.texts.append(text)
+                    self.times_ns.append(t_ns)
+                    self.read_ns.append(t_ns if read_ns is None else read_ns)
+                    self.reasoning.append(kind != _TEXT)
+                    if len(self.texts) >= self._check_at:
+                        self._check_size()
+            elif kind in _FINAL:
+                response = obj.get("response") or {}
+                self.usage = responses_usage(response.get("usage")) or self.usage
+                self.finish_reason = str(response.get("status") or kind.rsplit(".", 1)[-1])
+                self.done_ns = t_ns
+            elif kind == "error" or kind == "response.failed":
+                failed = obj.get("response", obj) if kind == "response.failed" else obj
+                raise StreamError(f"{kind} event in stream: {error_message_from_body(failed)}")
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise StreamError(
+                f"malformed Responses event ({type(exc).__name__}: {exc}): "
+                f"{data[:_MAX_MESSAGE_CHARS]!r}"
+            ) from None
