@@ -79,6 +79,7 @@ def test_the_protocol_declares_what_the_engine_reads() -> None:
         "native_decode",
         "native_custom_ops",
         "spec_stats",
+        "embed",
     }
 
 
@@ -130,6 +131,7 @@ def test_the_check_names_each_missing_or_mismatched_member() -> None:
         "native_custom_ops",
         "native_decode",
         "clock_ns",
+        "embed",
     }
     assert "native_decode: 'no' is not a <class 'bool'>" in errors
 
