@@ -111,6 +111,7 @@ def test_sql_answers_over_the_runs_and_the_requests_view(
 
 
 def test_trend_and_changes_find_a_known_step(app: typer.Typer, tmp_path: Path) -> None:
+    pytest.importorskip("ruptures", reason="change points need the history extra (ruptures)")
     root, history = tmp_path / "runs", tmp_path / "history.duckdb"
     for i in range(16):  # eight runs, then eight 40% slower from commit "slow"
         slowdown, commit = (1.0, "fast") if i < 8 else (1.4, "slow")

@@ -227,6 +227,7 @@ def history(setup: dict[str, Path]) -> Path:
 def test_the_history_gives_the_baselines_verdicts(
     app: typer.Typer, setup: dict[str, Path], history: Path, case: str, extra: tuple[str, ...]
 ) -> None:
+    pytest.importorskip("ruptures", reason="change points need the history extra (ruptures)")
     root = setup["root"] / f"history-{case}-{len(extra)}"
     other = {**HARDWARE, "cpu": "Other CPU", "cpu_count_logical": 64}
     made = {

@@ -10,6 +10,8 @@ import pytest
 from results.history.changes import find
 from results.history.query import QueryError, parse_since
 
+pytest.importorskip("ruptures", reason="change points need the history extra (ruptures)")
+
 
 def noisy(levels: list[tuple[int, float]], sd: float = 0.02, seed: int = 0) -> np.ndarray:
     """Runs at each (count, level) in turn, times a lognormal noise of log-sd ``sd``."""
