@@ -33,7 +33,7 @@ from loadgen.client.limits import (
     output_cap,
     usage_problem,
 )
-from loadgen.client.sse import StreamError
+from loadgen.client.sse import SSEParser, StreamError
 from loadgen.client.token_counts import (
     StreamTokens,
     count_stream_tokens,
@@ -45,7 +45,7 @@ from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Api, RequestSpec
 from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSource
 
-__all__ = ["StreamAccumulator", "StreamError", "error_message_from_body"]
+__all__ = ["StreamAccumulator", "StreamError", "error_message_from_body", "feed_read"]
 
 _MAX_MESSAGE_CHARS = 300
 _UNBOUNDED = 2**62
@@ -246,3 +246,22 @@ class StreamAccumulator:
             client_output_tokens=recount,
             chunks=chunks,
         )
+
+
+def feed_read(
+    parser: SSEParser, acc: StreamAccumulator, raw: bytes, t_ns: int, drained: int
+) -> int | None:
+    """One read of a stream's body (the httpx and Locust paths) into ``parser`` and ``acc``,
+    stamped ``t_ns``. Returns the bytes read past ``[DONE]`` so far (``drained`` before this
+    read), or None once they pass MAX_ERROR_BODY_BYTES: the connection is then read no further,
+    so junk after the end cannot hold the request."""
+    if parser.done:
+        # Read on so the connection is kept for the next request, but not without end.
+        drained += len(raw)
+        return None if drained > MAX_ERROR_BODY_BYTES else drained
+    for data in parser.feed(raw):
+        if data:
+            acc.add_event(data, t_ns)
+    if parser.done:
+        acc.done_ns = t_ns
+    return drained

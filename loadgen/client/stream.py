@@ -49,7 +49,12 @@ from loadgen.client.limits import (
     DEFAULT_REQUEST_TIMEOUT_S,
     MAX_ERROR_BODY_BYTES,
 )
-from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.openai_stream import (
+    StreamAccumulator,
+    StreamError,
+    error_message_from_body,
+    feed_read,
+)
 from loadgen.client.pooling import PoolingAccumulator
 from loadgen.client.sse import SSEParser
 from loadgen.client.transport.connection_slots import ConnectionSlots
@@ -538,20 +543,11 @@ class StreamingClient:
                 acc.add_body(raw, perf_counter_ns())
             return acc.finish()
         parser = SSEParser()
-        drained = 0
+        drained: int | None = 0
         async for raw in response.aiter_bytes():
-            t_ns = perf_counter_ns()
-            if parser.done:
-                # Drain the body so the connection returns to the pool, but not without end.
-                drained += len(raw)
-                if drained > MAX_ERROR_BODY_BYTES:
-                    break
-                continue
-            for data in parser.feed(raw):
-                if data:
-                    acc.add_event(data, t_ns)
-            if parser.done:
-                acc.done_ns = t_ns
+            drained = feed_read(parser, acc, raw, perf_counter_ns(), drained)
+            if drained is None:
+                break
         return self._ending_problem(parser, acc)
 
     def _describe(self, exc: Exception, url: str, http_status: int | None) -> str:

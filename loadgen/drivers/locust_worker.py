@@ -44,7 +44,7 @@ from loadgen.client.answers import (
     request_timeout_message,
 )
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
-from loadgen.client.openai_stream import StreamAccumulator, StreamError
+from loadgen.client.openai_stream import StreamAccumulator, StreamError, feed_read
 from loadgen.client.routing import Router
 from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
@@ -398,20 +398,11 @@ def _read_answer(
     if problem is not None:
         return problem
     parser = SSEParser()
-    drained = 0
+    drained: int | None = 0
     for raw in response.raw.stream(_READ_BYTES, decode_content=False):
-        t_ns = time.perf_counter_ns()
-        if parser.done:
-            # Read to the end so the connection is kept, but not without end.
-            drained += len(raw)
-            if drained > MAX_ERROR_BODY_BYTES:
-                break
-            continue
-        for data in parser.feed(raw):
-            if data:
-                acc.add_event(data, t_ns)
-        if parser.done:
-            acc.done_ns = t_ns
+        drained = feed_read(parser, acc, raw, time.perf_counter_ns(), drained)
+        if drained is None:
+            break
     if not parser.done and acc.finish_reason is None:
         return cut_short_message(parser, len(acc.texts))
     return None
