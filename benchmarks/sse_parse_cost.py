@@ -26,8 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.client.openai_stream import StreamAccumulator  # noqa: E402
-from loadgen.client.sse import SSEParser  # noqa: E402
+from loadgen.client.readers.openai_stream import StreamAccumulator  # noqa: E402
+from loadgen.client.readers.sse import SSEParser  # noqa: E402
 
 _HEAD = {"id": "chatcmpl-0123456789abcdef", "object": "chat.completion.chunk",
          "created": 1795942390, "model": "tiny-llama"}  # fmt: skip
@@ -68,14 +68,22 @@ def _load(name: str, source: str, folder: Path) -> Any:
 def _at_rev(rev: str, folder: Path) -> tuple[Any, Any]:
     """(SSEParser, a StreamAccumulator factory) as at git revision ``rev``."""
 
-    def show(path: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
-            check=True, capture_output=True, text=True,
-        ).stdout  # fmt: skip
+    def show(name: str) -> str:
+        # The readers moved into loadgen/client/readers/; an older revision has them one up.
+        for path in (f"loadgen/client/readers/{name}", f"loadgen/client/{name}"):
+            shown = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True
+            )
+            if shown.returncode == 0:
+                return shown.stdout
+        raise SystemExit(f"--rev {rev}: no {name} in loadgen/client/ at that revision")
 
-    sse = _load("sse_at_rev", show("loadgen/client/sse.py"), folder)
-    stream = _load("openai_stream_at_rev", show("loadgen/client/openai_stream.py"), folder)
+    # An older revision's modules import the readers by their old names.
+    for name in ("sse", "openai_stream", "token_counts"):
+        old = f"loadgen.client.{name}"
+        sys.modules.setdefault(old, importlib.import_module(f"loadgen.client.readers.{name}"))
+    sse = _load("sse_at_rev", show("sse.py"), folder)
+    stream = _load("openai_stream_at_rev", show("openai_stream.py"), folder)
     return sse.SSEParser, lambda tokens: stream.StreamAccumulator("chat")
 
 

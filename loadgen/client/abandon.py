@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from loadgen.client.openai_stream import StreamAccumulator
+from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.clock import RunClock
 from loadgen.request_spec import Abandon, Api
 from results.folder.records import RequestRecord

@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urljoin, urlsplit
 
-from loadgen.client.openai_stream import error_message_from_body
-from loadgen.client.sse import SSEParser
+from loadgen.client.readers.openai_stream import error_message_from_body
+from loadgen.client.readers.sse import SSEParser
 
 __all__ = [
     "answer_problem",

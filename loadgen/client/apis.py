@@ -1,12 +1,12 @@
 """What differs between the APIs the client speaks: the path, the headers, the body, and the
 accumulator that reads the answer.
 
-    completions  POST /v1/completions        SSE, OpenAI chunks  (loadgen.client.openai_stream)
-    chat         POST /v1/chat/completions   SSE, OpenAI chunks  (loadgen.client.openai_stream)
-    responses    POST /v1/responses          SSE, typed events   (loadgen.client.responses_stream)
-    messages     POST /v1/messages           SSE, Anthropic's    (loadgen.client.anthropic_stream)
-    embeddings   POST /v1/embeddings         one JSON body       (loadgen.client.pooling)
-    rerank       POST /v1/rerank             one JSON body       (loadgen.client.pooling)
+    completions  POST /v1/completions        SSE, OpenAI chunks  (readers.openai_stream)
+    chat         POST /v1/chat/completions   SSE, OpenAI chunks  (readers.openai_stream)
+    responses    POST /v1/responses          SSE, typed events   (readers.responses_stream)
+    messages     POST /v1/messages           SSE, Anthropic's    (readers.anthropic_stream)
+    embeddings   POST /v1/embeddings         one JSON body       (readers.pooling)
+    rerank       POST /v1/rerank             one JSON body       (readers.pooling)
 
 Anthropic's API takes its key in ``x-api-key`` and wants ``anthropic-version``: a request to
 /v1/messages carries the key of ``Authorization: Bearer KEY`` there too (vLLM, which serves
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loadgen.client.anthropic_stream import ANTHROPIC_VERSION, MessagesAccumulator
-from loadgen.client.openai_stream import StreamAccumulator
-from loadgen.client.pooling import PoolingAccumulator, pooling_body
-from loadgen.client.responses_stream import ResponsesAccumulator
+from loadgen.client.readers.anthropic_stream import ANTHROPIC_VERSION, MessagesAccumulator
+from loadgen.client.readers.openai_stream import StreamAccumulator
+from loadgen.client.readers.pooling import PoolingAccumulator, pooling_body
+from loadgen.client.readers.responses_stream import ResponsesAccumulator
 from loadgen.request_spec import API_KINDS, POOLING_APIS, RequestSpec, message_dict, message_text
 
 __all__ = ["API_PATHS", "accumulator_for", "api_headers", "generation_body"]

@@ -10,9 +10,9 @@ memory per request, whatever the server sends:
       (``--request-timeout``, scenario ``request_timeout_s``); generous by default, but finite.
     * ``read_timeout_s``: the longest silence between two reads of one answer, the head
       included (``--read-timeout``, scenario ``read_timeout_s``).
-    * :data:`MAX_EVENT_BYTES`: one SSE line or event (loadgen.client.sse).
+    * :data:`MAX_EVENT_BYTES`: one SSE line or event (loadgen.client.readers.sse).
     * :func:`output_cap` and :data:`CHUNK_CHARS`: the content chunks, and their text, that
-      one stream may carry for its ``max_tokens`` (loadgen.client.openai_stream).
+      one stream may carry for its ``max_tokens`` (loadgen.client.readers.openai_stream).
     * :data:`MAX_ERROR_BODY_BYTES`: what is kept of an error page or any answer that is not a
       stream, for its message.
     * :func:`usage_problem`: a ``usage`` whose counts are negative or beyond belief is not used
@@ -81,7 +81,7 @@ def usage_problem(usage: Any, max_tokens: int | None) -> str | None:
     Absurd: not an object; a count that is negative or over :data:`MAX_USAGE_TOKENS`; a
     ``completion_tokens`` over :func:`output_cap` for ``max_tokens`` (a server cannot
     have generated far more than it was allowed). A count that is not an integer is left to
-    loadgen.client.token_counts, which ignores it (servers differ in what they fill).
+    loadgen.client.readers.token_counts, which ignores it (servers differ in what they fill).
     """
     if usage is None:
         return None

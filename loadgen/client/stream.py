@@ -49,14 +49,14 @@ from loadgen.client.limits import (
     DEFAULT_REQUEST_TIMEOUT_S,
     MAX_ERROR_BODY_BYTES,
 )
-from loadgen.client.openai_stream import (
+from loadgen.client.readers.openai_stream import (
     StreamAccumulator,
     StreamError,
     error_message_from_body,
     feed_read,
 )
-from loadgen.client.pooling import PoolingAccumulator
-from loadgen.client.sse import SSEParser
+from loadgen.client.readers.pooling import PoolingAccumulator
+from loadgen.client.readers.sse import SSEParser
 from loadgen.client.transport.connection_slots import ConnectionSlots
 from loadgen.client.transport.raw_http import (
     BodyRefused,
@@ -416,7 +416,7 @@ class StreamingClient:
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
         body: bytes, acc: PoolingAccumulator,
     ) -> RequestRecord:  # fmt: skip
-        """:meth:`send` of a pooling request (loadgen.client.pooling) over raw_http: one JSON
+        """:meth:`send` of a pooling request (readers.pooling) over raw_http: one JSON
         body, whose reads end at ``acc.done_ns``."""
         assert self._raw is not None
         http_status: int | None = None

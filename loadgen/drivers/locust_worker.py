@@ -44,9 +44,9 @@ from loadgen.client.answers import (
     request_timeout_message,
 )
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
-from loadgen.client.openai_stream import StreamAccumulator, StreamError, feed_read
+from loadgen.client.readers.openai_stream import StreamAccumulator, StreamError, feed_read
+from loadgen.client.readers.sse import SSEParser
 from loadgen.client.routing import Router
-from loadgen.client.sse import SSEParser
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig
 from loadgen.drivers.locust_job import (

@@ -30,7 +30,7 @@ import httpx
 from bench.scenario.scenario import Scenario
 from engine_adapters.base import EngineAdapter
 from loadgen.client.answers import auth_refusal
-from loadgen.client.openai_stream import error_message_from_body
+from loadgen.client.readers.openai_stream import error_message_from_body
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.spec import LengthDist

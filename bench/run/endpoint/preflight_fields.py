@@ -37,7 +37,7 @@ from typing import Any, Literal, NoReturn
 import httpx
 
 from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
-from loadgen.client.openai_stream import error_message_from_body
+from loadgen.client.readers.openai_stream import error_message_from_body
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import RequestSpec
 from results.folder.redact import REDACTED, is_secret_flag

@@ -34,7 +34,7 @@ import httpx
 import numpy as np
 
 from loadgen.client.answers import auth_refusal
-from loadgen.client.openai_stream import error_message_from_body
+from loadgen.client.readers.openai_stream import error_message_from_body
 
 __all__ = ["ServerTokenizer", "ServerTokenizerError", "ServerTokenizerRefused"]
 

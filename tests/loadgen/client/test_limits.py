@@ -1,5 +1,5 @@
 """The client's limits: a stream past its length, a usage beyond belief, the answers that are no
-stream (loadgen.client.limits, loadgen.client.openai_stream, loadgen.client.answers)."""
+stream (loadgen.client.limits, loadgen.client.readers.openai_stream, loadgen.client.answers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.client.answers import answer_problem, is_stream, key_headers, redirect_message
 from loadgen.client.limits import CHUNK_CHARS, output_cap, usage_problem
-from loadgen.client.openai_stream import StreamAccumulator, StreamError
+from loadgen.client.readers.openai_stream import StreamAccumulator, StreamError
 
 
 def _event(text: str, chat: bool = False, reasoning: bool = False) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.client.token_counts import count_stream_tokens
+from loadgen.client.readers.token_counts import count_stream_tokens
 from results.folder.records import RequestRecord
 from tests.support.http_server import run
 from tests.support.loadgen_requests import send_once, spec

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from loadgen.client.sse import SSEParser, StreamError
+from loadgen.client.readers.sse import SSEParser, StreamError
 from tests.support.sse_streams import FIXTURE_STREAMS, fixture_stream
 
 

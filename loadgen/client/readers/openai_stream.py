@@ -18,7 +18,7 @@ it has ended. It knows the differences between engines that matter for counting:
       kind, and the first ``content`` is the first answer token. An event that carries both
       becomes a reasoning chunk then an answer chunk at the same time. Text completions carry
       no reasoning field (vLLM parses reasoning in the chat endpoint only): their ``text`` is
-      answer. :mod:`loadgen.client.token_counts` counts the two parts.
+      answer. :mod:`loadgen.client.readers.token_counts` counts the two parts.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from loadgen.client.limits import (
     output_cap,
     usage_problem,
 )
-from loadgen.client.sse import SSEParser, StreamError
-from loadgen.client.token_counts import (
+from loadgen.client.readers.sse import SSEParser, StreamError
+from loadgen.client.readers.token_counts import (
     StreamTokens,
     count_stream_tokens,
     recount_output_tokens,

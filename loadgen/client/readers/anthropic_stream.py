@@ -15,14 +15,18 @@ The events, each naming its kind in ``type``:
 
 ``ping``, ``content_block_start`` and ``content_block_stop`` carry no new text. The usage is
 kept in the chat usage's names (prompt_tokens, completion_tokens), so the token counting of
-loadgen.client.token_counts applies unchanged.
+loadgen.client.readers.token_counts applies unchanged.
 """
 
 from __future__ import annotations
 
 import json
 
-from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.readers.openai_stream import (
+    StreamAccumulator,
+    StreamError,
+    error_message_from_body,
+)
 
 __all__ = ["ANTHROPIC_VERSION", "MessagesAccumulator"]
 

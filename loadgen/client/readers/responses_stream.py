@@ -9,7 +9,7 @@ Each SSE event names its kind in ``type`` (also in the ``event:`` line, which th
     * ``response.completed`` (and ``response.incomplete``, which ``max_output_tokens`` ends
       with): the answer is whole; its ``response.usage`` (``input_tokens``, ``output_tokens``,
       ``output_tokens_details.reasoning_tokens``) is read into the chat usage's names, so the
-      token counting of loadgen.client.token_counts applies unchanged;
+      token counting of loadgen.client.readers.token_counts applies unchanged;
     * ``error`` and ``response.failed``: the request failed, with the message they carry.
 
 Every other event (``response.created``, ``response.in_progress``, ``...added``, ``...done``)
@@ -22,7 +22,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadgen.client.openai_stream import StreamAccumulator, StreamError, error_message_from_body
+from loadgen.client.readers.openai_stream import (
+    StreamAccumulator,
+    StreamError,
+    error_message_from_body,
+)
 
 __all__ = ["ResponsesAccumulator", "responses_usage"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadgen.client.token_counts import usage_int
+from loadgen.client.readers.token_counts import usage_int
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
