@@ -46,6 +46,8 @@ RESERVED_FIELDS: dict[str, str] = {
     "max_completion_tokens": "output_len, or a dataset's max_tokens column",
     "n": "nothing: one choice a request is measured",
     "ignore_eos": "the scenario's top-level ignore_eos",
+    "tools": "the scenario's [tools] table, or a dataset's tools column",
+    "tool_choice": "the scenario's [tools] choice, or a dataset's tool_choice column",
 }
 
 
@@ -117,6 +119,12 @@ class RequestSpec:
         inputs: for a pooling API (:data:`POOLING_APIS`), the texts after ``prompt``: more
             inputs to embed, or the documents to rank against the query ``prompt``;
             ``prompt_tokens`` counts them all. Empty for generation.
+        tools: the tools the model may call, each in OpenAI chat's form
+            (loadgen.request_tools.as_tool; written in each API's own form when sent); chat
+            APIs only (:data:`CHAT_APIS`). Empty offers none. ``prompt_tokens`` does not count
+            them (the server's ``usage.prompt_tokens`` does, with its chat template).
+        tool_choice: OpenAI's ``tool_choice`` (loadgen.request_tools.as_tool_choice), None
+            for the server's default; only with ``tools``.
     """
 
     request_id: str
@@ -132,6 +140,8 @@ class RequestSpec:
     fields: Mapping[str, Any] | None = None
     model: str | None = None
     inputs: tuple[str, ...] = ()
+    tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: str | Mapping[str, Any] | None = None
 
     @property
     def num_inputs(self) -> int | None:
@@ -174,6 +184,12 @@ class RequestSpec:
             raise ValueError(
                 f"RequestSpec.inputs: only {sorted(POOLING_APIS)} take inputs, not {self.api!r}"
             )
+        if self.tools and self.api not in CHAT_APIS:
+            raise ValueError(
+                f"RequestSpec.tools: only {sorted(CHAT_APIS)} take tools, not {self.api!r}"
+            )
+        if self.tool_choice is not None and not self.tools:
+            raise ValueError("RequestSpec.tool_choice: given without tools")
         if self.temperature < 0:
             raise ValueError(
                 f"RequestSpec.temperature: expected a float >= 0, got {self.temperature!r}"

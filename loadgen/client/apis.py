@@ -11,6 +11,9 @@ accumulator that reads the answer.
 Anthropic's API takes its key in ``x-api-key`` and wants ``anthropic-version``: a request to
 /v1/messages carries the key of ``Authorization: Bearer KEY`` there too (vLLM, which serves
 /v1/messages, checks ``Authorization``), unless ``--header`` gave either already.
+
+A request's tools, tool choice and tool turns go in each API's own form
+(loadgen.client.tool_bodies).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from loadgen.client.readers.anthropic_stream import ANTHROPIC_VERSION, MessagesA
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.readers.pooling import PoolingAccumulator, pooling_body
 from loadgen.client.readers.responses_stream import ResponsesAccumulator
+from loadgen.client.tool_bodies import anthropic_turns, responses_input, tool_fields
 from loadgen.request_spec import API_KINDS, POOLING_APIS, RequestSpec, message_dict, message_text
 
 __all__ = ["API_PATHS", "accumulator_for", "api_headers", "generation_body"]
@@ -68,13 +72,15 @@ def generation_body(spec: RequestSpec, model: str) -> dict[str, Any]:
         return pooling_body(spec, model)
     body: dict[str, Any] = {"model": model, "temperature": spec.temperature, "stream": True}
     if spec.api == "responses":
-        body.update(input=_conversation(spec), max_output_tokens=spec.max_tokens)
+        body.update(input=responses_input(_conversation(spec)), max_output_tokens=spec.max_tokens)
     elif spec.api == "messages":
         turns = _conversation(spec)
         system = "\n\n".join(
             message_text(t)[1] for t in turns if t["role"] in ("system", "developer")
         )
-        body["messages"] = [t for t in turns if t["role"] not in ("system", "developer")]
+        body["messages"] = anthropic_turns(
+            [t for t in turns if t["role"] not in ("system", "developer")]
+        )
         body["max_tokens"] = spec.max_tokens
         if system:
             body["system"] = system
@@ -84,6 +90,7 @@ def generation_body(spec: RequestSpec, model: str) -> dict[str, Any]:
             body["messages"] = _conversation(spec)
         else:
             body["prompt"] = spec.prompt
+    body.update(tool_fields(spec.api, spec.tools, spec.tool_choice))
     if spec.ignore_eos:
         body["ignore_eos"] = True
     if spec.seed is not None:

@@ -206,6 +206,8 @@ def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
         )
     if "inputs" in fields:  # a pooling request's texts, a list on the wire
         fields["inputs"] = tuple(str(text) for text in fields["inputs"])
+    if "tools" in fields:  # a list on the wire
+        fields["tools"] = tuple(dict(tool) for tool in fields["tools"])
     return RequestSpec(**fields)
 
 

@@ -47,6 +47,7 @@ from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 from loadgen.client.readers.openai_stream import StreamAccumulator, StreamError, feed_read
 from loadgen.client.readers.sse import SSEParser
 from loadgen.client.routing import Router
+from loadgen.client.tool_bodies import tool_fields
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig
 from loadgen.drivers.locust_job import (
@@ -306,6 +307,7 @@ def _send_to(
     else:
         body["prompt"] = spec.prompt
         url = base_url.rstrip("/") + "/v1/completions"
+    body.update(tool_fields(spec.api, spec.tools, spec.tool_choice))
     if spec.ignore_eos:
         body["ignore_eos"] = True
     if spec.seed is not None:

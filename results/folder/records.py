@@ -70,7 +70,8 @@ class ChunkRecord:
             it reports tokens (then some chunks carry 0; see :mod:`loadgen.client.apportion`).
         reasoning: True for a chunk of reasoning (``delta.reasoning_content`` or
             ``delta.reasoning``), False for one of the answer (``content``, or a completion's
-            ``text``). An event carrying both becomes two chunks with the same ``t_s``.
+            ``text``, or a tool call's name and argument fragments). An event carrying both
+            becomes two chunks with the same ``t_s``.
         read_s: run seconds when the client's own code got the read (user-space
             ``perf_counter_ns`` just after it). Where the request's ``stamps`` are "kernel",
             ``t_s`` is the kernel's receive stamp and ``read_s - t_s`` is how late the client
@@ -146,7 +147,14 @@ class RequestRecord:
             nothing: no chunk, ``first_token_s`` None, ``output_tokens`` 0, and its figures are
             the latency and the inputs and input tokens per second (results.figures.pooling).
             A folder written before it reads as generation.
-        chunks: the content chunks (reasoning and answer) in arrival order.
+        num_tool_calls: how many tool calls the answer made (OpenAI chat ``delta.tool_calls``,
+            Responses ``function_call`` items, Anthropic ``tool_use`` blocks; 0 for none, and
+            in a folder written before tool calls were read).
+        tool_calls: the calls themselves, in OpenAI's shape (``{"id", "type": "function",
+            "function": {"name", "arguments"}}``, arguments a JSON text), in call order; empty
+            for none. Held in memory for the workload (a session appends them to its history),
+            not a column: requests.parquet keeps ``num_tool_calls``.
+        chunks: the content chunks (reasoning, answer and tool-call fragments) in arrival order.
     """
 
     request_id: str
@@ -184,6 +192,11 @@ class RequestRecord:
     model: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # Added with the pooling APIs (embeddings, rerank); None for generation.
     inputs: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    # Added with tool calls (loadgen.client.readers.tool_calls); the calls stay in memory.
+    num_tool_calls: int = field(default=0, kw_only=True, metadata=_added(Backfill(0)))
+    tool_calls: list[dict[str, Any]] = field(
+        default_factory=list, kw_only=True, metadata={"column": False}
+    )
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

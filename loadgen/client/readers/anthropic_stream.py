@@ -6,14 +6,18 @@ The events, each naming its kind in ``type``:
       ``output_tokens`` (1 or 0, not a count of text yet);
     * ``content_block_delta``: ``delta.text`` (a ``text_delta``) is answer text, a content
       chunk; ``delta.thinking`` (a ``thinking_delta``) is reasoning, a chunk flagged
-      ``reasoning``; ``signature_delta`` and ``input_json_delta`` carry no text;
+      ``reasoning``; an ``input_json_delta``'s ``partial_json`` is a fragment of a tool
+      call's input, an answer chunk; ``signature_delta`` carries no text;
+    * ``content_block_start`` of a ``tool_use`` block: a tool call opens at the block's
+      ``index`` (its ``id``, ``name``: an answer chunk too), assembled by
+      loadgen.client.readers.tool_calls, so TTFT, ITL and the output's count include it;
     * ``message_delta``: ``delta.stop_reason`` and ``usage.output_tokens``, the output count so
       far (cumulative: replaced, never added);
     * ``message_stop``: the end of the message, stamped as ``done_ns`` (there is no
       ``[DONE]``);
     * ``error``: the request failed (``error.message``, e.g. ``overloaded_error``).
 
-``ping``, ``content_block_start`` and ``content_block_stop`` carry no new text. The usage is
+``ping``, ``content_block_stop`` and the start of other blocks carry no new text. The usage is
 kept in the chat usage's names (prompt_tokens, completion_tokens), so the token counting of
 loadgen.client.readers.token_counts applies unchanged.
 """
@@ -21,12 +25,14 @@ loadgen.client.readers.token_counts applies unchanged.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from loadgen.client.readers.openai_stream import (
     StreamAccumulator,
     StreamError,
     error_message_from_body,
 )
+from loadgen.client.readers.tool_calls import fragment_text, input_json
 
 __all__ = ["ANTHROPIC_VERSION", "MessagesAccumulator"]
 
@@ -49,6 +55,9 @@ class MessagesAccumulator(StreamAccumulator):
             kind = obj.get("type")
             if kind == "content_block_delta":
                 delta = obj["delta"]
+                if delta.get("type") == "input_json_delta":
+                    self._tool_input(obj.get("index"), delta.get("partial_json"), t_ns, read_ns)
+                    return
                 thought = delta.get("thinking")
                 text = thought or delta.get("text")
                 if text:
@@ -58,6 +67,12 @@ class MessagesAccumulator(StreamAccumulator):
                     self.reasoning.append(bool(thought))
                     if len(self.texts) >= self._check_at:
                         self._check_size()
+            elif kind == "content_block_start":
+                block = obj.get("content_block") or {}
+                if block.get("type") == "tool_use":
+                    key, name = obj.get("index"), block.get("name")
+                    self.tools.open(key, block.get("id"), name)
+                    self._tool_input(key, input_json(block.get("input")), t_ns, read_ns, name)
             elif kind == "message_start":
                 usage = obj["message"].get("usage") or {}
                 self.usage = {"prompt_tokens": usage.get("input_tokens")}
@@ -75,3 +90,12 @@ class MessagesAccumulator(StreamAccumulator):
                 f"malformed Messages event ({type(exc).__name__}: {exc}): "
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
+
+    def _tool_input(
+        self, key: Any, fragment: str | None, t_ns: int, read_ns: int | None, name: str = ""
+    ) -> None:
+        """A fragment of the input of the ``tool_use`` block at ``key`` (and, where the block
+        opens, its name): kept for the call, and an answer chunk of the text generated."""
+        if fragment:
+            self.tools.add(key, fragment)
+        self.add_answer(fragment_text(name, fragment), t_ns, t_ns if read_ns is None else read_ns)

@@ -19,6 +19,10 @@ it has ended. It knows the differences between engines that matter for counting:
       becomes a reasoning chunk then an answer chunk at the same time. Text completions carry
       no reasoning field (vLLM parses reasoning in the chat endpoint only): their ``text`` is
       answer. :mod:`loadgen.client.readers.token_counts` counts the two parts.
+    * A chat answer may call tools: ``delta.tool_calls`` fragments (loadgen.client.readers.
+      tool_calls assembles them). Each fragment's name and arguments are generated text too:
+      an answer chunk (after the event's content, if any), so TTFT, ITL and the output's
+      count include the call; the calls themselves reach the record's ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from loadgen.client.readers.token_counts import (
     recount_output_tokens,
     usage_int,
 )
+from loadgen.client.readers.tool_calls import ToolCalls
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Api, RequestSpec
@@ -95,7 +100,8 @@ class StreamAccumulator:
 
     __slots__ = (
         "_chars", "_chat", "_check_at", "_counted", "_max_chars", "_max_chunks", "done_ns",
-        "finish_reason", "max_tokens", "read_ns", "reasoning", "texts", "times_ns", "usage",
+        "finish_reason", "max_tokens", "read_ns", "reasoning", "texts", "times_ns", "tools",
+        "usage",
     )  # fmt: skip
 
     def __init__(self, api: Api, max_tokens: int | None = None) -> None:
@@ -117,6 +123,7 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
+        self.tools = ToolCalls()
 
     def add_event(self, data: str, t_ns: int, read_ns: int | None = None) -> None:
         """Account for one event (the hot path: one ``json.loads`` and a few dict lookups)."""
@@ -139,15 +146,18 @@ class StreamAccumulator:
                             self.read_ns.append(read_ns)
                             self.reasoning.append(True)
                         text = delta.get("content")
+                        calls = delta.get("tool_calls")
                     else:
-                        text = None
+                        text = calls = None
                 else:
-                    text = choice.get("text")
+                    text, calls = choice.get("text"), None
                 if text:
                     self.texts.append(text)
                     self.times_ns.append(t_ns)
                     self.read_ns.append(read_ns)
                     self.reasoning.append(False)
+                if calls:
+                    self.add_answer(self.tools.openai_delta(calls), t_ns, read_ns)
                 if len(self.texts) >= self._check_at:
                     self._check_size()
                 reason = choice.get("finish_reason")
@@ -161,6 +171,18 @@ class StreamAccumulator:
                 f"malformed stream event ({type(exc).__name__}: {exc}): "
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
+
+    def add_answer(self, text: str, t_ns: int, read_ns: int) -> None:
+        """One answer chunk of ``text`` (nothing for ""), the stream's cap checked: the path of
+        the readers' rarer chunks (tool-call fragments), kept off the content's hot path."""
+        if not text:
+            return
+        self.texts.append(text)
+        self.times_ns.append(t_ns)
+        self.read_ns.append(read_ns)
+        self.reasoning.append(False)
+        if len(self.texts) >= self._check_at:
+            self._check_size()
 
     def _check_size(self) -> None:
         """Raise StreamError once the stream is past its cap (loadgen.client.limits)."""
@@ -244,6 +266,8 @@ class StreamAccumulator:
             usage_prompt_tokens=usage_prompt,
             usage_output_tokens=usage_output,
             client_output_tokens=recount,
+            num_tool_calls=len(self.tools),
+            tool_calls=self.tools.calls(),
             chunks=chunks,
         )
 

@@ -10,6 +10,11 @@ Each SSE event names its kind in ``type`` (also in the ``event:`` line, which th
       with): the answer is whole; its ``response.usage`` (``input_tokens``, ``output_tokens``,
       ``output_tokens_details.reasoning_tokens``) is read into the chat usage's names, so the
       token counting of loadgen.client.readers.token_counts applies unchanged;
+    * ``response.output_item.added`` with an item of type ``function_call``: a tool call opens
+      (its ``call_id``, ``name``); ``response.function_call_arguments.delta`` adds a fragment
+      of its arguments (by ``item_id``), ``...arguments.done`` repeats them whole. The name
+      and each fragment are answer chunks (loadgen.client.readers.tool_calls), so TTFT, ITL
+      and the output's count include the call;
     * ``error`` and ``response.failed``: the request failed, with the message they carry.
 
 Every other event (``response.created``, ``response.in_progress``, ``...added``, ``...done``)
@@ -27,6 +32,7 @@ from loadgen.client.readers.openai_stream import (
     StreamError,
     error_message_from_body,
 )
+from loadgen.client.readers.tool_calls import fragment_text
 
 __all__ = ["ResponsesAccumulator", "responses_usage"]
 
@@ -34,6 +40,9 @@ _MAX_MESSAGE_CHARS = 300
 _TEXT = "response.output_text.delta"
 _REASONING = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
 _FINAL = frozenset({"response.completed", "response.incomplete"})
+_CALL_ADDED = "response.output_item.added"
+_ARGUMENTS = "response.function_call_arguments.delta"
+_ARGUMENTS_DONE = "response.function_call_arguments.done"
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
@@ -77,6 +86,8 @@ class ResponsesAccumulator(StreamAccumulator):
                 self.usage = responses_usage(response.get("usage")) or self.usage
                 self.finish_reason = str(response.get("status") or kind.rsplit(".", 1)[-1])
                 self.done_ns = t_ns
+            elif kind in (_ARGUMENTS, _ARGUMENTS_DONE, _CALL_ADDED):
+                self._tool_event(kind, obj, t_ns, t_ns if read_ns is None else read_ns)
             elif kind == "error" or kind == "response.failed":
                 failed = obj.get("response", obj) if kind == "response.failed" else obj
                 raise StreamError(f"{kind} event in stream: {error_message_from_body(failed)}")
@@ -85,3 +96,25 @@ class ResponsesAccumulator(StreamAccumulator):
                 f"malformed Responses event ({type(exc).__name__}: {exc}): "
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
+
+    def _tool_event(self, kind: str, obj: dict[str, Any], t_ns: int, read_ns: int) -> None:
+        """A function call's opening, argument fragment or end (module docstring)."""
+        if kind == _CALL_ADDED:
+            item = obj.get("item") or {}
+            if item.get("type") != "function_call":
+                return  # a message or reasoning item: its text comes in its own deltas
+            key = item.get("id") or obj.get("output_index")
+            name = item.get("name")
+            self.tools.open(key, item.get("call_id") or item.get("id"), name)
+            if item.get("arguments"):
+                self.tools.add(key, item["arguments"])
+            self.add_answer(fragment_text(name, item.get("arguments")), t_ns, read_ns)
+            return
+        key = obj.get("item_id") or obj.get("output_index")
+        if kind == _ARGUMENTS:
+            fragment = obj.get("delta")
+            if fragment:
+                self.tools.add(key, fragment)
+                self.add_answer(fragment, t_ns, read_ns)
+        else:
+            self.tools.finish(key, obj.get("arguments"), obj.get("name"))

@@ -1,0 +1,98 @@
+"""The tools a request offers the model, in the one form the load generator holds them.
+
+A tool is held as OpenAI chat's function tool::
+
+    {"type": "function", "function": {"name": "get_weather", "description": "...",
+                                      "parameters": {JSON schema of the arguments}}}
+
+and the choice as OpenAI's ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or
+``{"type": "function", "function": {"name": NAME}}``. loadgen.client.tool_bodies writes them
+in each API's own form (the Responses API's flat function tools, Anthropic's ``input_schema``).
+:func:`as_tool` also takes the bare ``{"name", "description", "parameters"}`` form many
+function-calling datasets write, and :func:`as_tool_choice` a function's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["TOOL_CHOICES", "ToolError", "as_tool", "as_tool_choice", "as_tools", "tool_names"]
+
+# The choices that name no function.
+TOOL_CHOICES = ("auto", "none", "required")
+# An empty object schema: a function without arguments.
+_NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class ToolError(ValueError):
+    """A tool or tool choice that cannot be sent; the message says which part and why."""
+
+
+def as_tool(raw: Any) -> dict[str, Any]:
+    """``raw`` (the OpenAI form, or the bare function) as the OpenAI form (module docstring).
+
+    Raises:
+        ToolError: not an object, no function name, or parameters that are not an object.
+    """
+    if not isinstance(raw, Mapping):
+        raise ToolError(f"a tool must be an object, got {type(raw).__name__}")
+    if raw.get("type", "function") != "function":
+        raise ToolError(f"tool of type {str(raw.get('type'))[:30]!r}: only function tools are sent")
+    function = raw.get("function", raw)
+    if not isinstance(function, Mapping):
+        raise ToolError("a tool's function must be an object")
+    name = function.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ToolError("a tool without a function name")
+    parameters = function.get("parameters", _NO_ARGUMENTS)
+    if not isinstance(parameters, Mapping):
+        raise ToolError(f"tool {name!r}: parameters must be a JSON schema object")
+    out: dict[str, Any] = {"name": name, "parameters": dict(parameters)}
+    description = function.get("description")
+    if description is not None:
+        if not isinstance(description, str):
+            raise ToolError(f"tool {name!r}: description must be a string")
+        out["description"] = description
+    return {"type": "function", "function": out}
+
+
+def as_tools(raw: Any) -> tuple[dict[str, Any], ...]:
+    """A list of tools (each :func:`as_tool`), names unique."""
+    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
+        raise ToolError(f"tools must be a list of tools, got {type(raw).__name__}")
+    tools = tuple(as_tool(t) for t in raw)
+    names = tool_names(tools)
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ToolError(f"tool {twice[0]!r} is given twice")
+    return tools
+
+
+def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The function names of ``tools`` (held form), in order."""
+    return [str(t["function"]["name"]) for t in tools]
+
+
+def as_tool_choice(raw: Any, tools: Sequence[Mapping[str, Any]]) -> str | dict[str, Any] | None:
+    """``raw`` as OpenAI's tool_choice (module docstring): one of :data:`TOOL_CHOICES`, a
+    function's name or the OpenAI object naming one, which must be one of ``tools``; None
+    stays None (the server's default, "auto" where tools are given).
+
+    Raises:
+        ToolError: a choice without tools, or a function that is not one of them.
+    """
+    if raw is None:
+        return None
+    if not tools:
+        raise ToolError("a tool choice without tools")
+    if raw in TOOL_CHOICES:
+        return str(raw)
+    name = raw
+    if isinstance(raw, Mapping):
+        name = (raw.get("function") or {}).get("name") if raw.get("type") == "function" else None
+    if not isinstance(name, str) or name not in tool_names(tools):
+        raise ToolError(
+            f"tool choice {str(raw)[:60]!r}: expected one of {list(TOOL_CHOICES)} or the name "
+            f"of a tool given ({', '.join(tool_names(tools))})"
+        )
+    return {"type": "function", "function": {"name": name}}
