@@ -15,9 +15,18 @@ function-calling datasets write, and :func:`as_tool_choice` a function's name.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TOOL_CHOICES", "ToolError", "as_tool", "as_tool_choice", "as_tools", "tool_names"]
+__all__ = [
+    "TOOL_CHOICES",
+    "ToolError",
+    "ToolOffer",
+    "as_tool",
+    "as_tool_choice",
+    "as_tools",
+    "tool_names",
+]
 
 # The choices that name no function.
 TOOL_CHOICES = ("auto", "none", "required")
@@ -96,3 +105,26 @@ def as_tool_choice(raw: Any, tools: Sequence[Mapping[str, Any]]) -> str | dict[s
             f"of a tool given ({', '.join(tool_names(tools))})"
         )
     return {"type": "function", "function": {"name": name}}
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """The tools every request of a run offers (a scenario's ``[tools]``), held form, and the
+    choice as written: one of :data:`TOOL_CHOICES`, a function's name, or None (the server's
+    default). A request that brings its own tools (a dataset row's) keeps them instead."""
+
+    tools: tuple[dict[str, Any], ...]
+    choice: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tools:
+            raise ToolError("no tool given")
+        self.tool_choice()  # raises for a choice that names no tool given
+
+    def tool_choice(self) -> str | dict[str, Any] | None:
+        """The choice as OpenAI's ``tool_choice`` (:func:`as_tool_choice`)."""
+        return as_tool_choice(self.choice, self.tools)
+
+    def to_dict(self) -> dict[str, Any]:
+        """run.json's ``scenario.tools``: the ``[tools]`` table as it reads back."""
+        return {"choice": self.choice, "functions": [dict(t["function"]) for t in self.tools]}

@@ -4,7 +4,8 @@
 dataset) and its load shape (closed-loop users, or open-loop arrivals), builds every request up
 front (prompts of exact token lengths take about a millisecond each, which must not happen
 during the load) and returns a :class:`loadgen.drivers.driver.LoadPlan`; every request carries
-the scenario's ``[request]`` fields (a dataset row's own over them), and the rows a file of
+the scenario's ``[request]`` fields (a dataset row's own over them) and its ``[tools]`` (where
+a row brings none of its own), and the rows a file of
 prompts refused or reused are counted in the plan's ``rows``. :func:`load_section` is run.json's
 record of it.
 """
@@ -25,6 +26,7 @@ from loadgen.client.apportion import largest_remainder
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import POOLING_APIS, RequestSpec
+from loadgen.request_tools import ToolOffer
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
 from loadgen.workloads.pooling_inputs import group_inputs, prompts_needed
@@ -150,6 +152,20 @@ def _with_fields(
     return [[dataclasses.replace(spec, fields=dict(fields)) for spec in s] for s in sessions]
 
 
+def _with_tools(
+    sessions: list[list[RequestSpec]], offer: ToolOffer | None
+) -> list[list[RequestSpec]]:
+    """Every request that brings no tools of its own with the scenario's ``[tools]``."""
+    if offer is None:
+        return sessions
+    choice = offer.tool_choice()
+    return [
+        [s if s.tools else dataclasses.replace(s, tools=offer.tools, tool_choice=choice)
+         for s in session]
+        for session in sessions
+    ]  # fmt: skip
+
+
 def build_plan(
     scenario: Scenario, tokenizer: TokenizerLike, context_tokens: int | None = None
 ) -> LoadPlan:
@@ -194,6 +210,7 @@ def build_plan(
         sessions = [[spec] for spec in specs]
     if workload.kind != "dataset":
         sessions = _with_fields(sessions, scenario.request)
+    sessions = _with_tools(sessions, scenario.tools)
     if scenario.arrival is not None and workload.kind != "multiturn":
         schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
     if scenario.abandon is not None:

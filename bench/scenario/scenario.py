@@ -32,7 +32,9 @@ from bench.scenario.models import ModelShare, read_models
 from bench.scenario.prefix_cache import PrefixCacheSection, read_prefix_cache
 from bench.scenario.request_tables import read_dataset, read_request
 from bench.scenario.toml_table import ScenarioError, Table, suggest
+from bench.scenario.tools_table import read_tools
 from engine.config import SETTINGS, SettingError
+from loadgen.request_tools import ToolOffer
 from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ArrivalProcess
 from loadgen.workloads.dataset import DatasetSource
@@ -125,7 +127,8 @@ class Scenario:
     ``[abandon]`` table) which requests the client abandons mid-stream. ``dataset`` (a
     ``[dataset]`` table) how a dataset workload's rows are read; ``request`` (a ``[request]``
     table) body fields sent with every request (bench.scenario.request_tables); ``models`` (a
-    ``[[models]]`` array, bench.scenario.models) which models the requests go to.
+    ``[[models]]`` array, bench.scenario.models) which models the requests go to; ``tools``
+    (a ``[tools]`` table, bench.scenario.tools_table) the tools every request offers.
     ``request_timeout_s`` and ``read_timeout_s`` bound each request as a whole and each
     silence in it (None: loadgen.client.limits's defaults; `bench run --request-timeout` and
     ``--read-timeout`` override them). ``source`` says where the scenario was read from and is
@@ -161,6 +164,7 @@ class Scenario:
     dataset: DatasetSource | None = None
     request: dict[str, Any] | None = None
     models: tuple[ModelShare, ...] = ()
+    tools: ToolOffer | None = None
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -185,6 +189,7 @@ class Scenario:
         data["dataset"] = self.dataset.to_dict() if self.dataset else None
         data["engine"] = self.engine.to_dict()
         data["models"] = [m.to_dict() for m in self.models] if self.models else None
+        data["tools"] = self.tools.to_dict() if self.tools else None
         return {
             key: data[key]
             for key in _DICT_ORDER
@@ -208,6 +213,7 @@ _DICT_ORDER = (
     "ignore_eos",
     "temperature",
     "request",
+    "tools",
     "models",
     "workload",
     "dataset",
@@ -228,7 +234,7 @@ _DICT_ORDER = (
 # scenario reads back to the very same dict.
 _OMITTED_WHEN_UNSET = frozenset(
     {"trace", "prefix_cache", "abandon", "dataset", "request", "models", "request_timeout_s",
-     "read_timeout_s", "inputs_per_request"}
+     "read_timeout_s", "inputs_per_request", "tools"}
 )  # fmt: skip
 # The client's limits (loadgen.client.limits), seconds > 0 when given.
 _TIMEOUT_KEYS = ("request_timeout_s", "read_timeout_s")
@@ -356,6 +362,7 @@ def scenario_from_dict(
     dataset = read_dataset(top)
     request = read_request(top)
     models = read_models(top)
+    tools = read_tools(top, scalars["api"])
     top.finish()
     check_api(top, scalars["api"], workload.kind, abandon, slo)
     check_combination(
@@ -403,6 +410,7 @@ def scenario_from_dict(
         dataset=dataset,
         request=request,
         models=models,
+        tools=tools,
         source=source,
         **scalars,
         **timeouts,

@@ -31,6 +31,13 @@ MAX_CONTENT_PARTS = 4096
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 63) - 1
 
 
+NO_TOOLS = (
+    "the reference engine serves text only and calls no tools; send the request without "
+    "tools (a scenario without [tools]), or run against an engine that parses tool calls "
+    "(e.g. vLLM with --enable-auto-tool-choice)"
+)
+
+
 def _bounded_list(value: Any, field: str, most: int) -> Any:
     if isinstance(value, list) and len(value) > most:
         raise ValueError(f"{field} may hold at most {most} items, got {len(value)}")
@@ -56,6 +63,16 @@ class _SamplingFields(BaseModel):
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1, description="only one choice per request is supported")
     user: str | None = None
+    # Text only: a request that offers tools is refused, not answered as if it offered none
+    # (its prompt would lack the tools' definitions). An empty list offers none.
+    tools: list[Any] | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _no_tools(cls, value: Any) -> Any:
+        if value:
+            raise ValueError(NO_TOOLS)
+        return value
 
     @field_validator("stop", mode="before")
     @classmethod

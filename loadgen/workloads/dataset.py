@@ -6,7 +6,10 @@ A row is a completions prompt (column ``prompt``, a text) or a chat conversation
 content as a text or a list of text parts, tool calls and tool answers as written). Optional
 columns: ``max_tokens`` (the row's output length, tokens) and ``request`` (an object of request
 fields sent with that row: ``top_k``, ``response_format``, ...); more fields can be taken from
-columns of their own (:attr:`DatasetSource.fields`). :attr:`DatasetSource.columns` maps these
+columns of their own (:attr:`DatasetSource.fields`); ``tools`` (the row's tools, a list in
+OpenAI's form or the bare ``{"name", "description", "parameters"}``, loadgen.request_tools; they
+win over the scenario's ``[tools]``) and ``tool_choice`` (with them: auto, none, required or a
+function's name). :attr:`DatasetSource.columns` maps these
 names to the file's own column names. The rows come from loadgen.workloads.dataset_files.
 
 What each row sends:
@@ -37,7 +40,15 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import RESERVED_FIELDS, Api, Message, RequestSpec, message_text
+from loadgen.request_spec import (
+    CHAT_APIS,
+    RESERVED_FIELDS,
+    Api,
+    Message,
+    RequestSpec,
+    message_text,
+)
+from loadgen.request_tools import ToolError, as_tool_choice, as_tools
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowRefused, RowReport, chat_message, repeat_to
 from loadgen.workloads.spec import LengthDist, ParameterError, WorkloadSpec
@@ -47,7 +58,7 @@ __all__ = ["COLUMN_NAMES", "DATASET_ORDERS", "DatasetSource", "dataset_requests"
 DatasetOrder = Literal["in-order", "shuffle"]
 DATASET_ORDERS: tuple[str, ...] = get_args(DatasetOrder)
 # The columns a row is read from, by the name the mapping renames.
-COLUMN_NAMES = ("prompt", "messages", "max_tokens", "request")
+COLUMN_NAMES = ("prompt", "messages", "max_tokens", "request", "tools", "tool_choice")
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,8 @@ class _Row:
     messages: tuple[Message, ...] | None
     max_tokens: int | None
     fields: dict[str, Any]
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | dict[str, Any] | None = None
 
 
 def _json_cell(value: Any, what: str) -> Any:
@@ -137,6 +150,28 @@ def _row_fields(row: Mapping[str, Any], source: DatasetSource) -> dict[str, Any]
     return fields
 
 
+def _row_tools(
+    row: Mapping[str, Any], source: DatasetSource, api: Api
+) -> tuple[tuple[dict[str, Any], ...], str | dict[str, Any] | None]:
+    """The row's own tools and tool choice (none: empty and None)."""
+    raw = row.get(source.column("tools"))
+    raw = None if raw == "" else _json_cell(raw, "tools")
+    choice = row.get(source.column("tool_choice")) or None  # a name or keyword, as written
+    if isinstance(choice, str) and choice.lstrip().startswith("{"):
+        choice = _json_cell(choice, "tool_choice")
+    if raw is None or raw == []:
+        if choice is not None:
+            raise RowRefused("tool_choice without tools")
+        return (), None
+    if api not in CHAT_APIS:
+        raise RowRefused(f"tools on the {api} API (set api = 'chat', 'responses' or 'messages')")
+    try:
+        tools = as_tools(raw)
+        return tools, as_tool_choice(choice, tools)
+    except ToolError as exc:
+        raise RowRefused(f"tools: {str(exc)[:80]}") from None
+
+
 def _max_tokens(value: Any) -> int | None:
     if value is None:
         return None
@@ -165,7 +200,9 @@ def _read_row(
         len(tokenizer.encode(answer, add_special_tokens=False)) if answer is not None else None
     )
     max_tokens = _max_tokens(row.get(source.column("max_tokens")))
-    return _Row(prompt, tokens, messages, max_tokens, _row_fields(row, source)), answer_tokens
+    tools, choice = _row_tools(row, source, api)
+    fields = _row_fields(row, source)
+    return _Row(prompt, tokens, messages, max_tokens, fields, tools, choice), answer_tokens
 
 
 def _check_lengths(
@@ -248,7 +285,8 @@ def _specs(
             RequestSpec(
                 request_id=f"req-{i:06d}", prompt=row.prompt, prompt_tokens=row.prompt_tokens,
                 max_tokens=max_tokens, api=api, ignore_eos=ignore_eos, temperature=temperature,
-                messages=row.messages, fields=merged or None,
+                messages=row.messages, fields=merged or None, tools=row.tools,
+                tool_choice=row.tool_choice,
             )
         )  # fmt: skip
     return specs
