@@ -72,6 +72,19 @@ DEFINITIONS: dict[str, MetricDefinition] = {
         "reasoning tokens from usage.completion_tokens_details.reasoning_tokens when the "
         "server sends it, else counted from the stream's reasoning chunks.",
     ),
+    "tool_calls": MetricDefinition(
+        "Requests with tool calls",
+        "%",
+        "Ok requests in the measured window whose answer made one or more tool calls "
+        "(streamed delta.tool_calls, Responses function_call items, Anthropic tool_use "
+        "blocks), over all of them; calls per calling request beside it.",
+    ),
+    "ttft_ms_calling": MetricDefinition(
+        "TTFT of tool-calling requests",
+        "ms",
+        "TTFT (first generated token of any kind: a tool call's name or argument fragment "
+        "counts) of the ok requests in the measured window that made a tool call.",
+    ),
     "output_tok_s": MetricDefinition(
         "Output throughput",
         "tok/s",

@@ -168,6 +168,7 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
         )
     )
     tiles += _reasoning_tiles(summary)
+    tiles += _tool_call_tiles(summary)
     energy = _get(summary, "probes", "energy") or {}
     if energy.get("available"):
         tiles.append(
@@ -215,6 +216,31 @@ def _reasoning_tiles(summary: Mapping[str, Any]) -> list[Tile]:
             f"{definition(key).label} p50",
             f"{fmt(ttfat.get('p50'))} ms",
             f"p90 {fmt(ttfat.get('p90'))} · p99 {fmt(ttfat.get('p99'))} ms",
+        ),
+    ]
+
+
+def _tool_call_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+    """A run that offered or called tools only: the requests that called, and the calls."""
+    tools = summary.get("tool_calls")
+    if not isinstance(tools, Mapping):
+        return []
+    share = tools.get("share")
+    per = tools.get("calls_per_calling_request") or {}
+    ttft = tools.get("ttft_ms_calling") or {}
+    return [
+        Tile(
+            "tool_calls",
+            "Requests with tool calls",
+            "–" if share is None else f"{share * 100:.1f}%",
+            f"{fmt(tools.get('requests_with_tool_calls'))} of {fmt(tools.get('requests'))} · "
+            f"{fmt(tools.get('tool_calls'))} calls, {fmt(per.get('mean'))} per calling request",
+        ),
+        Tile(
+            "ttft_ms_calling",
+            "TTFT of tool-calling requests p50",
+            f"{fmt(ttft.get('p50'))} ms",
+            f"others p50 {fmt((tools.get('ttft_ms_not_calling') or {}).get('p50'))} ms",
         ),
     ]
 

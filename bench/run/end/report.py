@@ -30,6 +30,7 @@ from results.figures.machine_load import busy_lines
 from results.figures.pooling import pooling_lines
 from results.figures.samples_summary import gpu_scope_line, gpu_warnings
 from results.figures.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
+from results.figures.workloads.tool_calls import tool_calls_line
 from results.validity.run_end import run_end_lines
 
 __all__ = ["format_number", "render_summary"]
@@ -194,6 +195,9 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
         print_note(console, line)
     abandoned = summary.get("abandoned")
     if (line := abandoned_line(abandoned if isinstance(abandoned, dict) else None)) is not None:
+        print_note(console, line)
+    tools = summary.get("tool_calls")
+    if (line := tool_calls_line(tools if isinstance(tools, Mapping) else None)) is not None:
         print_note(console, line)
     print_table(console, _latencies(summary))
     if "pooling" not in summary:  # a pooling run has no per-user TPS
