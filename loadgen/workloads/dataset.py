@@ -167,9 +167,14 @@ def _row_tools(
         raise RowRefused(f"tools on the {api} API (set api = 'chat', 'responses' or 'messages')")
     try:
         tools = as_tools(raw)
-        return tools, as_tool_choice(choice, tools)
     except ToolError as exc:
         raise RowRefused(f"tools: {str(exc)[:80]}") from None
+    try:
+        return tools, as_tool_choice(choice, tools)
+    except ToolError:
+        raise RowRefused(
+            "tool_choice that is none of auto, none, required, a tool's name"
+        ) from None
 
 
 def _max_tokens(value: Any) -> int | None:
