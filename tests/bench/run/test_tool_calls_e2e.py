@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from results.folder.run_folder import load_run
-from tests.dashboards.pages.test_browser import CHROMIUM, CHROMIUM_ARGS, open_page, sync_playwright
+from tests.support.browser import (
+    BROWSER_MISSING,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    open_page,
+    sync_playwright,
+)
 from tests.support.http_server import Handler, HttpRequest, Response
 from tests.support.openai_fakes import serving
 from tests.support.paths import REPO_ROOT
@@ -92,8 +98,8 @@ def test_a_tool_call_run_counts_the_calls_everywhere(tmp_path: Path) -> None:
 
 def _check_report(path: Path) -> None:
     """report.html's headline shows the tool-call tiles, drawn without a console error."""
-    if sync_playwright is None or CHROMIUM is None:
-        pytest.skip("no playwright or no chromium: report.html is not opened in a browser")
+    if BROWSER_MISSING is not None:
+        pytest.skip(f"report.html is not opened in a browser: {BROWSER_MISSING}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page, errors = open_page(browser, path)

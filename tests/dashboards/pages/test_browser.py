@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,25 +23,16 @@ from dashboards.pages.compare import write_compare_report
 from dashboards.pages.report import write_run_report
 from dashboards.pages.sweep import SweepInput, write_sweep_report
 from dashboards.pages.techniques import write_techniques_page
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Browser,
+    Page,
+    open_page,
+    sync_playwright,
+)
 from tests.support.dashboards_fakes import A100_ROOFS, make_run
 
-try:
-    from playwright.sync_api import Browser, Page, sync_playwright
-except ImportError:  # the skip below says so
-    sync_playwright = None  # type: ignore[assignment]
-
-CHROMIUM = (
-    os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-)
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 pytestmark = [
     pytest.mark.skipif(
         sync_playwright is None, reason="playwright is not installed (pip install playwright)"
@@ -83,22 +73,6 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Loaded:
     page: Page
     errors: list[str]
-
-
-def open_page(browser: Browser, path: Path) -> tuple[Page, list[str]]:
-    """``path`` loaded from file:// with every network request refused; returns the console
-    errors (and uncaught exceptions) collected so far and from then on."""
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("http*://**", lambda route: route.abort())
-    page.goto(path.resolve().as_uri(), wait_until="load")
-    page.wait_for_function(
-        "() => Array.from(document.querySelectorAll('div.figure .js-plotly-plot'))"
-        ".every(gd => gd._fullLayout)"
-    )
-    return page, errors
 
 
 def check_every_figure(page: Page, expected: set[str]) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ REQUEST_COLUMNS = [
     "stamps",
     "model",
     "inputs",
+    "num_tool_calls",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
