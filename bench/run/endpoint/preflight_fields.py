@@ -20,6 +20,11 @@ tokens), one more for each other set of field names the rows carry (at most
   requests.parquet tell);
 * a server error or no answer: a note; the load will tell.
 
+A chat request's tools (a scenario's ``[tools]``, a dataset's ``tools`` column) are checked
+the same way, as the field names ``tools`` and ``tool_choice``: a server that refuses them
+(vLLM started without a tool-call parser, the reference engine) refuses the run before the
+load, saying how an engine takes them.
+
 An engine whose adapter vouches for ``ignore_eos`` (vLLM, SGLang, llama.cpp, the reference
 engine) is sent no check for it alone: the check's tokens would count in the engine's own
 counters, which the run's token reconciliation reads. run.json's ``load.request_check`` records
@@ -38,6 +43,7 @@ import httpx
 
 from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
 from loadgen.client.readers.openai_stream import error_message_from_body
+from loadgen.client.tool_bodies import tool_fields
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import RequestSpec
 from results.folder.redact import REDACTED, is_secret_flag
@@ -108,12 +114,22 @@ def _probes(plan: LoadPlan) -> list[RequestSpec]:
     """The first request of each set of field names the plan's requests carry."""
     seen: dict[frozenset[str], RequestSpec] = {}
     for spec in plan.requests:
-        names = frozenset(spec.fields or {})
+        names = frozenset(_names(spec))
         if names not in seen:
             seen[names] = spec
         if len(seen) >= MAX_PROBES:
             break
     return list(seen.values())
+
+
+def _tools(spec: RequestSpec) -> dict[str, Any]:
+    """The tool fields checked: a chat request's (the check speaks chat or completions only)."""
+    return tool_fields("chat", spec.tools, spec.tool_choice) if spec.api == "chat" else {}
+
+
+def _names(spec: RequestSpec) -> list[str]:
+    """The body fields a check of ``spec`` sends beyond the prompt: its fields, its tools'."""
+    return [*(spec.fields or {}), *_tools(spec)]
 
 
 def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
@@ -125,6 +141,7 @@ def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
         body["prompt"] = PROBE_PROMPT
     if ignore_eos:
         body["ignore_eos"] = True
+    body.update(_tools(spec))
     body.update(spec.fields or {})
     return body
 
@@ -171,12 +188,12 @@ def check_request_fields(
     """
     headers = headers or {}
     asked = any(r.ignore_eos for r in plan.requests)
-    probes = [p for p in _probes(plan) if p.fields]
+    probes = [p for p in _probes(plan) if _names(p)]
     if not probes and asked and check_ignore_eos:
         probes = plan.requests[:1]
     if not probes:
         return None
-    check = FieldCheck(sorted({k for p in probes for k in p.fields or {}}),
+    check = FieldCheck(sorted({k for p in probes for k in _names(p)}),
                        "unchecked" if asked else "not asked")  # fmt: skip
     for spec in probes:
         with_eos = asked and check.ignore_eos != "rejected"
@@ -232,6 +249,12 @@ def _refuse(spec: RequestSpec, url: str, answer: httpx.Response) -> NoReturn:
         if names
         else "a plain request: check the server, --model and --api-key"
     )
+    if _tools(spec):
+        tools = (
+            "tools: start it with tool calling on (vLLM: --enable-auto-tool-choice "
+            "--tool-call-parser NAME), or drop [tools] and the rows' tools"
+        )
+        what = f"{what}, or {tools}" if names else tools
     raise PreflightError(
         f"{url} refused a request before the load (HTTP {answer.status_code}: {message}); "
         f"it does not take {what}"

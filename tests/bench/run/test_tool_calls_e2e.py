@@ -109,3 +109,18 @@ def _check_report(path: Path) -> None:
         assert "4 of 8 · 8 calls, 2 per calling request" in headline, headline
         assert errors == []
         browser.close()
+
+
+def test_the_reference_engine_refuses_the_tools_before_the_load(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "--scenario", "tool-calls", "--num-requests", "2",
+         "--no-live", "--no-calibrate", "--no-probes", "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2, out
+    assert "refused a request before the load (HTTP 400: invalid request: tools:" in out
+    assert "the reference engine serves text only and calls no tools" in out
+    assert "it does not take tools: start it with tool calling on" in out
+    assert "Traceback" not in out

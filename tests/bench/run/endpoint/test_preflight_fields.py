@@ -16,6 +16,7 @@ from bench.run.endpoint.preflight_fields import (
 )
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import RequestSpec
+from loadgen.request_tools import as_tool_choice, as_tools
 from tests.support.threaded_http import Reply, SeenRequest, threaded_server
 
 pytestmark = pytest.mark.timeout(60)
@@ -120,3 +121,33 @@ def test_run_json_records_every_field_and_hides_secrets() -> None:
         "per_request": {"seed": 2},
     }
     assert "sk-secret" not in json.dumps(section)
+
+
+TOOLS = as_tools([{"name": "get_weather", "parameters": {"type": "object", "properties": {}}}])
+
+
+def _tool_plan(api: str = "chat") -> LoadPlan:
+    spec = RequestSpec("r0", "a prompt", 2, 8, api=api, tools=TOOLS,  # type: ignore[arg-type]
+                       tool_choice=as_tool_choice("required", TOOLS))  # fmt: skip
+    return LoadPlan(mode="closed", sessions=[[spec]], users=1)
+
+
+def test_a_chat_requests_tools_are_checked_once() -> None:
+    with _server() as (url, seen):
+        check = check_request_fields(_tool_plan(), url, "m")
+    assert check is not None and check.fields == ["tool_choice", "tools"]
+    (body,) = [json.loads(r.body) for r in seen]
+    assert body["tools"] == [dict(t) for t in TOOLS] and body["tool_choice"] == "required"
+    # The check speaks chat or completions: the other APIs' tools are not sent to either.
+    with _server() as (url, seen):
+        assert check_request_fields(_tool_plan("messages"), url, "m") is None
+    assert seen == []
+
+
+def test_a_server_that_refuses_tools_refuses_the_run_saying_how_to_take_them() -> None:
+    refused = (
+        r"HTTP 400: Unrecognized request argument: tools\); it does not take tools: start "
+        r"it with tool calling on \(vLLM: --enable-auto-tool-choice --tool-call-parser NAME\)"
+    )
+    with _server(refuse={"tools"}) as (url, _), pytest.raises(PreflightError, match=refused):
+        check_request_fields(_tool_plan(), url, "m")
