@@ -21,7 +21,8 @@ file's. A dataset row's own fields win over both, and all of them over the body'
     split = "train"        # a datasets folder's or Hub dataset's split
     order = "in-order"     # or "shuffle" (by the scenario's seed)
     fields = ["top_p"]     # columns sent as request fields of their own name
-    [dataset.columns]      # the file's names for prompt, messages, max_tokens, request
+    [dataset.columns]      # the file's names for prompt, messages, max_tokens, request, tools,
+                           # tool_choice
     prompt = "question"
 """
 
