@@ -146,6 +146,12 @@ class RequestRecord:
             nothing: no chunk, ``first_token_s`` None, ``output_tokens`` 0, and its figures are
             the latency and the inputs and input tokens per second (results.figures.pooling).
             A folder written before it reads as generation.
+        session_id, turn: the session the request belongs to and its 0-based turn in it
+            (loadgen.request_spec.SessionTurn: agent sessions, multi-turn chats); None for a
+            request of no session, and in folders written before sessions were recorded.
+        cached_tokens: of ``prompt_tokens``, those the server's prefix cache served, as its
+            usage reports them (``usage.prompt_tokens_details.cached_tokens``: vLLM with
+            ``--enable-prompt-tokens-details``, the reference engine); None when not reported.
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -184,6 +190,11 @@ class RequestRecord:
     model: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     # Added with the pooling APIs (embeddings, rerank); None for generation.
     inputs: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    # Added with agent sessions: where the request stands in its session, and the prompt
+    # tokens the server's prefix cache served (usage.prompt_tokens_details.cached_tokens).
+    session_id: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    turn: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    cached_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

@@ -204,6 +204,9 @@ class SummaryJson(TypedDict):
     validity: NotRequired[dict[str, Any]]
     # Only when the workload abandoned requests ([abandon]; results.figures.abandoned).
     abandoned: NotRequired[dict[str, Any]]
+    # Only when the requests belong to sessions: figures per turn and per session
+    # (results.figures.workloads.sessions).
+    sessions: NotRequired[dict[str, Any]]
     # Since the exit codes (results.validity.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.validity.run_end): run.json's sections, and the one line that says

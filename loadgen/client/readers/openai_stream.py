@@ -244,6 +244,7 @@ class StreamAccumulator:
             usage_prompt_tokens=usage_prompt,
             usage_output_tokens=usage_output,
             client_output_tokens=recount,
+            cached_tokens=usage_int(self.usage, "prompt_tokens_details", "cached_tokens"),
             chunks=chunks,
         )
 
