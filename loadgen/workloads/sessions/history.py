@@ -75,12 +75,11 @@ def follow_answer(
     new = planned.messages[-turn.new_messages :]
     answer = planned.messages[-turn.new_messages - 1]
     if calls:
-        content = message_text(answer)[1] if _role(answer) == "assistant" else ""
+        # The answer's tokens went into the calls: the message holds them, and no text.
         called: list[Message] = [
-            {"role": "assistant", "content": content or None,
-             "tool_calls": [dict(c) for c in calls]},
+            {"role": "assistant", "content": None, "tool_calls": [dict(c) for c in calls]},
             *_tool_messages(calls, new, turn.tool_results),
-        ]  # fmt: skip
+        ]
         rest = tuple(message_dict(m) for m in new if _role(m) != "tool")
     else:
         called, rest = [answer], new
