@@ -131,6 +131,12 @@ async def drive_load(
             f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
             "the asyncio driver (the default)"
         )
+    if any(s.session is not None and s.session.tool_results for s in plan.requests):
+        # Locust's users send planned turns: no per-turn delay, no history from tool calls.
+        raise LoadError(
+            "--driver locust does not run agent sessions (their delays and tool results); use "
+            "the asyncio driver (the default)"
+        )
     remote = remote or RemoteWorkers()
     if console is not None:
         for url in config.urls:
