@@ -7,8 +7,9 @@ workload identical between runs whatever the timing. The run ends at the end of 
 ``duration_s``, whichever comes first; requests in flight at the cut are cancelled and recorded
 with status "cancelled", so every request that started has exactly one record.
 
-Multi-turn chats run as sessions: a user takes the next session and sends its turns in order,
-each after the previous answer (and the think time), so a session's history grows on one user.
+Multi-turn chats and agent sessions run as sessions: a user takes the next session and sends
+its turns in order, each after the previous answer and the turn's delay (else the think time),
+so a session's history grows on one user (loadgen.drivers.session_turns).
 """
 
 from __future__ import annotations
