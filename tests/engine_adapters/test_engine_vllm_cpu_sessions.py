@@ -49,6 +49,9 @@ def test_a_session_trace_finds_each_turns_history_in_vllms_prefix_cache(
     scenario.write_text(
         'name = "vllm-sessions"\nusers = 2\napi = "chat"\nignore_eos = true\n'
         f'[workload]\nkind = "sessions"\npath = "{trace}"\n'
+        # vLLM refuses tools under tool_choice "auto" unless it was started with a tool-call
+        # parser (--enable-auto-tool-choice); "none" sends them without asking for calls.
+        '[request]\ntool_choice = "none"\n'
     )
     opts = RunOptions(
         load_scenario(scenario), shared_vllm.base_url, "vllm", None, str(shared_vllm.model_dir),

@@ -208,3 +208,23 @@ def test_a_run_sends_the_tool_calls_back_as_tool_messages(tmp_path: Path) -> Non
     assert [m["role"] for m in second] == ["user", "assistant", "tool", "user"]
     assert second[1]["tool_calls"][0]["id"] == call_id
     assert second[2] == {"role": "tool", "tool_call_id": call_id, "content": "print('hi')"}
+
+
+def test_the_locust_driver_refuses_agent_sessions(tmp_path: Path) -> None:
+    scenario = tmp_path / "tools.toml"
+    scenario.write_text(
+        'name = "tools"\nusers = 1\napi = "chat"\nnum_requests = 2\n[workload]\n'
+        'kind = "sessions"\n[input_len]\nkind = "fixed"\nvalue = 4\n'
+        '[output_len]\nkind = "fixed"\nvalue = 3\n'
+    )
+    with serving(tool_call_handler(lambda body: False)) as server:
+        result = CliRunner().invoke(
+            app,
+            ["run", "--scenario", str(scenario), "--url", server.base_url, "--model", "m",
+             "--tokenizer", "tiny", "--no-live", "--no-probes", "--no-calibrate",
+             "--driver", "locust", "--runs-dir", str(tmp_path / "runs")],
+        )  # fmt: skip
+        streamed = [r for r in server.requests if r.method == "POST" and r.json().get("stream")]
+    assert result.exit_code == 2, result.output
+    assert "--driver locust does not run agent sessions" in result.output
+    assert streamed == []
