@@ -50,6 +50,9 @@ REQUEST_COLUMNS = [
     "stamps",
     "model",
     "inputs",
+    "session_id",
+    "turn",
+    "cached_tokens",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
