@@ -85,6 +85,24 @@ DEFINITIONS: dict[str, MetricDefinition] = {
         "TTFT (first generated token of any kind: a tool call's name or argument fragment "
         "counts) of the ok requests in the measured window that made a tool call.",
     ),
+    "sessions.ttft_by_turn": MetricDefinition(
+        "TTFT by turn",
+        "ms",
+        "TTFT of the ok requests of each turn index of the sessions: turn k sends the whole "
+        "history of turns 0..k-1, so its prefill grows unless the prefix cache holds it.",
+    ),
+    "sessions.cache_hit_rate": MetricDefinition(
+        "Prefix cache hit rate by turn",
+        "%",
+        "Cached prompt tokens / prompt tokens of a turn index's ok requests, over those whose "
+        "server reported usage.prompt_tokens_details.cached_tokens.",
+    ),
+    "sessions.duration_s": MetricDefinition(
+        "Session duration",
+        "s",
+        "A session's first turn's scheduled time to its last turn's end: its answers and "
+        "the delays between its turns (tool run times, user thinking).",
+    ),
     "output_tok_s": MetricDefinition(
         "Output throughput",
         "tok/s",

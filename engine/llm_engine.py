@@ -62,6 +62,8 @@ class RequestOutput:
     num_output_tokens: int
     finished: bool
     finish_reason: str | None
+    # Prompt tokens the prefix cache held when the request was first scheduled.
+    num_cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -396,6 +398,7 @@ class LLMEngine:
                 req.num_output_tokens,
                 req.status.is_finished,
                 req.status.finish_reason,
+                req.num_cached_tokens,
             )
             for req, tokens in updates
         ]

@@ -18,6 +18,7 @@ __all__ = [
     "Api",
     "Message",
     "RequestSpec",
+    "SessionTurn",
     "message_dict",
     "message_text",
 ]
@@ -87,6 +88,32 @@ class Abandon:
 
 
 @dataclass(frozen=True)
+class SessionTurn:
+    """Where a request stands in a session (loadgen.workloads.sessions, multi-turn chats).
+
+    ``session_id`` and ``turn`` (0-based) are recorded in requests.parquet. ``delay_s``: the
+    seconds the session waits after the previous turn's answer before this turn is due (a
+    tool's run time, a user's thinking); None takes the scenario's ``think_time_s``.
+    ``new_messages``: how many of the request's messages at the end are this turn's own (the
+    message before them is the previous turn's planned answer), so that the history can be
+    rebuilt when the server's answer made tool calls. ``tool_results``: the texts answering
+    those calls, one per call (cycled when the answer made more).
+    """
+
+    session_id: str
+    turn: int
+    delay_s: float | None = None
+    new_messages: int = 1
+    tool_results: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.turn < 0:
+            raise ValueError(f"SessionTurn.turn: expected >= 0, got {self.turn!r}")
+        if self.delay_s is not None and not self.delay_s >= 0:
+            raise ValueError(f"SessionTurn.delay_s: expected seconds >= 0, got {self.delay_s!r}")
+
+
+@dataclass(frozen=True)
 class RequestSpec:
     """One request to send.
 
@@ -125,6 +152,8 @@ class RequestSpec:
             them (the server's ``usage.prompt_tokens`` does, with its chat template).
         tool_choice: OpenAI's ``tool_choice`` (loadgen.request_tools.as_tool_choice), None
             for the server's default; only with ``tools``.
+        session: where it stands in a session (:class:`SessionTurn`); None for a request that
+            belongs to none.
     """
 
     request_id: str
@@ -142,6 +171,7 @@ class RequestSpec:
     inputs: tuple[str, ...] = ()
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: str | Mapping[str, Any] | None = None
+    session: SessionTurn | None = None
 
     @property
     def num_inputs(self) -> int | None:

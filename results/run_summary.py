@@ -25,6 +25,8 @@ two can never disagree:
 - "abandoned": the requests the workload abandoned mid-stream, when any (results.figures.abandoned),
 - "tool_calls": the tool calls the answers made, when tools were offered or called
   (results.figures.workloads.tool_calls),
+- "sessions": agent sessions' and multi-turn chats' figures per turn and per session, when the
+  requests belong to sessions (results.figures.workloads.sessions),
 - "partial", "interrupted", "engine_died" for a run that ended early (results.validity.run_end),
 - "endpoints": the request figures per replica of a fleet run (results.figures.fleet),
 - "models": the request figures per model of a run that sent several (results.figures.models).
@@ -50,6 +52,7 @@ from results.figures.machine_load import machine_load
 from results.figures.models import model_section
 from results.figures.samples_summary import engine_flops_increase, gpu_scope, samples_summary
 from results.figures.summary import compute_summary
+from results.figures.workloads.sessions import session_summary
 from results.figures.workloads.tool_calls import tool_calls_summary
 from results.folder.endpoints import fleet_endpoints
 from results.folder.engine_steps import same_host
@@ -136,6 +139,8 @@ def summarize_run(run: RunData) -> SummaryJson:
     offered = bool(scenario.get("tools"))
     if (tools := tool_calls_summary(run.requests, window, offered)) is not None:
         summary["tool_calls"] = tools
+    if (sessions := session_summary(run.requests)) is not None:
+        summary["sessions"] = sessions
     fleet = endpoint_section(run.requests, run.token_source, run.run_json, window, run.samples)
     if fleet is not None:
         summary["endpoints"] = fleet

@@ -95,6 +95,7 @@ def run(
     from bench.cli.flags.engine_settings import refuse_settings_for_external
     from bench.cli.history import use_history
     from bench.run.fleet import fleet_urls
+    from bench.run.load_runner import LOCUST_REFUSES_SESSIONS
     from bench.run.orchestrate import RunOptions
     from bench.run.probing import metrics_targets
     from bench.run.remote_workers import RemoteWorkers
@@ -107,6 +108,8 @@ def run(
             "read_timeout_s": read_timeout}  # fmt: skip
     try:
         spec = ro.override_request(ro.override_load(load_scenario(scenario), load), extra_body)
+        if driver == "locust" and spec.workload.kind == "sessions":
+            raise ValueError(LOCUST_REFUSES_SESSIONS)
         settings = parse_settings(engine_set or [])
         refuse_settings_for_external(settings, urls, launch, launch_model)
         headers = request_headers(api_key, header)

@@ -32,6 +32,7 @@ from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
 from loadgen.workloads.pooling_inputs import group_inputs, prompts_needed
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.rows import RowReport
+from loadgen.workloads.sessions.generate import agent_sessions
 from loadgen.workloads.sharegpt import sharegpt_requests
 from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_entries
 from loadgen.workloads.trace_prompts import trace_requests
@@ -187,6 +188,15 @@ def build_plan(
         sessions = _file_sessions(scenario, tokenizer, context_tokens, report)
         rows = report.to_json()
         rows["lines"] = report.lines()
+    elif workload.kind == "sessions":
+        sessions, starts = agent_sessions(
+            workload, scenario.sessions, tokenizer,
+            scenario.num_requests if workload.path else planned_requests(scenario),
+            scenario.seed, input_len=scenario.input_len, output_len=scenario.output_len,
+            ignore_eos=scenario.ignore_eos, temperature=scenario.temperature,
+            fields=scenario.request,
+        )  # fmt: skip
+        schedule = None if starts is None else np.asarray(starts, dtype=np.float64)
     elif workload.kind == "multiturn":
         assert scenario.input_len and scenario.output_len and workload.turns
         sessions = synthetic_sessions(
@@ -208,7 +218,7 @@ def build_plan(
         if pooling:
             specs = group_inputs(specs, scenario.api, per_request)
         sessions = [[spec] for spec in specs]
-    if workload.kind != "dataset":
+    if workload.kind not in ("dataset", "sessions"):  # they carry the fields already
         sessions = _with_fields(sessions, scenario.request)
     sessions = _with_tools(sessions, scenario.tools)
     if scenario.arrival is not None and workload.kind != "multiturn":

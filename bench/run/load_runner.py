@@ -39,9 +39,21 @@ from loadgen.protocols import TokenizerLike
 from results.figures.client_check import write_client_table
 from results.folder.arrival_plan import ARRIVAL_PLAN_PARQUET, write_arrival_plan
 
-__all__ = ["DRIVERS", "LoadError", "drive_load", "prepare_load", "record_load"]
+__all__ = [
+    "DRIVERS",
+    "LOCUST_REFUSES_SESSIONS",
+    "LoadError",
+    "drive_load",
+    "prepare_load",
+    "record_load",
+]
 
 DRIVERS = ("asyncio", "locust")
+# Locust's users send planned turns: no per-turn delay, no history rebuilt from tool calls.
+LOCUST_REFUSES_SESSIONS = (
+    "--driver locust does not run agent sessions (their delays and tool results); use the "
+    "asyncio driver (the default)"
+)
 
 
 class LoadError(RuntimeError):
@@ -131,6 +143,8 @@ async def drive_load(
             f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
             "the asyncio driver (the default)"
         )
+    if any(s.session is not None and s.session.tool_results for s in plan.requests):
+        raise LoadError(LOCUST_REFUSES_SESSIONS)
     remote = remote or RemoteWorkers()
     if console is not None:
         for url in config.urls:

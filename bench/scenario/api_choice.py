@@ -39,6 +39,11 @@ def check_api(top: Table, api: str, workload_kind: str, abandon: Any, slo: Any) 
     """The rules between ``api`` and the rest of the scenario (module docstring)."""
     if abandon is not None and api not in ("completions", "chat"):
         raise top.error("abandon", f"abandoning a stream covers completions and chat, not {api!r}")
+    if workload_kind == "sessions" and api != "chat":
+        raise top.error(
+            "api",
+            f'agent sessions send chat messages and tool results: set api = "chat", not {api!r}',
+        )
     if api not in POOLING_APIS:
         return
     for key in ("ttft_ms", "tpot_ms"):

@@ -15,6 +15,15 @@
                          # dataset id): the user's own prompts or chats; min_input_tokens,
                          # max_input_tokens, max_output_tokens; output_len optional; read as
                          # its [dataset] table says (bench.scenario.request_tables)
+    kind = "sessions"    # agent sessions: path (a JSONL trace, one turn a line) or generated
+                         # by [sessions] (turns, delay_s) with input_len/output_len;
+                         # system_prompt_tokens, tool_result_tokens, time_scale (the trace's
+                         # session starts, open loop)
+
+``[sessions]`` (only with ``kind = "sessions"`` and no path,
+``loadgen.workloads.sessions.generate.SessionShape``): ``turns`` (a length table: turns per
+session) and ``delay_s`` (``kind`` = fixed | uniform | exponential, with ``value``, ``low`` /
+``high`` or ``mean`` in seconds: the wait before each turn after the first).
 
 ``[trace]`` (only with ``kind = "trace"``) says how the trace is replayed
 (``loadgen.workloads.trace.TraceReplay``): ``format`` (auto | mooncake | azure), ``speed``
@@ -43,6 +52,7 @@ from typing import Any, TypeVar
 from bench.scenario.toml_table import Table
 from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ARRIVAL_KINDS, ArrivalProcess
+from loadgen.workloads.sessions.generate import DELAY_KINDS, DELAY_PARAMS, DelayDist, SessionShape
 from loadgen.workloads.spec import WORKLOAD_KINDS, WORKLOAD_PARAMS, ParameterError, WorkloadSpec
 from loadgen.workloads.trace import TRACE_FORMATS, TraceReplay
 
@@ -51,6 +61,7 @@ __all__ = [
     "construct",
     "read_abandon",
     "read_arrival",
+    "read_sessions",
     "read_trace",
     "read_workload",
 ]
@@ -120,6 +131,24 @@ def read_trace(table: Table) -> TraceReplay | None:
     return construct(sub, TraceReplay, **values)
 
 
+def read_sessions(table: Table, read_length: Callable[[Table, str], Any]) -> SessionShape | None:
+    """The ``[sessions]`` table, or None when absent; ``read_length`` reads its ``turns`` as
+    a length table."""
+    sub = table.table("sessions")
+    if sub is None:
+        return None
+    turns = read_length(sub, "turns")
+    delay = sub.table("delay_s")
+    sub.finish()
+    shape = SessionShape() if turns is None else SessionShape(turns=turns)
+    if delay is None:
+        return shape
+    kind = delay.choice("kind", DELAY_KINDS)
+    values = {key: delay.get(key, float) for key in DELAY_PARAMS[kind]}
+    delay.finish(f"for kind '{kind}'")
+    return SessionShape(shape.turns, construct(delay, DelayDist, kind=kind, **values))
+
+
 def read_abandon(table: Table) -> AbandonShare | None:
     """The ``[abandon]`` table, or None (every stream read to its end) when absent."""
     sub = table.table("abandon")
@@ -141,11 +170,22 @@ def check_combination(
     has_shared_prefix: bool,
     trace: TraceReplay | None = None,
     has_dataset: bool = False,
+    has_sessions: bool = False,
 ) -> None:
     """The rules between tables: which workloads take which lengths, and the loop they need."""
     kind = workload.kind
     from_file = workload.path is not None
-    if kind == "synthetic" or (kind == "multiturn" and not from_file):
+    if has_sessions and (kind != "sessions" or from_file):
+        raise top.error(
+            "sessions", "only generated agent sessions take it (kind 'sessions', no path)"
+        )
+    if kind == "sessions" and not from_file and workload.time_scale is not None:
+        raise top.error("workload.time_scale", "replays a trace's timestamps; set path or drop it")
+    if kind == "sessions" and arrival is not None and workload.time_scale is not None:
+        raise top.error(
+            "workload.time_scale", "set one start: drop it (the trace's times) or [arrival]"
+        )
+    if kind == "synthetic" or (kind in ("multiturn", "sessions") and not from_file):
         for name, present in (("input_len", has_input_len), ("output_len", has_output_len)):
             if not present:
                 raise top.error(name, f"missing; workload kind '{kind}' needs it (a table)")

@@ -25,6 +25,7 @@ from bench.scenario.load import (
     construct,
     read_abandon,
     read_arrival,
+    read_sessions,
     read_trace,
     read_workload,
 )
@@ -38,6 +39,7 @@ from loadgen.request_tools import ToolOffer
 from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ArrivalProcess
 from loadgen.workloads.dataset import DatasetSource
+from loadgen.workloads.sessions.generate import SessionShape
 from loadgen.workloads.spec import (
     LENGTH_BOUNDS,
     LENGTH_KINDS,
@@ -165,6 +167,7 @@ class Scenario:
     request: dict[str, Any] | None = None
     models: tuple[ModelShare, ...] = ()
     tools: ToolOffer | None = None
+    sessions: SessionShape | None = None
     source: str = field(default="<dict>", compare=False)
 
     @property
@@ -190,6 +193,7 @@ class Scenario:
         data["engine"] = self.engine.to_dict()
         data["models"] = [m.to_dict() for m in self.models] if self.models else None
         data["tools"] = self.tools.to_dict() if self.tools else None
+        data["sessions"] = self.sessions.to_dict() if self.sessions else None
         return {
             key: data[key]
             for key in _DICT_ORDER
@@ -216,6 +220,7 @@ _DICT_ORDER = (
     "tools",
     "models",
     "workload",
+    "sessions",
     "dataset",
     "trace",
     "input_len",
@@ -234,7 +239,7 @@ _DICT_ORDER = (
 # scenario reads back to the very same dict.
 _OMITTED_WHEN_UNSET = frozenset(
     {"trace", "prefix_cache", "abandon", "dataset", "request", "models", "request_timeout_s",
-     "read_timeout_s", "inputs_per_request", "tools"}
+     "read_timeout_s", "inputs_per_request", "tools", "sessions"}
 )  # fmt: skip
 # The client's limits (loadgen.client.limits), seconds > 0 when given.
 _TIMEOUT_KEYS = ("request_timeout_s", "read_timeout_s")
@@ -363,11 +368,12 @@ def scenario_from_dict(
     request = read_request(top)
     models = read_models(top)
     tools = read_tools(top, scalars["api"])
+    sessions = read_sessions(top, _read_length)
     top.finish()
     check_api(top, scalars["api"], workload.kind, abandon, slo)
     check_combination(
         top, workload, arrival, input_len is not None, output_len is not None,
-        shared_prefix is not None, trace, dataset is not None,
+        shared_prefix is not None, trace, dataset is not None, sessions is not None,
     )  # fmt: skip
     open_loop = arrival is not None or workload.open_loop
     if users is None:
@@ -381,7 +387,8 @@ def scenario_from_dict(
         top.check("num_requests", num_requests >= 1, "must be >= 1", num_requests)
     if duration_s is not None:
         top.check("duration_s", duration_s > 0, "must be > 0 seconds", duration_s)
-    if num_requests is None and duration_s is None and workload.kind != "trace":
+    whole_file = workload.kind == "trace" or (workload.kind == "sessions" and workload.path)
+    if num_requests is None and duration_s is None and not whole_file:
         raise ScenarioError(f"{source}: set 'num_requests', 'duration_s' or both to end the run")
     top.check("seed", scalars["seed"] >= 0, "must be >= 0", scalars["seed"])
     for key in ("think_time_s", "temperature", "warmup_s", "cooldown_s", "ramp_up_s"):
@@ -411,6 +418,7 @@ def scenario_from_dict(
         request=request,
         models=models,
         tools=tools,
+        sessions=sessions,
         source=source,
         **scalars,
         **timeouts,

@@ -3,7 +3,8 @@ of every `bench run`).
 
 Sections: headline, the replicas side by side (a fleet run only), the models side by side (a
 run that sent several), latency CDFs, per-user TPS,
-reasoning (a reasoning model's run only), the shared-axis timeline, the engine's steps, the
+reasoning (a reasoning model's run only), the sessions per turn (a run of sessions only), the
+shared-axis timeline, the engine's steps, the
 roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds; what
 it does not hold is said at the top and in the section concerned. A run that is not usable
 (summary.json's ``usability``) says why under the headline, and its top causes under errors.
@@ -27,6 +28,7 @@ from dashboards.figures.reasoning import reasoning_figure
 from dashboards.figures.roofline import roofline_figure
 from dashboards.figures.roofline_inputs import RooflineInputs, roofline_inputs
 from dashboards.figures.samples_figure import samples_figure
+from dashboards.figures.sessions import sessions_figure
 from dashboards.figures.steps import steps_figure
 from dashboards.figures.timeline import timeline_figure
 from dashboards.figures.user_tps import per_user_tps_figure
@@ -144,6 +146,10 @@ class RunPageInputs:
         return reasoning_figure(self.view)
 
     @functools.cached_property
+    def sessions(self) -> go.Figure | None:
+        return sessions_figure(self.view)
+
+    @functools.cached_property
     def samples(self) -> go.Figure | None:
         return samples_figure(self.view)
 
@@ -219,6 +225,17 @@ def _reasoning(inputs: RunPageInputs) -> Section:
         "token of any kind, the time to first answer token the first content. "
         "Per-user TPS of the answer is the speed the user reads it at.",
         inputs.reasoning,
+    )
+
+
+def _sessions(inputs: RunPageInputs) -> Section:
+    return Section(
+        "sessions",
+        "Sessions",
+        "Agent sessions and multi-turn chats (summary.json's sessions): TTFT and prompt "
+        "tokens by turn index, the part of each turn's prompt the prefix cache served where "
+        "the server reported it, and each session's whole duration, its delays included.",
+        inputs.sessions,
     )
 
 
@@ -319,6 +336,7 @@ RUN_SECTIONS: tuple[RunSection, ...] = (
     # A pooling run (embeddings, rerank) has no tokens, hence no per-user TPS.
     RunSection("tps", _tps, lambda i: "per_user_tps" in i.summary),
     RunSection("reasoning", _reasoning, lambda i: i.reasoning is not None),
+    RunSection("sessions", _sessions, lambda i: i.sessions is not None),
     RunSection("timeline", _timeline),
     RunSection("steps", _steps),
     RunSection("roofline", _roofline),

@@ -95,6 +95,9 @@ class Request:
     num_computed_tokens: int = 0
     num_preemptions: int = 0
     first_scheduled_s: float | None = None
+    # Prompt tokens the prefix cache held when it was first scheduled (vLLM's
+    # num_cached_tokens, usage.prompt_tokens_details.cached_tokens).
+    num_cached_tokens: int = 0
     all_token_ids: list[int] = field(init=False)
     generator: torch.Generator | None = field(init=False, default=None)
     # Prefix cache: keys of the request's full blocks (computed lazily), and how many of its

@@ -181,6 +181,7 @@ class Scheduler:
             req.status = RequestStatus.RUNNING
             if req.first_scheduled_s is None:
                 req.first_scheduled_s = now
+                req.num_cached_tokens = num_computed
             self.running.append(req)
             if n:
                 self._record(out, req, n, [])

@@ -24,8 +24,8 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import RequestOutput, StepStats
 
 # RequestOutput's fields in order: request_id, new_token_ids, num_prompt_tokens,
-# num_output_tokens, finished, finish_reason.
-OutputRow = tuple[str, list[int], int, int, bool, str | None]
+# num_output_tokens, finished, finish_reason, num_cached_tokens.
+OutputRow = tuple[str, list[int], int, int, bool, str | None, int]
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class StepOutputs:
     def of(cls, outputs: list[RequestOutput], stats: StepStats) -> StepOutputs:
         rows = [
             (o.request_id, o.new_token_ids, o.num_prompt_tokens, o.num_output_tokens,
-             o.finished, o.finish_reason)
+             o.finished, o.finish_reason, o.num_cached_tokens)
             for o in outputs
         ]  # fmt: skip
         return cls(rows, stats)

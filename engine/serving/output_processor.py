@@ -29,6 +29,8 @@ class TextDelta:
     finish_reason: str | None
     # How many leading characters of ``text`` belong to the reasoning prefix (0 without one).
     reasoning_chars: int = 0
+    # Prompt tokens the prefix cache held (usage.prompt_tokens_details.cached_tokens).
+    num_cached_tokens: int = 0
 
 
 class RequestTextState:
@@ -94,6 +96,7 @@ class RequestTextState:
             finished,
             reason,
             reasoning_chars,
+            out.num_cached_tokens,
         )
 
     def _decode(self, out: RequestOutput) -> None:

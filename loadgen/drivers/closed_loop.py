@@ -7,8 +7,9 @@ workload identical between runs whatever the timing. The run ends at the end of 
 ``duration_s``, whichever comes first; requests in flight at the cut are cancelled and recorded
 with status "cancelled", so every request that started has exactly one record.
 
-Multi-turn chats run as sessions: a user takes the next session and sends its turns in order,
-each after the previous answer (and the think time), so a session's history grows on one user.
+Multi-turn chats and agent sessions run as sessions: a user takes the next session and sends
+its turns in order, each after the previous answer and the turn's delay (else the think time),
+so a session's history grows on one user (loadgen.drivers.session_turns).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from loadgen.clock import RunClock
-from loadgen.drivers.stop import LoadStop, cancelled_message
+from loadgen.drivers.session_turns import SessionRunner
+from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord
 
@@ -71,20 +73,6 @@ class LiveCounters:
     def snapshot(self) -> dict[str, int]:
         """A copy of the counters as a plain dict."""
         return asdict(self)
-
-
-def _cancelled_record(
-    spec: RequestSpec, user_id: int, scheduled_s: float, done_s: float | None = None,
-    reason: str | None = None,
-) -> RequestRecord:  # fmt: skip
-    """The record of a request whose client raised CancelledError instead of returning one;
-    ``done_s`` is when it was cut (run seconds), ``reason`` why (see loadgen.drivers.stop)."""
-    record = RequestRecord.unanswered(
-        spec.request_id, user_id, scheduled_s, scheduled_s, done_s, spec.prompt_tokens,
-        "cancelled", cancelled_message(reason),
-    )  # fmt: skip
-    record.model = spec.model  # None: the run's model, filled when the folder is read
-    return record
 
 
 ScheduleHook = Callable[[float, float], None]
@@ -230,42 +218,40 @@ def _closed_loop_users(
         if on_record is not None:
             on_record(record)
 
+    runner = SessionRunner(
+        client, clock, live, finish, lambda: stopping or (stop is not None and stop.is_set()),
+        think_time_s=think_time_s, on_started=on_started, count=_counter(client),
+    )  # fmt: skip
+
     async def user(u: int) -> None:
-        task = asyncio.current_task()
         user_id = user_ids[u] if user_ids is not None else u
         due_s = start_s + ramp_up_s * u / num_users
         if due_s > start_s:
             await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
-        while not stopping and not (stop is not None and stop.is_set()):
+        while not runner.stopped():
             i = next_session()
             if i >= len(work):
                 return
-            for turn, spec in enumerate(work[i]):
-                if stopping or (stop is not None and stop.is_set()):
-                    return
-                live.request_started()
-                scheduled_s = clock.now_s()
-                if on_started is not None:
-                    on_started(due_s, scheduled_s)
-                try:
-                    record = await client.send(spec, user_id, scheduled_s, clock)
-                except asyncio.CancelledError:
-                    finish(i, turn, _cancelled_record(spec, user_id, scheduled_s, clock.now_s()))
-                    raise
-                finish(i, turn, record)
-                # StreamingClient returns a cancelled record instead of raising: stop here too.
-                if task is not None and task.cancelling():
-                    return
-                end_s = record.done_s if record.done_s is not None else clock.now_s()
-                due_s = end_s + think_time_s
-                if think_time_s > 0:
-                    await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
+            end_s = await runner.run(i, work[i], user_id, due_s)
+            if end_s is None:
+                return
+            due_s = end_s + think_time_s
+            if think_time_s > 0:
+                await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
 
     def cut() -> None:
         nonlocal stopping
         stopping = True
 
     return user, cut
+
+
+def _counter(client: RequestSender) -> Callable[[str], int] | None:
+    """How the client's tokenizer counts a rebuilt turn's prompt (None: it has none)."""
+    tokenizer = getattr(client, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
 
 async def _await_users(

@@ -89,12 +89,14 @@ class LoadPlan:
 
     Attributes:
         mode: ``"closed"`` or ``"open"``.
-        sessions: closed loop: what users take in order (each a list of turns); open loop: one
-            request per session, in schedule order.
+        sessions: closed loop: what users take in order (each a list of turns); open loop:
+            what starts at each planned time, in schedule order (a session of one request, or
+            of several turns sent in order, loadgen.drivers.session_turns).
         users: closed loop: concurrent users. Open loop: the connection pool, and the cap on
             requests in flight (a due request waits for a free one; ``max_concurrency`` wins
             when smaller).
-        schedule_s: open loop: due time of each request, s from the load's start.
+        schedule_s: open loop: due time of each session (its first request), s from the
+            load's start.
         max_concurrency: open loop: most requests in flight (None: ``users``).
         duration_s: cut the load this many seconds after it starts (None: no limit).
         think_time_s: closed loop: pause between a user's answer and its next request.
@@ -120,14 +122,10 @@ class LoadPlan:
             raise ValueError(f"LoadPlan.mode: expected 'closed' or 'open', got {self.mode!r}")
         if self.users < 1:
             raise ValueError(f"LoadPlan.users: expected >= 1, got {self.users}")
-        if self.mode == "open":
-            if self.schedule_s is None or len(self.schedule_s) != len(self.sessions):
-                raise ValueError("LoadPlan: open loop needs one schedule_s time per request")
-            if any(len(s) != 1 for s in self.sessions):
-                raise ValueError(
-                    "LoadPlan: open loop sends single requests; multi-turn sessions need the "
-                    "closed loop (users)"
-                )
+        if self.mode == "open" and (
+            self.schedule_s is None or len(self.schedule_s) != len(self.sessions)
+        ):
+            raise ValueError("LoadPlan: open loop needs one schedule_s time per session")
 
     @property
     def requests(self) -> list[RequestSpec]:
@@ -216,7 +214,7 @@ async def run_plan(
             assert plan.schedule_s is not None
             records = await run_open_loop(
                 client,
-                [s[0] for s in plan.sessions],
+                plan.sessions,
                 plan.schedule_s,
                 clock,
                 max_concurrency=plan.cap,

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _cancelled_record
+from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _counter
+from loadgen.drivers.session_turns import SessionRunner
 from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord
@@ -37,7 +38,7 @@ __all__ = ["run_open_loop"]
 
 
 def _check(
-    requests: Sequence[RequestSpec],
+    requests: Sequence[Any],
     schedule: np.ndarray,
     max_concurrency: int | None,
     duration_s: float | None,
@@ -65,7 +66,7 @@ def _check(
 
 async def run_open_loop(
     client: RequestSender,
-    requests: Sequence[RequestSpec],
+    requests: Sequence[RequestSpec] | Sequence[Sequence[RequestSpec]],
     schedule_s: Sequence[float] | np.ndarray,
     clock: RunClock,
     *,
@@ -82,8 +83,11 @@ async def run_open_loop(
 
     Args:
         client: sends one request and returns its record.
-        requests: what to send, in schedule order.
-        schedule_s: due times, seconds from ``start_s``, non-decreasing, one per request.
+        requests: what to send, in schedule order: requests, or sessions (each a list of
+            turns, loadgen.drivers.session_turns): a session starts at its due time and sends
+            its turns in order, each after the previous answer and the turn's delay.
+        schedule_s: due times, seconds from ``start_s``, non-decreasing, one per request (or
+            session).
         clock: the run clock.
         max_concurrency: the most requests in flight at once (None: no cap). Size the
             client's pool to at least this (or to the expected peak when None).
@@ -93,28 +97,29 @@ async def run_open_loop(
         counters: live totals updated in place.
         on_started: called with (due_s, started_s) per request (see
             :mod:`loadgen.drivers.selfcheck`).
-        user_ids: the ``user_id`` recorded per request (default: its index: each arrival is a
-            new user).
+        user_ids: the ``user_id`` recorded per request or session (default: its index: each
+            arrival is a new user).
         stop: when it is set (an interrupt, a dead engine), the run is cut as at
             ``duration_s``: requests not yet due are never sent, those in flight are cancelled
             with the stop's reason.
 
     Returns:
-        The records of the started requests in schedule order.
+        The records of the started requests in schedule order (a session's turns together).
     """
     schedule = np.asarray(schedule_s, dtype=np.float64)
     _check(requests, schedule, max_concurrency, duration_s)
+    work = [[r] if isinstance(r, RequestSpec) else list(r) for r in requests]
     live = counters if counters is not None else LiveCounters()
     origin_s = clock.now_s() if start_s is None else start_s
-    records: list[RequestRecord | None] = [None] * len(requests)
+    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
     cap = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     tasks: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
 
     main = asyncio.current_task()
     assert main is not None
-    one = _request_sender(
-        client, requests, clock, records, live, cap, failure, main,
+    one = _session_sender(
+        client, work, clock, records, live, cap, failure, main,
         on_record=on_record, user_ids=user_ids, stop=stop,
     )  # fmt: skip
 
@@ -126,14 +131,14 @@ async def run_open_loop(
         raise failure[0]
     if launcher.done() and not launcher.cancelled() and launcher.exception() is not None:
         raise launcher.exception()  # type: ignore[misc]
-    return [record for record in records if record is not None]
+    return [record for turns in records for record in turns if record is not None]
 
 
-def _request_sender(
+def _session_sender(
     client: RequestSender,
-    requests: Sequence[RequestSpec],
+    work: Sequence[Sequence[RequestSpec]],
     clock: RunClock,
-    records: list[RequestRecord | None],
+    records: list[list[RequestRecord | None]],
     live: LiveCounters,
     cap: asyncio.Semaphore | None,
     failure: list[BaseException],
@@ -143,34 +148,31 @@ def _request_sender(
     user_ids: Sequence[int] | None,
     stop: LoadStop | None,
 ) -> Callable[[int, float], Coroutine[Any, Any, None]]:
-    """run_open_loop's request ``i``, due at run second ``due_s``: sent (within ``cap``),
-    recorded in ``records[i]`` and passed to ``on_record``; an exception of on_record goes to
-    ``failure`` and cancels ``main``, the run. Arguments as run_open_loop's."""
+    """run_open_loop's session ``i`` (a single request being a session of one), due at run
+    second ``due_s``: each turn sent (within ``cap``), recorded in ``records[i][turn]`` and
+    passed to ``on_record``; an exception of on_record goes to ``failure`` and cancels
+    ``main``, the run. Arguments as run_open_loop's."""
+
+    def finish(i: int, turn: int, record: RequestRecord) -> None:
+        if record.status == "cancelled" and stop is not None and stop.is_set():
+            record.error = stop.message()
+        records[i][turn] = record
+        live.request_finished(record)
+        if on_record is not None:
+            try:
+                on_record(record)
+            except Exception as exc:
+                failure.append(exc)
+                main.cancel()
+
+    runner = SessionRunner(
+        client, clock, live, finish, lambda: stop is not None and stop.is_set(),
+        count=_counter(client), planned=True, cap=cap,
+    )  # fmt: skip
 
     async def one(i: int, due_s: float) -> None:
-        spec = requests[i]
         user_id = user_ids[i] if user_ids is not None else i
-        live.request_started()
-        record: RequestRecord | None = None
-        try:
-            if cap is not None:
-                async with cap:
-                    record = await client.send(spec, user_id, due_s, clock)
-            else:
-                record = await client.send(spec, user_id, due_s, clock)
-        finally:
-            if record is None:  # cancelled while waiting for the cap, or a raising client
-                record = _cancelled_record(spec, user_id, due_s, clock.now_s())
-            if record.status == "cancelled" and stop is not None and stop.is_set():
-                record.error = stop.message()
-            records[i] = record
-            live.request_finished(record)
-            if on_record is not None:
-                try:
-                    on_record(record)
-                except Exception as exc:
-                    failure.append(exc)
-                    main.cancel()
+        await runner.run(i, work[i], user_id, due_s, started=True)
 
     return one
 

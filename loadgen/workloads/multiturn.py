@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import Api, RequestSpec
+from loadgen.request_spec import Api, RequestSpec, SessionTurn
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.rows import RowRefused, RowReport, repeat_to
 from loadgen.workloads.sharegpt import MIN_TOKENS, Turn, load_sharegpt
@@ -84,7 +84,8 @@ def synthetic_sessions(
 ) -> list[list[RequestSpec]]:
     """Sessions of ``turns`` turns each, ``num_requests`` turns in all (the last may be short).
 
-    Request ids are ``s{session:05d}-t{turn:03d}``. With ``system_prompt_tokens`` every session
+    Request ids are ``s{session:05d}-t{turn:03d}``, each request's ``session`` its session
+    ``s{session:05d}`` and turn. With ``system_prompt_tokens`` every session
     starts with its own system message of that many tokens.
     """
     if turns < 1:
@@ -106,10 +107,10 @@ def synthetic_sessions(
                 text = exact_length_prompt(tokenizer, system_prompt_tokens, text_rng, pool)
                 history.append(Turn("system", text))
         history.append(Turn("user", exact_length_prompt(tokenizer, user_lens[i], text_rng, pool)))
-        rid = f"s{len(sessions) - 1:05d}-t{turn:03d}"
-        sessions[-1].append(
-            turn_request(rid, history, answer_lens[i], tokenizer, api, ignore_eos, temperature)
-        )
+        sid = f"s{len(sessions) - 1:05d}"
+        spec = turn_request(f"{sid}-t{turn:03d}", history, answer_lens[i], tokenizer, api,
+                            ignore_eos, temperature)  # fmt: skip
+        sessions[-1].append(replace(spec, session=SessionTurn(sid, turn)))
         answer = exact_length_prompt(tokenizer, answer_lens[i], text_rng, pool)
         history.append(Turn("assistant", answer))
     return sessions
@@ -217,7 +218,10 @@ def _renumbered(sessions: list[list[RequestSpec]], num_requests: int) -> list[li
     left = num_requests
     for s, session in enumerate(sessions):
         take = session[:left]
-        out.append([replace(spec, request_id=f"s{s:05d}-t{k:03d}") for k, spec in enumerate(take)])
+        out.append([
+            replace(spec, request_id=f"s{s:05d}-t{k:03d}", session=SessionTurn(f"s{s:05d}", k))
+            for k, spec in enumerate(take)
+        ])  # fmt: skip
         left -= len(take)
     return out
 

@@ -48,7 +48,7 @@ _POSITIVE: dict[str, dict[str, bool]] = {
     "pareto": {"shape": False, "scale": False},
 }
 
-WorkloadKind = Literal["synthetic", "sharegpt", "multiturn", "trace", "dataset"]
+WorkloadKind = Literal["synthetic", "sharegpt", "multiturn", "trace", "dataset", "sessions"]
 WORKLOAD_KINDS: tuple[str, ...] = get_args(WorkloadKind)
 # Per workload kind, the parameters it takes and their types (WorkloadSpec's docstring).
 WORKLOAD_PARAMS: dict[str, dict[str, type]] = {
@@ -67,6 +67,12 @@ WORKLOAD_PARAMS: dict[str, dict[str, type]] = {
         "min_input_tokens": int,
         "max_input_tokens": int,
         "max_output_tokens": int,
+    },
+    "sessions": {
+        "path": str,
+        "time_scale": float,
+        "system_prompt_tokens": int,
+        "tool_result_tokens": int,
     },
 }
 
@@ -272,6 +278,11 @@ class WorkloadSpec:
       ``hub`` (a dataset repository of the Hugging Face cache) of prompts or chat
       conversations (loadgen.workloads.dataset); ``min_input_tokens`` and ``max_input_tokens``
       refuse rows outside them, ``max_output_tokens`` caps the output lengths.
+    * ``sessions``: agent sessions (loadgen.workloads.sessions): ``path`` (a JSONL trace, one
+      turn a line) or generated from the scenario's ``[sessions]`` table and lengths, with a
+      system prompt of ``system_prompt_tokens``; ``tool_result_tokens``, the length of a
+      synthetic tool result; ``time_scale`` starts the trace's sessions at its timestamps
+      stretched by it (open loop).
     """
 
     kind: WorkloadKind = "synthetic"
@@ -284,6 +295,7 @@ class WorkloadSpec:
     time_scale: float | None = None
     hub: str | None = None
     min_input_tokens: int | None = None
+    tool_result_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in WORKLOAD_KINDS:
@@ -304,7 +316,7 @@ class WorkloadSpec:
             raise ParameterError(owner, "turns", problem)
         for name in (
             "max_input_tokens", "max_output_tokens", "turns", "max_context_tokens",
-            "min_input_tokens",
+            "min_input_tokens", "tool_result_tokens",
         ):  # fmt: skip
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -314,7 +326,7 @@ class WorkloadSpec:
                 problem = f"must be >= 0 tokens, got {self.system_prompt_tokens!r}"
                 raise ParameterError(owner, "system_prompt_tokens", problem)
             if self.path is not None:
-                problem = "is for synthetic chats; a ShareGPT file has its own"
+                problem = "is for generated chats; a file of chats has its own"
                 raise ParameterError(owner, "system_prompt_tokens", problem)
         low, high = self.min_input_tokens, self.max_input_tokens
         if low is not None and high is not None and high < low:
@@ -328,5 +340,5 @@ class WorkloadSpec:
 
     @property
     def open_loop(self) -> bool:
-        """A trace sets its own arrival times."""
-        return self.kind == "trace"
+        """A trace sets its own arrival times (a session trace, where time_scale is set)."""
+        return self.kind == "trace" or (self.kind == "sessions" and self.time_scale is not None)

@@ -155,6 +155,13 @@ class RequestRecord:
             for none. Held in memory for the workload (a session appends them to its history),
             not a column: requests.parquet keeps ``num_tool_calls``.
         chunks: the content chunks (reasoning, answer and tool-call fragments) in arrival order.
+        session_id, turn: the session the request belongs to and its 0-based turn in it
+            (loadgen.request_spec.SessionTurn: agent sessions, multi-turn chats); None for a
+            request of no session, and in folders written before sessions were recorded.
+        cached_tokens: of ``prompt_tokens``, those the server's prefix cache served, as its
+            usage reports them (``usage.prompt_tokens_details.cached_tokens``: vLLM with
+            ``--enable-prompt-tokens-details``, the reference engine); None when not reported.
+        chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
     request_id: str
@@ -197,6 +204,11 @@ class RequestRecord:
     tool_calls: list[dict[str, Any]] = field(
         default_factory=list, kw_only=True, metadata={"column": False}
     )
+    # Added with agent sessions: where the request stands in its session, and the prompt
+    # tokens the server's prefix cache served (usage.prompt_tokens_details.cached_tokens).
+    session_id: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    turn: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
+    cached_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

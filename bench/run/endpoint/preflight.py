@@ -150,6 +150,10 @@ def keys_to_change(scenario: Scenario) -> list[str]:
     keys: list[str] = []
     if workload.kind == "trace":
         return [f"the trace's input_length and output_length ({workload.path})"]
+    if workload.kind == "sessions" and workload.path is not None:
+        return [f"the session trace's turns and output_length ({workload.path})"]
+    if workload.kind == "sessions":
+        keys += ["sessions.turns", "workload.system_prompt_tokens"]
     if workload.kind == "multiturn":
         keys.append("workload.max_context_tokens")
         if workload.path is None:

@@ -98,6 +98,8 @@ class ServingState:
             "prompt_tokens": d.num_prompt_tokens,
             "completion_tokens": d.num_output_tokens,
             "total_tokens": d.num_prompt_tokens + d.num_output_tokens,
+            # vLLM's with --enable-prompt-tokens-details: the prompt tokens the cache held.
+            "prompt_tokens_details": {"cached_tokens": d.num_cached_tokens},
             **self.prefix.usage_details(d.num_output_tokens, is_chat),
         }
 

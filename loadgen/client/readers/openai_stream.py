@@ -268,6 +268,7 @@ class StreamAccumulator:
             client_output_tokens=recount,
             num_tool_calls=len(self.tools),
             tool_calls=self.tools.calls(),
+            cached_tokens=usage_int(self.usage, "prompt_tokens_details", "cached_tokens"),
             chunks=chunks,
         )
 

@@ -1,1 +1,2 @@
-"""The figures of workloads beyond plain text: the tool calls the answers made (``tool_calls``)."""
+"""Figures of particular workloads, beside the request figures every run has: the tool calls the
+answers made (``tool_calls``), agent sessions per turn and per session (``sessions``)."""

@@ -111,5 +111,10 @@ def test_bad_plans_are_named(kwargs: dict, match: str) -> None:
     args = {"mode": "closed", "sessions": sessions_of(2, 1), "users": 1, **kwargs}
     with pytest.raises(ValueError, match=match):
         LoadPlan(**args)
-    with pytest.raises(ValueError, match="multi-turn"):
-        LoadPlan("open", sessions_of(2, 2), users=1, schedule_s=np.zeros(2))
+
+
+def test_an_open_loop_plan_starts_sessions_of_several_turns() -> None:
+    plan = LoadPlan("open", sessions_of(2, 2), users=1, schedule_s=np.zeros(2))
+    assert len(plan.requests) == 4
+    with pytest.raises(ValueError, match="one schedule_s time per session"):
+        LoadPlan("open", sessions_of(2, 2), users=1, schedule_s=np.zeros(4))

@@ -35,7 +35,7 @@ def test_length_bounds_must_fit_the_distribution(kwargs: dict, field: str, probl
         ({"kind": "trace", "path": "t.jsonl", "time_scale": 0.0}, "time_scale", "must be > 0"),
         ({"kind": "multiturn", "turns": 0}, "turns", "must be >= 1, got 0"),
         ({"kind": "multiturn", "path": "s.json", "system_prompt_tokens": 4},
-         "system_prompt_tokens", "a ShareGPT file has its own"),
+         "system_prompt_tokens", "a file of chats has its own"),
         ({"kind": "sharegpt", "path": 3}, "path", "expected a string"),
     ],
 )  # fmt: skip

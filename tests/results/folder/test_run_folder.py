@@ -51,6 +51,9 @@ REQUEST_COLUMNS = [
     "model",
     "inputs",
     "num_tool_calls",
+    "session_id",
+    "turn",
+    "cached_tokens",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 
