@@ -42,7 +42,7 @@ def test_cpu_work_is_lower_is_better() -> None:
         rules_from_dict({"metrics": {name: {"max_drop_pct": 10}}})
     rule = rules_from_dict({"metrics": {name: {"max_rise_pct": 10}}}).rules[0]
     assert rule.limit_text == "rise <= 10%"
-    with pytest.raises(ValueError, match="did you mean 'cpu_work.engine_cpu_s_per_output_token'"):
+    with pytest.raises(ValueError, match=r"did you mean 'cpu_work\.engine_cpu_s_per_output_token'"):
         metric_spec("cpu_work.engine_cpu_s_per_token")
 
 
