@@ -23,10 +23,10 @@ e2el_from_scheduled_ms, queueing_delay_ms (lower is better: give ``max_rise_pct`
 per_user_tps (higher is better: ``max_drop_pct``), statistics ``mean`` or ``pQ`` (any 0 < Q <
 100: p50, p99, p99.9); or a rate: throughput.output_tok_s, throughput.total_tok_s,
 throughput.requests_per_s, goodput.requests_per_s (higher is better); or the CPU seconds a
-process group spent per output token, cpu_work.engine_cpu_s_per_output_token and
-cpu_work.client_cpu_s_per_output_token (results.figures.cpu_work; lower is better), a rate over
-windows as throughput is. ``[metrics]`` lists every metric gated; without a rules file
-:data:`DEFAULT_RULES` apply.
+process group spent per output token, probes.cpu_work.engine_cpu_s_per_output_token and
+probes.cpu_work.client_cpu_s_per_output_token (summary.json's names, results.figures.cpu_work;
+lower is better), a rate over windows as throughput is. ``[metrics]`` lists every metric
+gated; without a rules file :data:`DEFAULT_RULES` apply.
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ RATES: dict[str, tuple[str, str]] = {
     "goodput.requests_per_s": ("good_requests", "req/s"),
 }
 # CPU work: the process group whose CPU seconds each one sums over its windows.
-CPU_WORK: dict[str, str] = {f"cpu_work.{group}_cpu_s_per_output_token": group for group in GROUPS}
+CPU_WORK: dict[str, str] = {
+    f"probes.cpu_work.{group}_cpu_s_per_output_token": group for group in GROUPS
+}
 
 
 class RulesError(ValueError):

@@ -17,7 +17,7 @@ from results.folder.run_folder import RunFolder
 from tests.support.cpu_load import cpu_readings
 from tests.support.gate_fakes import write_fake_run
 
-METRIC = "cpu_work.engine_cpu_s_per_output_token"
+METRIC = "probes.cpu_work.engine_cpu_s_per_output_token"
 RULES = rules_from_dict({"resamples": 500, "metrics": {METRIC: {"max_rise_pct": 10}}})
 TICK_S = 0.5
 

@@ -26,24 +26,25 @@ def test_metric_names_parse_with_direction_and_unit() -> None:
     rate = metric_spec("throughput.output_tok_s")
     assert rate.statistic == "ratio" and rate.amount == "output_tokens" and rate.higher_is_better
     assert metric_spec("goodput.requests_per_s").amount == "good_requests"
-    work = metric_spec("cpu_work.engine_cpu_s_per_output_token")
+    work = metric_spec("probes.cpu_work.engine_cpu_s_per_output_token")
     assert (work.statistic, work.amount, work.higher_is_better, work.unit) == (
         "ratio",
         "engine",
         False,
         "s/tok",
     )
-    assert metric_spec("cpu_work.client_cpu_s_per_output_token").amount == "client"
+    assert metric_spec("probes.cpu_work.client_cpu_s_per_output_token").amount == "client"
 
 
 def test_cpu_work_is_lower_is_better() -> None:
-    name = "cpu_work.engine_cpu_s_per_output_token"
+    name = "probes.cpu_work.engine_cpu_s_per_output_token"
     with pytest.raises(RulesError, match="lower-is-better: give its limit as max_rise_pct"):
         rules_from_dict({"metrics": {name: {"max_drop_pct": 10}}})
     rule = rules_from_dict({"metrics": {name: {"max_rise_pct": 10}}}).rules[0]
     assert rule.limit_text == "rise <= 10%"
-    with pytest.raises(ValueError, match=r"did you mean 'cpu_work\.engine_cpu_s_per_output_token'"):
-        metric_spec("cpu_work.engine_cpu_s_per_token")
+    close = r"did you mean 'probes\.cpu_work\.engine_cpu_s_per_output_token'"
+    with pytest.raises(ValueError, match=close):
+        metric_spec("probes.cpu_work.engine_cpu_s_per_token")
 
 
 @pytest.mark.parametrize(
