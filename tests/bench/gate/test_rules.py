@@ -119,3 +119,12 @@ def test_bad_rules_files_are_rejected_naming_key_and_fix(
 def test_a_missing_rules_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(RulesError, match="cannot be read"):
         load_rules(tmp_path / "absent.toml")
+
+
+def test_the_ab_smoke_gate_judges_cpu_work_beside_wall_time() -> None:
+    rules = load_rules(REPO_ROOT / "benchmarks" / "perf-gate" / "ab-rules.toml")
+    families = {r.metric.family for r in rules.rules}
+    assert "cpu_work" in families and families & {"throughput", "tpot_ms"}
+    script = (REPO_ROOT / "benchmarks" / "perf-gate" / "ab-smoke.sh").read_text()
+    # Without the probes no run has CPU readings, and the CPU rule could not be judged.
+    assert "--no-probes" not in script
