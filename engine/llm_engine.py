@@ -87,6 +87,15 @@ class StepStats:
     spec_accepted_per_position_total: tuple[int, ...] = ()
 
 
+def spin_cpu(seconds: float) -> None:
+    """Busy-wait until this thread has spent ``seconds`` more of CPU time (step_spin_ms): work
+    that costs the same CPU seconds however loaded the machine is, and more wall time when the
+    thread waits for a core."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -384,6 +393,9 @@ class LLMEngine:
             delay_ms = self.config.scheduler.step_delay_ms
             if delay_ms and not sched.is_empty:
                 time.sleep(delay_ms / 1000)
+            spin_ms = self.config.scheduler.step_spin_ms
+            if spin_ms and not sched.is_empty:
+                spin_cpu(spin_ms / 1000)
             composition = self._composition(sched)
             with nvtx_ranges.range("update"):
                 updates = self.scheduler.update_from_output(sched, sampled)

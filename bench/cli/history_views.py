@@ -248,7 +248,7 @@ def frontier(
     configuration's runs and Pareto frontier, overlaid; the terminal lists the frontiers."""
     from dashboards.pages.frontier import build_frontier_page, write_frontier_page
     from results.folder.run_folder import RunFolderError
-    from results.history.frontier import frontier_points
+    from results.history.frontier import frontier_series
 
     labels = label or [f.name for f in folders]
     if len(labels) != len(folders):
@@ -256,7 +256,11 @@ def frontier(
     configs: dict[str, list[dict[str, Any]]] = {}
     try:
         for name, folder in zip(labels, folders, strict=True):
-            configs[name] = [dataclasses.asdict(p) for p in frontier_points(_runs_of(folder))]
+            series = frontier_series(_runs_of(folder))
+            # Runs of several length pairs: one series per pair, named by it.
+            for lengths, points in series.items():
+                key = f"{name} {lengths or 'varied'}" if len(series) > 1 else name
+                configs[key] = [dataclasses.asdict(p) for p in points]
     except RunFolderError as exc:
         _fail(exc)
     table = Table(title="Pareto frontier points")

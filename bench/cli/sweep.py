@@ -2,11 +2,14 @@
 
     bench sweep --scenario 100-users --users 1,2,4,8,16,32,64,128 --requests-per-user 3
     bench sweep --scenario open-loop --rates 1,2,4,8
+    bench sweep --scenario 100-users --users 1,4,16 --lengths 128:128,512:64   # each pair
     bench sweep --scenario 100-users --slo ttft_p99=500,tpot_p99=50 [--start 1 --limit 256]
     bench sweep --url http://a:8000 --url http://b:8000 --users 8,16   # a fleet, as bench run
 
 Each point is a full `bench run` (its own run folder); the sweep's folder holds sweep.json
-(bench.experiments.sweep) and, when the dashboards are installed, report.html.
+(bench.experiments.sweep) and, when the dashboards are installed, report.html: the sweep page,
+or with several --lengths pairs the frontier page (one series per pair) and a sweep page per
+pair, report-in<INPUT>-out<OUTPUT>.html.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from bench.experiments.sweep import (
     search_slo,
     write_sweep,
 )
+from bench.experiments.sweep_lengths import lengths_label, parse_lengths
 from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.end.interrupt import catching_signals
 from bench.run.messages import print_error, print_info, print_path, print_warning
@@ -87,15 +91,18 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
 def render_sweep(result: SweepResult, console: Console) -> None:
     """The sweep table: per-user TPS against concurrency (or rate), then the search verdict."""
     table = Table(title=f"sweep of {result.scenario} over {result.axis}", title_justify="left")
-    for name in ("users" if result.axis == "users" else "rate (req/s)", "per-user TPS p50",
+    paired = any(p.lengths for p in result.points)
+    for name in (*(("in:out",) if paired else ()),
+                 "users" if result.axis == "users" else "rate (req/s)", "per-user TPS p50",
                  "p10", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "errors", "client-bound",
                  "SLO", "run folder"):  # fmt: skip
         table.add_column(name, justify="left" if name == "run folder" else "right")
-    for point in sorted(result.points, key=lambda p: p.value):
+    for point in sorted(result.points, key=lambda p: (p.lengths or [], p.value)):
         f = point.figures
         slo = "-" if point.slo_misses is None else ("met" if not point.slo_misses else "missed")
+        pair = (lengths_label((point.lengths[0], point.lengths[1])),) if point.lengths else ()
         table.add_row(
-            _fmt(point.value, "g"), _fmt(f["per_user_tps_p50"]), _fmt(f["per_user_tps_p10"]),
+            *pair, _fmt(point.value, "g"), _fmt(f["per_user_tps_p50"]), _fmt(f["per_user_tps_p10"]),
             _fmt(f["output_tok_s"]), _fmt(f["ttft_p99_ms"]), _fmt(f["tpot_p99_ms"]),
             _fmt(f["error_rate"], ".1%"), _fmt(f["client_bound"]), slo, point.folder.name,
         )  # fmt: skip
@@ -143,6 +150,14 @@ def sweep(
             metavar="R,R,...", help="Open-loop arrival rates (req/s) per point, e.g. 1,2,4."
         ),
     ] = None,
+    lengths: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IN:OUT,...",
+            help="Run the --users or --rates at each pair of input and output tokens, e.g. "
+            "128:128,512:64 (every request of a point at exactly those lengths).",
+        ),
+    ] = None,
     slo: Annotated[
         str | None,
         typer.Option(
@@ -188,6 +203,7 @@ def sweep(
     console = terminal_console(piped_width=160)
     try:
         chosen, values, targets = _sweep_plan(users, rates, slo, axis, start)
+        pairs = _lengths_plan(lengths, slo)
         spec = load_scenario(scenario)
         headers = request_headers(api_key, header)
         urls = url or []
@@ -212,7 +228,7 @@ def sweep(
                 requests_per_user=requests_per_user, on_point=on_point,
             )  # fmt: skip
         assert values is not None
-        return run_sweep(spec, chosen, values, run_point, requests_per_user, on_point)
+        return run_sweep(spec, chosen, values, run_point, requests_per_user, on_point, pairs)
 
     _finish_sweep(_sweep_or_exit(points, console), runs_dir, console)
 
@@ -237,6 +253,15 @@ def _sweep_plan(
         raise ValueError(f"--start {start:g}: a rate is > 0 req/s, e.g. 0.5")
     values = parse_values(users or rates, chosen) if (users or rates) else None
     return chosen, values, parse_slo(slo) if slo else None
+
+
+def _lengths_plan(lengths: str | None, slo: str | None) -> list[tuple[int, int]]:
+    """--lengths' pairs (none without it); raises ValueError for bad pairs or with --slo."""
+    if lengths is None:
+        return []
+    if slo:
+        raise ValueError("--lengths sweeps --users or --rates at each pair; --slo searches one")
+    return parse_lengths(lengths)
 
 
 def _sweep_or_exit(points: Callable[[], SweepResult], console: Console) -> SweepResult:
@@ -289,7 +314,10 @@ def write_sweep_page(result: SweepResult, folder: Path, console: Console) -> Pat
         return None
     points = sorted(result.points, key=lambda p: p.value)
     parameter = "users" if result.axis == "users" else "rate (req/s)"
+    pairs = sorted({(p.lengths[0], p.lengths[1]) for p in points if p.lengths})
     try:
+        if len(pairs) > 1:
+            return _write_length_pages(points, pairs, parameter, folder)
         return write_sweep_report(
             SweepInput([p.folder for p in points], [p.value for p in points], parameter),
             folder / "report.html",
@@ -297,3 +325,27 @@ def write_sweep_page(result: SweepResult, folder: Path, console: Console) -> Pat
     except Exception as exc:  # the sweep's data is written; a figure failing must not lose it
         print_warning(console, f"sweep report not written: {type(exc).__name__}: {exc}")
         return None
+
+
+def _write_length_pages(
+    points: list[SweepPoint], pairs: list[tuple[int, int]], parameter: str, folder: Path
+) -> Path:
+    """A sweep page per length pair (report-in<I>-out<O>.html) and report.html, the frontier
+    page with one series per pair; returns report.html."""
+    from dashboards.pages.frontier import build_frontier_page, write_frontier_page
+    from dashboards.pages.sweep import SweepInput, write_sweep_report
+    from results.history.frontier import frontier_series
+
+    for pair in pairs:
+        mine = [p for p in points if p.lengths and tuple(p.lengths) == pair]
+        title = f"Sweep over {parameter} at {lengths_label(pair)} tokens (input:output)"
+        write_sweep_report(
+            SweepInput([p.folder for p in mine], [p.value for p in mine], parameter, title),
+            folder / f"report-in{pair[0]}-out{pair[1]}.html",
+        )
+    series = frontier_series([p.folder for p in points])
+    configs = {
+        f"{lengths or 'varied'} tokens": [dataclasses.asdict(p) for p in front]
+        for lengths, front in series.items()
+    }
+    return write_frontier_page(build_frontier_page(configs), folder / "report.html")

@@ -6,7 +6,8 @@ summary)`` callable (``bench run``'s path), so a sweep measures exactly what ``b
 The sweep folder ``runs/<UTC>-sweep-<scenario>-<axis>/sweep.json`` lists every point with its
 headline figures: per-user TPS (the distribution across requests), output tokens/s, TTFT and
 TPOT, goodput, and whether the client was the bottleneck; the point of the table is how per-user
-speed falls as concurrency grows.
+speed falls as concurrency grows. With length pairs (bench.experiments.sweep_lengths) every value
+is run at each pair, and each point says its ``lengths`` ([input, output] tokens).
 
 SLO search (:func:`search_slo`): targets like ``ttft_p99=500,tpot_p99=50`` (ms; any of ttft,
 tpot, itl, e2el with p50/p90/p95/p99/p99.9, or ``error_rate``) are met when every figure is at
@@ -26,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from bench.experiments.sweep_lengths import Lengths, with_lengths
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
@@ -205,6 +207,8 @@ class SweepPoint:
     usability: dict[str, Any] | None = None
     # SLO targets judged from too few requests to mean anything (thin_targets).
     thin_percentiles: list[str] = field(default_factory=list)
+    # [input, output] tokens of every request of the point (--lengths); None: the scenario's.
+    lengths: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(dataclasses.asdict(self))
@@ -226,22 +230,29 @@ class SweepResult:
 def run_sweep(
     scenario: Scenario, axis: Axis, values: Sequence[float], run_point: RunPoint,
     requests_per_user: int | None = None, on_point: Callable[[SweepPoint], None] | None = None,
+    lengths: Sequence[Lengths] = (),
 ) -> SweepResult:  # fmt: skip
-    """Run ``scenario`` at each of ``values`` in order; one run folder per point. A signal
-    ends it with the finished points and ``interrupted`` set."""
+    """Run ``scenario`` at each of ``values`` in order, at each of ``lengths`` (pair by pair;
+    none: the scenario's own lengths); one run folder per point. A signal ends it with the
+    finished points and ``interrupted`` set. Raises ScenarioError for lengths the scenario
+    cannot take, before any run."""
     result = SweepResult(scenario.name, axis)
-    for value in values:
-        try:
-            folder, summary = run_point(scenario_at(scenario, axis, value, requests_per_user))
-        except RunInterrupted as exc:
-            result.interrupted = interruption_note(exc)
-            break
-        point = SweepPoint(
-            value, Path(folder), point_figures(summary), usability=summary.get("usability")
-        )
-        result.points.append(point)
-        if on_point is not None:
-            on_point(point)
+    plan = [(with_lengths(scenario, pair), list(pair)) for pair in lengths]
+    for base, pair in plan or [(scenario, None)]:
+        for value in values:
+            try:
+                at = scenario_at(base, axis, value, requests_per_user)
+                folder, summary = run_point(at)
+            except RunInterrupted as exc:
+                result.interrupted = interruption_note(exc)
+                return result
+            point = SweepPoint(
+                value, Path(folder), point_figures(summary), usability=summary.get("usability"),
+                lengths=pair,
+            )  # fmt: skip
+            result.points.append(point)
+            if on_point is not None:
+                on_point(point)
     return result
 
 
@@ -354,6 +365,7 @@ def load_sweep(folder: Path) -> SweepResult:
                 slo_misses=p.get("slo_misses"),
                 usability=p.get("usability"),
                 thin_percentiles=list(p.get("thin_percentiles") or []),
+                lengths=[int(n) for n in p["lengths"]] if p.get("lengths") else None,
             )
             for p in body["points"]
         ]

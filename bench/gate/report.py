@@ -36,6 +36,8 @@ _MARK = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconcl
 def _num(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "-"
+    if 0 < abs(value) < 0.1:  # CPU seconds per token: 0.00153, not 0.00
+        return f"{value:.3g}"
     return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
 
 

@@ -22,8 +22,11 @@ A metric is ``<family>.<statistic>``: families ttft_ms, tpot_ms, itl_ms, e2el_ms
 e2el_from_scheduled_ms, queueing_delay_ms (lower is better: give ``max_rise_pct``) and
 per_user_tps (higher is better: ``max_drop_pct``), statistics ``mean`` or ``pQ`` (any 0 < Q <
 100: p50, p99, p99.9); or a rate: throughput.output_tok_s, throughput.total_tok_s,
-throughput.requests_per_s, goodput.requests_per_s (higher is better). ``[metrics]`` lists every
-metric gated; without a rules file :data:`DEFAULT_RULES` apply.
+throughput.requests_per_s, goodput.requests_per_s (higher is better); or the CPU seconds a
+process group spent per output token, probes.cpu_work.engine_cpu_s_per_output_token and
+probes.cpu_work.client_cpu_s_per_output_token (summary.json's names, results.figures.cpu_work;
+lower is better), a rate over windows as throughput is. ``[metrics]`` lists every metric
+gated; without a rules file :data:`DEFAULT_RULES` apply.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.scenario.toml_table import ScenarioError, Table, suggest
+from results.figures.cpu_work import GROUPS
 
 __all__ = [
     "DEFAULT_RULES",
@@ -62,6 +66,10 @@ RATES: dict[str, tuple[str, str]] = {
     "throughput.requests_per_s": ("requests", "req/s"),
     "goodput.requests_per_s": ("good_requests", "req/s"),
 }
+# CPU work: the process group whose CPU seconds each one sums over its windows.
+CPU_WORK: dict[str, str] = {
+    f"probes.cpu_work.{group}_cpu_s_per_output_token": group for group in GROUPS
+}
 
 
 class RulesError(ValueError):
@@ -70,7 +78,8 @@ class RulesError(ValueError):
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """What a metric name means. ``statistic`` is mean, percentile or ratio (a rate)."""
+    """What a metric name means. ``statistic`` is mean, percentile or ratio (a rate over windows:
+    ``amount`` names what a window sums, or for family cpu_work the process group)."""
 
     name: str
     family: str
@@ -111,7 +120,8 @@ class GateRules:
 
 def _known_names() -> list[str]:
     stats = ("mean", "p50", "p90", "p99")
-    return [f"{f}.{s}" for f in (*LOWER_IS_BETTER, "per_user_tps") for s in stats] + list(RATES)
+    names = [f"{f}.{s}" for f in (*LOWER_IS_BETTER, "per_user_tps") for s in stats]
+    return names + list(RATES) + list(CPU_WORK)
 
 
 def metric_spec(name: str) -> MetricSpec:
@@ -119,6 +129,8 @@ def metric_spec(name: str) -> MetricSpec:
     if name in RATES:
         amount, unit = RATES[name]
         return MetricSpec(name, name.split(".")[0], "ratio", True, unit, amount=amount)
+    if name in CPU_WORK:
+        return MetricSpec(name, "cpu_work", "ratio", False, "s/tok", amount=CPU_WORK[name])
     family, _, stat = name.partition(".")
     if family not in (*LOWER_IS_BETTER, "per_user_tps"):
         raise ValueError(f"unknown metric {name!r}{suggest(name, _known_names())}")

@@ -11,7 +11,8 @@ that can only end inconclusive. The sizes, per side (all runs of the side togeth
   values (p99 at the default 5: 500; p50: 10); ITL has one value per output token, the others
   one per request;
 - a rate (throughput, goodput): ``min_windows`` throughput windows, each at least
-  bench.gate.samples.MIN_WINDOW_S seconds of measured time.
+  bench.gate.samples.MIN_WINDOW_S seconds of measured time; CPU work per token:
+  ``min_windows`` CPU work windows, each at least results.figures.cpu_work.MIN_WINDOW_S.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ from rich.console import Console
 from bench.gate.baseline import RunGroup
 from bench.gate.rules import GateRules, Rule
 from bench.gate.samples import MIN_WINDOW_S
-from bench.gate.verdict import GateInputError, tail_samples_needed, too_few, unit_data
+from bench.gate.verdict import (
+    GateInputError,
+    tail_samples_needed,
+    too_few,
+    unit_data,
+    windows_name,
+)
 from bench.run.messages import print_warning
 from bench.scenario.scenario import Scenario
+from results.figures.cpu_work import MIN_WINDOW_S as CPU_WINDOW_S
 
 __all__ = [
     "group_size_warnings",
@@ -38,10 +46,10 @@ __all__ = [
 
 def least_size(rule: Rule, rules: GateRules) -> tuple[int, str]:
     """The least per-side size ``rule`` can judge: (count, unit), unit "requests", "values"
-    (a percentile: values of the metric's family) or "throughput windows"."""
+    (a percentile: values of the metric's family), "throughput windows" or "CPU work windows"."""
     spec = rule.metric
     if spec.statistic == "ratio":
-        return rules.min_windows, "throughput windows"
+        return rules.min_windows, windows_name(spec)
     if spec.percentile is None:
         return rule.min_samples, "requests"
     need = tail_samples_needed(rule)
@@ -60,10 +68,11 @@ def scenario_size_warnings(rules: GateRules, scenario: Scenario, runs_per_side: 
     lines = []
     for rule in rules.rules:
         need, unit = least_size(rule, rules)
-        if unit == "throughput windows":
+        if rule.metric.statistic == "ratio":
             if scenario.duration_s is None:
                 continue
-            have = runs_per_side * math.floor(scenario.duration_s / MIN_WINDOW_S)
+            width = CPU_WINDOW_S if rule.metric.family == "cpu_work" else MIN_WINDOW_S
+            have = runs_per_side * math.floor(scenario.duration_s / width)
             fix = "a longer duration_s or more runs"
         else:
             if scenario.num_requests is None or rule.metric.family == "itl_ms":

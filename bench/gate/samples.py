@@ -15,12 +15,13 @@ by the window's duration is the summary's throughput.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from results.figures.cpu_work import GROUPS, cpu_work_windows, window_cpu_readings
 from results.figures.itl import itl_by_request
 from results.folder.run_folder import RunData
 from results.run_summary import request_summary
@@ -54,6 +55,9 @@ class RunSamples:
     ``done_s`` is seconds from the run's start; ``good`` says whether a request met every SLO
     (None when the run had none); ``itl_ms`` holds each request's inter-token latencies.
     ``window_start_s``/``window_end_s`` bound the measured window (summary.json's ``window``).
+    ``cpu_windows`` maps each process group the CPU probe read ("engine", "client") to its
+    (CPU seconds, output tokens) per window (results.figures.cpu_work.cpu_work_windows); empty
+    for a run made without the probe, or a baseline file written before it was kept.
     """
 
     run_id: str
@@ -69,6 +73,7 @@ class RunSamples:
     output_tokens: np.ndarray
     good: np.ndarray | None
     itl_ms: tuple[np.ndarray, ...]
+    cpu_windows: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
     def num_requests(self) -> int:
@@ -101,6 +106,10 @@ class RunSamples:
         data["output_tokens"] = [int(v) for v in self.output_tokens]
         data["good"] = None if self.good is None else [bool(v) for v in self.good]
         data["itl_ms"] = [[round(float(v), 3) for v in gaps] for gaps in self.itl_ms]
+        data["cpu_windows"] = {
+            group: {"cpu_s": col(cpu_s, 6), "output_tokens": [int(v) for v in tokens]}
+            for group, (cpu_s, tokens) in self.cpu_windows.items()
+        }
         return data
 
     @classmethod
@@ -144,6 +153,7 @@ class RunSamples:
         except (TypeError, ValueError):
             raise ValueError(f"{where}.itl_ms: expected a list of lists of numbers") from None
         good = None if good_raw is None else np.array(good_raw, dtype=bool)
+        cpu_windows = _cpu_windows_from(data.get("cpu_windows", {}), f"{where}.cpu_windows")
         n = columns["ttft_ms"].size
         lengths = {key: len(value) for key, value in (*columns.items(), ("itl_ms", itl))}
         lengths.update(prompt_tokens=prompt.size, output_tokens=output.size)
@@ -164,8 +174,31 @@ class RunSamples:
             output_tokens=output,
             good=good,
             itl_ms=itl,
+            cpu_windows=cpu_windows,
             **columns,
         )
+
+
+def _cpu_windows_from(raw: Any, where: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:meth:`RunSamples.to_dict`'s ``cpu_windows`` read back; raises ValueError naming it."""
+    wrong = ValueError(
+        f"{where}: expected {{group: {{cpu_s: [seconds], output_tokens: [integers]}}}}"
+        f" with groups among {', '.join(GROUPS)} and lists of one length"
+    )
+    if not isinstance(raw, dict):
+        raise wrong
+    out = {}
+    for group, table in raw.items():
+        if group not in GROUPS or not isinstance(table, dict):
+            raise wrong
+        cpu_s, tokens = table.get("cpu_s"), table.get("output_tokens")
+        if not (isinstance(cpu_s, list) and isinstance(tokens, list)) or len(cpu_s) != len(tokens):
+            raise wrong
+        try:
+            out[group] = (np.array(cpu_s, dtype=np.float64), np.array(tokens, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise wrong from None
+    return out
 
 
 def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -227,7 +260,19 @@ def samples_from_run(run: RunData) -> RunSamples:
         output_tokens=output,
         good=good,
         itl_ms=_itl_per_request(run, req["request_id"].to_numpy(dtype=object)[ok]),
+        cpu_windows=_cpu_windows_of(run, float(start), float(stop)),
     )
+
+
+def _cpu_windows_of(
+    run: RunData, start: float, stop: float
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each process group's CPU work windows inside the measured window (none without it)."""
+    readings = window_cpu_readings(run.samples, start, stop)
+    if stop <= start or readings.empty:
+        return {}
+    windows = {group: cpu_work_windows(readings, run.token_source, group) for group in GROUPS}
+    return {group: w for group, w in windows.items() if w[0].size and w[0].sum() > 0}
 
 
 def throughput_windows(run: RunSamples, amount: str) -> tuple[np.ndarray, np.ndarray]:

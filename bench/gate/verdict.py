@@ -42,7 +42,7 @@ import numpy as np
 from bench.gate.baseline import HARDWARE_KEYS, RunGroup, differences, workloads
 from bench.gate.interval import bootstrap_change
 from bench.gate.rules import GateRules, MetricSpec, Rule
-from bench.gate.samples import throughput_windows
+from bench.gate.samples import RunSamples, throughput_windows
 from bench.gate.stats import UnitData, point_estimate
 from results.figures.percentile_samples import min_samples
 
@@ -59,6 +59,7 @@ __all__ = [
     "tail_samples_needed",
     "too_few",
     "unit_data",
+    "windows_name",
     "withhold",
 ]
 
@@ -122,7 +123,10 @@ def unit_data(group: RunGroup, spec: MetricSpec) -> UnitData:
                 f"{spec.name}: the {group.label} runs have no SLO, so no goodput; add an [slo]"
                 " table to the scenario, or gate another metric"
             )
-        windows = [throughput_windows(r, spec.amount) for r in group.runs]
+        if spec.family == "cpu_work":
+            windows = [_cpu_windows(r, spec, group.label) for r in group.runs]
+        else:
+            windows = [throughput_windows(r, spec.amount) for r in group.runs]
         windows = [w for w in windows if w[0].size]
         return UnitData(
             "ratio",
@@ -152,6 +156,23 @@ def unit_data(group: RunGroup, spec: MetricSpec) -> UnitData:
     )
 
 
+def _cpu_windows(run: RunSamples, spec: MetricSpec, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """A run's CPU work windows of ``spec``'s group as (CPU seconds, output tokens)."""
+    assert spec.amount is not None
+    if spec.amount not in run.cpu_windows:
+        raise GateInputError(
+            f"{spec.name}: run {run.run_id} of the {label} has no CPU readings of its"
+            f" {spec.amount} processes (made with --no-probes, or a baseline file written"
+            " before CPU work was kept); make the runs with the probes on, or gate another metric"
+        )
+    return run.cpu_windows[spec.amount]
+
+
+def windows_name(spec: MetricSpec) -> str:
+    """What a rate's windows are called in messages: CPU work or throughput windows."""
+    return "CPU work windows" if spec.family == "cpu_work" else "throughput windows"
+
+
 def tail_samples_needed(rule: Rule) -> int:
     """Values per side that a percentile rule needs: ``min_tail_samples`` beyond the percentile
     on its nearer tail (p10 and p90 alike), by results.figures.percentile_samples' rule."""
@@ -166,7 +187,7 @@ def too_few(rule: Rule, rules: GateRules, data: UnitData, side: str) -> str | No
     if spec.statistic == "ratio":
         if data.num_units < rules.min_windows:
             return (
-                f"too few samples: the {side} has {data.num_units} throughput windows,"
+                f"too few samples: the {side} has {data.num_units} {windows_name(spec)},"
                 f" at least {rules.min_windows} needed (longer or more runs)"
             )
         return None

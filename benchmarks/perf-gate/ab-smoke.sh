@@ -43,9 +43,12 @@ echo "A/B smoke gate: A = $base (before $(git log -1 --format='%h %s' "${last:-$
 
 rm -rf "$out"
 status=0
-# No probes: they are not what this gate measures, and their sampling competes for the cores.
+# The probes stay on: the CPU probe gives each run's CPU seconds per output token, which
+# ab-rules.toml judges beside wall time. --allow-busy: with the probes on, a run on a box that
+# other jobs load is marked busy, which the pairing (A and B back to back) allows for and CPU
+# time per token is built to look past; without it a shared CI machine never gets a verdict.
 $bench ab --scenario "$here/ab-smoke.toml" --rules "$here/ab-rules.toml" \
-    --a-rev "$base" --pairs 3 --until-decided --max-pairs 6 --budget-s 300 --no-probes \
+    --a-rev "$base" --pairs 3 --until-decided --max-pairs 6 --budget-s 300 --allow-busy \
     --runs-dir "$out" --junit "$out/gate.xml" --markdown "$out/gate.md" \
     --allow-inconclusive || status=$?
 if [[ $status -eq 2 ]]; then

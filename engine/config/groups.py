@@ -158,6 +158,13 @@ class SchedulerSettings(SettingsGroup):
         "gates catch a real slowdown. Never set it for a measurement.",
         rule=at_least(0),
     )
+    step_spin_ms: float = setting(
+        0.0,
+        "Burn this much CPU time (the engine thread's own) in every step: a deliberately slower "
+        "engine whose extra work CPU-time figures see, where step_delay_ms's sleep is invisible "
+        "to them. For testing gates; never set it for a measurement.",
+        rule=at_least(0),
+    )
 
 
 @dataclass(frozen=True)

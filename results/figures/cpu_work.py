@@ -12,42 +12,94 @@ energy counter, results.figures.samples_summary.energy).
 
 What it cannot see: a regression that waits (a sleep, a lock, I/O) costs wall time and no CPU
 time; one that burns CPU (a spin, extra work per step) shows in both.
+
+:func:`cpu_work_windows` cuts the same span into equal windows of at least MIN_WINDOW_S, each
+with its CPU seconds and output tokens, so that a gate can resample a run's work as it resamples
+its throughput (bench.gate.samples); the windows add up to the figure.
 """
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from results.figures.machine_load import process_labels
+from results.folder import sample_sources
 from results.folder.token_source import TokenSource, token_source
 
-__all__ = ["GROUPS", "cpu_work"]
+__all__ = ["GROUPS", "MIN_WINDOW_S", "cpu_work", "cpu_work_windows", "window_cpu_readings"]
 
 # The process groups whose work is reported.
 GROUPS: tuple[str, ...] = ("engine", "client")
 _COUNTER = "process_cpu_s_total"
+# Two of the CPU probe's ticks (0.5 s): a window's CPU seconds and its tokens then cover nearly
+# the same time, although a tick reads each process a little apart.
+MIN_WINDOW_S = 1.0
+
+
+def window_cpu_readings(samples: pd.DataFrame | None, start_s: float, end_s: float) -> pd.DataFrame:
+    """The CPU probe's rows of samples.parquet inside the measured window [start_s, end_s], as
+    results.figures.samples_summary selects them for :func:`cpu_work`."""
+    if samples is None:
+        return pd.DataFrame({"t_s": [], "name": [], "labels": [], "value": []})
+    inside = (samples["t_s"] >= start_s) & (samples["t_s"] <= end_s)
+    return samples[inside & (samples["source"] == sample_sources.CPU)]
+
+
+def _process_series(cpu_frame: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(group, reading times, counter values) per engine or client process, in time order."""
+    rows = cpu_frame[cpu_frame["name"] == _COUNTER]
+    out = []
+    for text, series in rows.groupby("labels", sort=True):
+        group = process_labels(str(text))["group"]
+        if group in GROUPS:
+            series = series.sort_values("t_s", kind="mergesort")
+            t = series["t_s"].to_numpy(dtype=np.float64)
+            out.append((group, t, series["value"].to_numpy(dtype=np.float64)))
+    return out
+
+
+def cpu_work_windows(
+    cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource, group: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``group``'s CPU seconds and the output tokens per window: (cpu_s, output_tokens), one
+    element per window (empty without readings). The span is :func:`cpu_work`'s; a process's
+    increase between two readings counts in the window of the later one (windows are
+    (start, end], as tokens are counted), so the sums are the figure's numerator and
+    denominator."""
+    series = _process_series(cpu_frame)
+    if not series:
+        return np.zeros(0), np.zeros(0)
+    t_a = min(float(t[0]) for _, t, _ in series)
+    t_b = max(float(t[-1]) for _, t, _ in series)
+    count = max(1, int((t_b - t_a) // MIN_WINDOW_S))
+    edges = np.linspace(t_a, t_b, count + 1)
+    cpu_s = np.zeros(count)
+    for name, t, value in series:
+        if name == group and t.size > 1:
+            index = np.clip(np.searchsorted(edges, t[1:], side="left") - 1, 0, count - 1)
+            cpu_s += np.bincount(index, weights=np.maximum(np.diff(value), 0.0), minlength=count)
+    source = token_source(tokens)
+    counts = [source.tokens_between(float(lo), float(hi)) for lo, hi in pairwise(edges)]
+    return cpu_s, np.array(counts, dtype=np.float64)
 
 
 def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[str, Any]:
     """``cpu_frame``: the CPU probe's readings inside the measured window; ``tokens``: the run's
     tokens.parquet. Per group: ``<group>_cpu_s`` (seconds) and
     ``<group>_cpu_s_per_output_token``; ``output_tokens`` and ``interval_s`` of the span."""
-    rows = cpu_frame[cpu_frame["name"] == _COUNTER]
-    if rows.empty:
+    if not (cpu_frame["name"] == _COUNTER).any():
         return {"available": False, "reason": "no process CPU counters in the window"}
     seconds = dict.fromkeys(GROUPS, 0.0)
     starts, ends, processes = [], [], dict.fromkeys(GROUPS, 0)
-    for text, series in rows.groupby("labels", sort=True):
-        group = process_labels(str(text))["group"]
-        if group not in seconds:
-            continue
-        series = series.sort_values("t_s", kind="mergesort")
-        seconds[group] += max(0.0, float(series["value"].iloc[-1] - series["value"].iloc[0]))
+    for group, t, value in _process_series(cpu_frame):
+        seconds[group] += max(0.0, float(value[-1] - value[0]))
         processes[group] += 1
-        starts.append(float(series["t_s"].iloc[0]))
-        ends.append(float(series["t_s"].iloc[-1]))
+        starts.append(float(t[0]))
+        ends.append(float(t[-1]))
     if not starts:
         return {"available": False, "reason": "no engine or client process in the CPU readings"}
     t_a, t_b = min(starts), max(ends)

@@ -18,7 +18,7 @@ from rich.console import Console
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from results.folder.run_folder import load_run
-from tests.support.agent_sessions import TOOL, write_session_trace
+from tests.support.agent_sessions import write_session_trace
 from tests.support.real_engines import VLLM_CPU_MARKS, SharedVllm
 
 pytestmark = VLLM_CPU_MARKS
@@ -32,7 +32,7 @@ TRACE = [
     {"session_id": "chat", "delay_s": 0.3, "input_length": 24, "output_length": 12},
     {"session_id": "chat", "delay_s": 0.3, "input_length": 24, "output_length": 12},
     {"session_id": "agent", "timestamp": 100, "input_length": 200, "output_length": 12,
-     "tools": [TOOL], "answer": {"role": "assistant", "content": None, "tool_calls": [CALL]}},
+     "answer": {"role": "assistant", "content": None, "tool_calls": [CALL]}},
     {"session_id": "agent", "delay_s": 0.5,
      "messages": [{"role": "tool", "tool_call_id": "call_1", "content": "print('hello')"}],
      "output_length": 12},
@@ -51,7 +51,7 @@ def test_a_session_trace_finds_each_turns_history_in_vllms_prefix_cache(
         f'[workload]\nkind = "sessions"\npath = "{trace}"\n'
         # vLLM refuses tools under tool_choice "auto" unless it was started with a tool-call
         # parser (--enable-auto-tool-choice); "none" sends them without asking for calls.
-        '[request]\ntool_choice = "none"\n'
+        '[tools]\nchoice = "none"\n[[tools.functions]]\nname = "read_file"\n'
     )
     opts = RunOptions(
         load_scenario(scenario), shared_vllm.base_url, "vllm", None, str(shared_vllm.model_dir),

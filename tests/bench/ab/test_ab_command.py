@@ -54,6 +54,17 @@ min_samples = 1000000
 # 4 to 15 times the tiny model's step on 2 cores (the more the other jobs, the longer the step):
 # a slowdown that other jobs on the machine cannot hide, even at 3 pairs.
 SLOW_MS = "100"
+# The engine's CPU work per token beside a wall-clock rule that a spin also fails. A run of
+# the fast side lasts a second or two: one CPU work window each.
+CPU_RULES = """
+min_samples = 20
+min_windows = 2
+[metrics]
+"tpot_ms.mean" = { max_rise_pct = 20 }
+"probes.cpu_work.engine_cpu_s_per_output_token" = { max_rise_pct = 20 }
+"""
+# CPU milliseconds burnt per step: several times the tiny model's own work per step.
+SPIN_MS = "30"
 
 
 def _files(tmp_path: Path, rules: str = RULES) -> tuple[Path, Path]:
@@ -64,12 +75,13 @@ def _files(tmp_path: Path, rules: str = RULES) -> tuple[Path, Path]:
 
 
 def _ab(
-    tmp_path: Path, *args: str, rules: str = RULES
+    tmp_path: Path, *args: str, rules: str = RULES, probes: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
     scenario, rules_path = _files(tmp_path, rules)
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "ab", "--scenario", str(scenario), "--rules",
-         str(rules_path), "--runs-dir", str(tmp_path / "runs"), "--no-probes", *args],
+         str(rules_path), "--runs-dir", str(tmp_path / "runs"),
+         "--probes" if probes else "--no-probes", *args],
         capture_output=True, text=True, timeout=900, cwd=REPO_ROOT,
     )  # fmt: skip
     found = list((tmp_path / "runs").glob("*-ab-test-ab/ab.json"))
@@ -170,6 +182,25 @@ def test_settings_sides_on_fresh_engines(tmp_path: Path) -> None:
             engine = json.loads((folder / pair[key] / "run.json").read_text())["engine"]
             assert engine["launched"] is True and engine["startup_s"] > 0
             assert engine["settings"].get("step_delay_ms", 0.0) == delay
+
+
+def test_a_spin_fails_on_cpu_work_from_each_runs_summary(tmp_path: Path) -> None:
+    proc, doc = _ab(
+        tmp_path, "--b-set", f"step_spin_ms={SPIN_MS}", "--pairs", "3", "--allow-busy",
+        rules=CPU_RULES, probes=True,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert doc is not None and doc["verdict"] == "fail"
+    metric = "probes.cpu_work.engine_cpu_s_per_output_token"
+    cpu = next(m for m in doc["metrics"] if m["metric"] == metric)
+    assert cpu["verdict"] == "fail" and min(cpu["pair_ratios"]) > 1.2, cpu
+    folder = next((tmp_path / "runs").glob("*-ab-test-ab"))
+    for pair in doc["pairs"]:
+        for key in ("a_run", "b_run"):
+            summary = json.loads((folder / pair[key] / "summary.json").read_text())
+            work = summary["probes"]["cpu_work"]
+            assert work["available"] and work["engine_cpu_s_per_output_token"] > 0, work
+    assert metric in proc.stdout
 
 
 def test_rev_sides_run_heads_engine_from_its_cached_virtualenv(tmp_path: Path) -> None:

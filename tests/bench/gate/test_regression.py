@@ -1,7 +1,8 @@
 """Real regressions fail the gate: real `bench run`s of the reference engine on 127.0.0.1, a
-continuous-batching baseline against an engine slowed by step_delay_ms and against static
-batching. One short run per side (a few seconds each, tiny preset, one torch thread): 300
-requests, so that even the fast baseline spans the gate's minimum of throughput windows."""
+continuous-batching baseline against an engine slowed by step_delay_ms (a sleep: wall time
+only), by step_spin_ms (a spin: CPU work too) and against static batching. One short run per
+side (a few seconds each, tiny preset, one torch thread): 300 requests, so that even the fast
+baseline spans the gate's minimum of throughput windows."""
 
 from __future__ import annotations
 
@@ -58,6 +59,13 @@ RULES = rules_from_dict(
         },
     }
 )
+# The engine's CPU seconds per output token, from the CPU probe (the runs' probes are on).
+CPU_RULES = rules_from_dict(
+    {
+        "resamples": 1000,
+        "metrics": {"probes.cpu_work.engine_cpu_s_per_output_token": {"max_rise_pct": 30}},
+    }
+)
 
 
 def run_group(tmp_path: Path, name: str, options: str = "") -> RunGroup:
@@ -90,6 +98,18 @@ def test_an_engine_slowed_by_step_delay_fails(tmp_path: Path, baseline: RunGroup
     assert verdicts(report)["tpot_ms.mean"] == "fail"
     assert verdicts(report)["throughput.output_tok_s"] == "fail", report.results[0]
     assert any("step_delay_ms: 0.0 -> 10.0" in note for note in report.notes)
+    # A sleep does no work: the CPU seconds per token do not fail.
+    work = evaluate(CPU_RULES, baseline, slow, allow_invalid=True).results[0]
+    assert work.verdict != "fail" and work.change_pct is not None, work
+
+
+def test_an_engine_slowed_by_a_spin_fails_on_cpu_work(tmp_path: Path, baseline: RunGroup) -> None:
+    # 10 ms of CPU per step, twice the tiny model's own on 2 cores and more.
+    spun = run_group(tmp_path, "spun", "\n[engine.options]\nstep_spin_ms = 10.0\n")
+    assert spun.engine["config"]["step_spin_ms"] == 10.0
+    work = evaluate(CPU_RULES, baseline, spun, allow_invalid=True).results[0]
+    assert work.verdict == "fail" and work.sample_unit == "windows", work
+    assert verdicts(evaluate(RULES, baseline, spun, allow_invalid=True))["tpot_ms.mean"] == "fail"
 
 
 def test_static_batching_fails_against_continuous(tmp_path: Path, baseline: RunGroup) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.gate.rules import DEFAULT_RULES, RulesError, load_rules, metric_spec
+from bench.gate.rules import DEFAULT_RULES, RulesError, load_rules, metric_spec, rules_from_dict
 from tests.support.paths import REPO_ROOT
 
 SMOKE_RULES = REPO_ROOT / "benchmarks" / "perf-gate" / "smoke-rules.toml"
@@ -26,6 +26,25 @@ def test_metric_names_parse_with_direction_and_unit() -> None:
     rate = metric_spec("throughput.output_tok_s")
     assert rate.statistic == "ratio" and rate.amount == "output_tokens" and rate.higher_is_better
     assert metric_spec("goodput.requests_per_s").amount == "good_requests"
+    work = metric_spec("probes.cpu_work.engine_cpu_s_per_output_token")
+    assert (work.statistic, work.amount, work.higher_is_better, work.unit) == (
+        "ratio",
+        "engine",
+        False,
+        "s/tok",
+    )
+    assert metric_spec("probes.cpu_work.client_cpu_s_per_output_token").amount == "client"
+
+
+def test_cpu_work_is_lower_is_better() -> None:
+    name = "probes.cpu_work.engine_cpu_s_per_output_token"
+    with pytest.raises(RulesError, match="lower-is-better: give its limit as max_rise_pct"):
+        rules_from_dict({"metrics": {name: {"max_drop_pct": 10}}})
+    rule = rules_from_dict({"metrics": {name: {"max_rise_pct": 10}}}).rules[0]
+    assert rule.limit_text == "rise <= 10%"
+    close = r"did you mean 'probes\.cpu_work\.engine_cpu_s_per_output_token'"
+    with pytest.raises(ValueError, match=close):
+        metric_spec("probes.cpu_work.engine_cpu_s_per_token")
 
 
 @pytest.mark.parametrize(
@@ -100,3 +119,12 @@ def test_bad_rules_files_are_rejected_naming_key_and_fix(
 def test_a_missing_rules_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(RulesError, match="cannot be read"):
         load_rules(tmp_path / "absent.toml")
+
+
+def test_the_ab_smoke_gate_judges_cpu_work_beside_wall_time() -> None:
+    rules = load_rules(REPO_ROOT / "benchmarks" / "perf-gate" / "ab-rules.toml")
+    families = {r.metric.family for r in rules.rules}
+    assert "cpu_work" in families and families & {"throughput", "tpot_ms"}
+    script = (REPO_ROOT / "benchmarks" / "perf-gate" / "ab-smoke.sh").read_text()
+    # Without the probes no run has CPU readings, and the CPU rule could not be judged.
+    assert "--no-probes" not in script

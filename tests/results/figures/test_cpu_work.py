@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from results.figures.cpu_work import cpu_work
+from results.figures.cpu_work import cpu_work, cpu_work_windows
 from tests.support.cpu_load import cpu_readings
 
 
@@ -33,3 +33,25 @@ def test_without_process_counters_it_says_so() -> None:
     readings = cpu_readings(0.0)
     work = cpu_work(readings[readings["name"] != "process_cpu_s_total"], tokens([1.0]))
     assert work == {"available": False, "reason": "no process CPU counters in the window"}
+
+
+def test_the_windows_add_up_to_the_figure() -> None:
+    # Readings every 0.5 s over 5 s: 5 windows of 1 s, two of the probe's increments each.
+    readings = cpu_readings(0.1, ticks=11, tick_s=0.5)
+    chunks = tokens([0.05 * k for k in range(1, 101)])
+    work = cpu_work(readings, chunks)
+    engine_s, engine_tokens = cpu_work_windows(readings, chunks, "engine")
+    client_s, client_tokens = cpu_work_windows(readings, chunks, "client")
+    assert engine_s.size == 5 and list(engine_tokens) == list(client_tokens)
+    assert engine_s == pytest.approx([1.0] * 5) and client_s == pytest.approx([0.2] * 5)
+    assert engine_tokens.sum() == work["output_tokens"] == 200
+    assert engine_s.sum() / engine_tokens.sum() == pytest.approx(
+        work["engine_cpu_s_per_output_token"]
+    )
+
+
+def test_without_readings_there_are_no_windows() -> None:
+    readings = cpu_readings(0.0)
+    empty = readings[readings["name"] != "process_cpu_s_total"]
+    cpu_s, counts = cpu_work_windows(empty, tokens([1.0]), "engine")
+    assert cpu_s.size == counts.size == 0

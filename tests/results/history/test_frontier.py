@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from results.history.frontier import frontier_points, pareto
+from results.history.frontier import frontier_points, frontier_series, pareto
 from tests.support.gate_fakes import HARDWARE, write_fake_run
 
 
@@ -26,3 +26,22 @@ def test_runs_become_points_per_cpu_core_or_per_gpu(tmp_path: Path) -> None:
     summary = json.loads((cpu[0] / "summary.json").read_text())
     assert one_user.tok_s_per_unit == summary["throughput"]["output_tok_s"] / 2
     assert all(p.on_frontier for p in points[:2])
+
+
+def test_runs_of_several_length_pairs_are_a_series_each(tmp_path: Path) -> None:
+    runs = []
+    for seed, (prompt, output) in enumerate(((128, 16), (128, 16), (512, 4))):
+        folder = write_fake_run(tmp_path, seed=seed, users=1 + 3 * seed)
+        path = folder / "run.json"
+        run_json = json.loads(path.read_text())
+        run_json["scenario"]["input_len"] = {"kind": "fixed", "value": prompt}
+        run_json["scenario"]["output_len"] = {"kind": "fixed", "value": output}
+        path.write_text(json.dumps(run_json))
+        runs.append(folder)
+    runs.append(write_fake_run(tmp_path, seed=9))  # lengths of its own: a series apart
+    series = frontier_series(runs)
+    assert list(series) == ["128:16", "512:4", None]
+    assert [len(points) for points in series.values()] == [2, 1, 1]
+    # Each series has its own frontier: the lone 512:4 run is on its own.
+    assert series["512:4"][0].on_frontier and series[None][0].on_frontier
+    assert sum(p.on_frontier for p in series["128:16"]) >= 1
