@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 try:
     from playwright.sync_api import Browser, Page, sync_playwright
@@ -22,8 +25,11 @@ __all__ = [
     "BROWSER_MISSING",
     "CHROMIUM",
     "CHROMIUM_ARGS",
+    "FIGURES_JS",
     "Browser",
     "Page",
+    "browser",
+    "check_every_figure",
     "open_page",
     "sync_playwright",
 ]
@@ -63,3 +69,32 @@ def open_page(browser: Browser, path: Path) -> tuple[Page, list[str]]:
         ".every(gd => gd._fullLayout)"
     )
     return page, errors
+
+
+FIGURES_JS = """() => Array.from(document.querySelectorAll('div.figure')).map(box => {
+  const gd = box.querySelector('.js-plotly-plot');
+  return {key: box.dataset.figure, rendered: !!(gd && gd._fullLayout),
+          traces: gd && gd.data ? gd.data.length : 0,
+          svgs: gd ? gd.querySelectorAll('svg.main-svg').length : 0,
+          drawn: gd ? gd.querySelectorAll('g.trace').length : 0,
+          shapes: gd ? Array.from(gd.querySelectorAll('g.trace path, g.trace text'))
+            .filter(e => (e.getAttribute('d') || e.textContent || '').length > 3).length : 0};
+})"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert sync_playwright is not None and CHROMIUM is not None
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def check_every_figure(page: Page, expected: set[str]) -> list[dict[str, Any]]:
+    figures = page.evaluate(FIGURES_JS)
+    assert {f["key"] for f in figures} == expected
+    for f in figures:
+        assert f["rendered"] and f["traces"] > 0 and f["svgs"] >= 1, f
+        assert f["drawn"] > 0 and f["shapes"] > 0, f
+    return figures

@@ -186,7 +186,10 @@ def test_settings_sides_on_fresh_engines(tmp_path: Path) -> None:
 
 def test_a_spin_fails_on_cpu_work_from_each_runs_summary(tmp_path: Path) -> None:
     proc, doc = _ab(
-        tmp_path, "--b-set", f"step_spin_ms={SPIN_MS}", "--pairs", "3", "--allow-busy",
+        # A sleep on both sides, which CPU time does not see, keeps each load several seconds
+        # long on a fast idle box: the CPU figure needs a window of at least 1 s of readings.
+        tmp_path, "--a-set", "step_delay_ms=40", "--b-set", f"step_spin_ms={SPIN_MS}",
+        "--b-set", "step_delay_ms=40", "--pairs", "3", "--allow-busy",
         rules=CPU_RULES, probes=True,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr

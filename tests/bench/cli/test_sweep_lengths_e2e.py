@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.dashboards.pages.test_browser import (
+from tests.support.browser import (
     CHROMIUM,
     browser,
     check_every_figure,

@@ -28,32 +28,9 @@ from bench.run import orchestrate
 from bench.scenario.scenario import Scenario, ScenarioError, load_scenario, scenario_from_dict
 from results.folder.run_folder import load_run
 from tests.support.paths import REPO_ROOT
+from tests.support.sweep_fakes import ModelServer
 
 BASE = load_scenario("1-user")
-
-
-class ModelServer:
-    """TTFT p99 = 10 ms x load; per-user TPS = 100 / sqrt(load); counts every run."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.runs: list[Scenario] = []
-
-    def __call__(self, scenario: Scenario) -> tuple[Path, dict[str, Any]]:
-        self.runs.append(scenario)
-        load = scenario.arrival.rate_rps if scenario.arrival else scenario.users
-        folder = self.tmp / f"run-{len(self.runs)}"
-        folder.mkdir(parents=True)
-        summary = {
-            "counts": {"window": {"error_rate": 0.0}},
-            "ttft_ms": {"p99": 10.0 * load, "p50": 5.0 * load},
-            "tpot_ms": {"p99": 5.0 + load, "p50": 5.0},
-            "per_user_tps": {"p50": 100 / load**0.5, "p10": 80 / load**0.5, "mean": 1.0},
-            "throughput": {"output_tok_s": 100 * load**0.5, "requests_per_s": 1.0},
-            "goodput": {"requests_per_s": None},
-            "client": {"client_bound": load > 100},
-        }
-        return folder, summary
 
 
 def test_parse_values_and_slo() -> None:

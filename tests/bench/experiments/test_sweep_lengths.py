@@ -14,7 +14,7 @@ from bench.cli import sweep as cli_sweep
 from bench.experiments.sweep import load_sweep, run_sweep, write_sweep
 from bench.experiments.sweep_lengths import parse_lengths, with_lengths
 from bench.scenario.scenario import ScenarioError, load_scenario
-from tests.bench.experiments.test_sweep import ModelServer
+from tests.support.sweep_fakes import ModelServer
 
 BASE = load_scenario("1-user")
 

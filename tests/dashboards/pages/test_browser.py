@@ -25,13 +25,16 @@ from dashboards.pages.sweep import SweepInput, write_sweep_report
 from dashboards.pages.techniques import write_techniques_page
 from tests.support.browser import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     Browser,
     Page,
+    browser,
+    check_every_figure,
     open_page,
     sync_playwright,
 )
 from tests.support.dashboards_fakes import A100_ROOFS, make_run
+
+__all__ = ["browser"]  # the fixture (tests.support.browser), imported for the pages' tests
 
 pytestmark = [
     pytest.mark.skipif(
@@ -41,24 +44,6 @@ pytestmark = [
 ]
 
 # Per figure: traces in its data, main SVGs, trace groups drawn, and whether any drew a shape.
-_FIGURES_JS = """() => Array.from(document.querySelectorAll('div.figure')).map(box => {
-  const gd = box.querySelector('.js-plotly-plot');
-  return {key: box.dataset.figure, rendered: !!(gd && gd._fullLayout),
-          traces: gd && gd.data ? gd.data.length : 0,
-          svgs: gd ? gd.querySelectorAll('svg.main-svg').length : 0,
-          drawn: gd ? gd.querySelectorAll('g.trace').length : 0,
-          shapes: gd ? Array.from(gd.querySelectorAll('g.trace path, g.trace text'))
-            .filter(e => (e.getAttribute('d') || e.textContent || '').length > 3).length : 0};
-})"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert sync_playwright is not None and CHROMIUM is not None
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +58,6 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Loaded:
     page: Page
     errors: list[str]
-
-
-def check_every_figure(page: Page, expected: set[str]) -> list[dict[str, Any]]:
-    figures = page.evaluate(_FIGURES_JS)
-    assert {f["key"] for f in figures} == expected
-    for f in figures:
-        assert f["rendered"] and f["traces"] > 0 and f["svgs"] >= 1, f
-        assert f["drawn"] > 0 and f["shapes"] > 0, f
-    return figures
 
 
 @pytest.fixture(scope="module")
