@@ -30,6 +30,7 @@ __all__ = [
     "Page",
     "browser",
     "check_every_figure",
+    "evaluate_figure",
     "open_page",
     "sync_playwright",
 ]
@@ -98,3 +99,19 @@ def check_every_figure(page: Page, expected: set[str]) -> list[dict[str, Any]]:
         assert f["rendered"] and f["traces"] > 0 and f["svgs"] >= 1, f
         assert f["drawn"] > 0 and f["shapes"] > 0, f
     return figures
+
+
+def evaluate_figure(path: Path, figure_id: str, script: str) -> Any:
+    """``script``, a JavaScript function of the figure's plotly div (``gd => ...``), evaluated
+    in headless chromium on the page at ``path`` once every figure is drawn; the page must
+    raise no error. Skips the calling test, saying why, where there is no browser, so a test
+    checks the page's text before it calls this."""
+    if BROWSER_MISSING is not None:
+        pytest.skip(f"the page is not opened in a browser: {BROWSER_MISSING}")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page, errors = open_page(launched, path)
+        result = page.evaluate(f"() => ({script})(document.getElementById('{figure_id}'))")
+        launched.close()
+    assert errors == []
+    return result

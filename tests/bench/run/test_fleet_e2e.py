@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pandas as pd
 import pytest
 
 from results.folder.run_folder import load_run
+from tests.support.browser import evaluate_figure
 from tests.support.openai_fakes import openai_handler, serving
 from tests.support.paths import REPO_ROOT
 from tests.support.server_fixture import bench_serve
@@ -240,31 +240,12 @@ def _check_replicas_drawn(report: Path, urls: list[str]) -> None:
     """The report's replicas figure in the real browser: one bar trace per replica per panel."""
     html = report.read_text(encoding="utf-8")
     assert 'data-figure="endpoints"' in html
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: the page was checked as text only")
-    if chromium is None:
-        pytest.skip("no chromium on PATH: the page was checked as text only")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium, args=["--headless=new", "--no-sandbox", "--disable-gpu"]
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.route("http*://**", lambda route: route.abort())
-        page.goto(report.resolve().as_uri(), wait_until="load")
-        page.wait_for_function("() => document.getElementById('fig-endpoints')?._fullLayout")
-        drawn = page.evaluate(
-            "() => { const gd = document.getElementById('fig-endpoints');"
-            " return {traces: gd.data.map(t => t.name), bars:"
-            " gd.querySelectorAll('g.trace.bars path').length}; }"
-        )
-        browser.close()
-    assert errors == []
+    drawn = evaluate_figure(
+        report,
+        "fig-endpoints",
+        "gd => ({traces: gd.data.map(t => t.name),"
+        " bars: gd.querySelectorAll('g.trace.bars path').length})",
+    )
     assert drawn["traces"] == [u for u in urls for _ in range(3)]
     # Every replica's bars are drawn: requests and tok/s, and six latency percentiles each.
     assert drawn["bars"] >= len(urls) * 8

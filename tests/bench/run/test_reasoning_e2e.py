@@ -16,6 +16,7 @@ import pytest
 from engine_adapters.launcher import free_port, launch
 from results.folder.run_folder import load_run
 from results.run_summary import summarize_run
+from tests.support.browser import evaluate_figure
 from tests.support.paths import TEST_FIXTURES
 
 pytestmark = pytest.mark.timeout(300)
@@ -110,29 +111,10 @@ def test_the_dashboard_draws_the_reasoning(run_folder: tuple[Path, str]) -> None
     folder, _ = run_folder
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert 'data-figure="reasoning"' in html and "Reasoning share" in html
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: the page was checked as text only")
-    if chromium is None:
-        pytest.skip("no chromium on PATH: the page was checked as text only")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium, args=["--headless=new", "--no-sandbox", "--disable-gpu"]
-        )
-        page = browser.new_page()
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.route("http*://**", lambda route: route.abort())
-        page.goto((folder / "report.html").resolve().as_uri(), wait_until="load")
-        page.wait_for_function("() => document.getElementById('fig-reasoning')?._fullLayout")
-        drawn = page.evaluate(
-            "() => document.getElementById('fig-reasoning').querySelectorAll('g.trace').length"
-        )
-        browser.close()
-    assert drawn >= 4 and errors == []
+    drawn = evaluate_figure(
+        folder / "report.html", "fig-reasoning", "gd => gd.querySelectorAll('g.trace').length"
+    )
+    assert drawn >= 4
 
 
 def test_a_run_without_reasoning_prints_and_draws_none(tmp_path: Path) -> None:

@@ -6,18 +6,17 @@ honoured, and the figures per turn and per session reach summary.json and the te
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 from typer.testing import CliRunner
 
 from bench.cli.app import app
 from engine.config import EngineConfig
 from tests.support.agent_sessions import TOOL, tool_call_handler, tool_call_id, write_session_trace
+from tests.support.browser import evaluate_figure
 from tests.support.openai_fakes import serving
 
 # The engine the module's base_url fixture (tests/conftest.py) serves: the prefix cache on, so
@@ -96,36 +95,10 @@ def test_the_shipped_trace_replays_its_turns_delays_and_cached_history(
     assert "Per turn of the sessions" in output and "3 sessions (3 complete)" in output
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert 'data-figure="sessions"' in html and "Prompt tokens by turn" in html
-    assert _traces_drawn(folder / "report.html", "fig-sessions") >= 5
-
-
-def _traces_drawn(page_path: Path, figure_id: str) -> int:
-    """How many traces headless chromium drew in the figure ``figure_id`` of the page, offline;
-    the page must raise no error."""
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: the page was checked as text only")
-    if chromium is None:
-        pytest.skip("no chromium on PATH: the page was checked as text only")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium, args=["--headless=new", "--no-sandbox", "--disable-gpu"]
-        )
-        page = browser.new_page()
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.route("http*://**", lambda route: route.abort())
-        page.goto(page_path.resolve().as_uri(), wait_until="load")
-        page.wait_for_function(f"() => document.getElementById('{figure_id}')?._fullLayout")
-        drawn = page.evaluate(
-            f"() => document.getElementById('{figure_id}').querySelectorAll('g.trace').length"
-        )
-        browser.close()
-    assert errors == []
-    return int(drawn)
+    drawn = evaluate_figure(
+        folder / "report.html", "fig-sessions", "gd => gd.querySelectorAll('g.trace').length"
+    )
+    assert drawn >= 5
 
 
 GENERATED = """
