@@ -59,14 +59,12 @@ class MessagesAccumulator(StreamAccumulator):
                     self._tool_input(obj.get("index"), delta.get("partial_json"), t_ns, read_ns)
                     return
                 thought = delta.get("thinking")
-                text = thought or delta.get("text")
-                if text:
-                    self.texts.append(text)
-                    self.times_ns.append(t_ns)
-                    self.read_ns.append(t_ns if read_ns is None else read_ns)
-                    self.reasoning.append(bool(thought))
-                    if len(self.texts) >= self._check_at:
-                        self._check_size()
+                self.add_chunk(
+                    thought or delta.get("text"),
+                    t_ns,
+                    t_ns if read_ns is None else read_ns,
+                    bool(thought),
+                )
             elif kind == "content_block_start":
                 block = obj.get("content_block") or {}
                 if block.get("type") == "tool_use":
@@ -98,4 +96,4 @@ class MessagesAccumulator(StreamAccumulator):
         opens, its name): kept for the call, and an answer chunk of the text generated."""
         if fragment:
             self.tools.add(key, fragment)
-        self.add_answer(fragment_text(name, fragment), t_ns, t_ns if read_ns is None else read_ns)
+        self.add_chunk(fragment_text(name, fragment), t_ns, t_ns if read_ns is None else read_ns)

@@ -157,7 +157,7 @@ class StreamAccumulator:
                     self.read_ns.append(read_ns)
                     self.reasoning.append(False)
                 if calls:
-                    self.add_answer(self.tools.openai_delta(calls), t_ns, read_ns)
+                    self.add_chunk(self.tools.openai_delta(calls), t_ns, read_ns)
                 if len(self.texts) >= self._check_at:
                     self._check_size()
                 reason = choice.get("finish_reason")
@@ -172,15 +172,16 @@ class StreamAccumulator:
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
 
-    def add_answer(self, text: str, t_ns: int, read_ns: int) -> None:
-        """One answer chunk of ``text`` (nothing for ""), the stream's cap checked: the path of
-        the readers' rarer chunks (tool-call fragments), kept off the content's hot path."""
+    def add_chunk(self, text: str | None, t_ns: int, read_ns: int, reasoning: bool = False) -> None:
+        """One chunk of ``text`` (nothing for ""), answer or ``reasoning``, the stream's cap
+        checked: the path of the Responses and Messages readers and of tool-call fragments;
+        chat's content path above appends inline, one call fewer per chunk."""
         if not text:
             return
         self.texts.append(text)
         self.times_ns.append(t_ns)
         self.read_ns.append(read_ns)
-        self.reasoning.append(False)
+        self.reasoning.append(reasoning)
         if len(self.texts) >= self._check_at:
             self._check_size()
 

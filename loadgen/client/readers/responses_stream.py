@@ -73,14 +73,9 @@ class ResponsesAccumulator(StreamAccumulator):
             obj = json.loads(data)
             kind = obj.get("type")
             if kind == _TEXT or kind in _REASONING:
-                text = obj.get("delta")
-                if text:
-                    self.texts.append(text)
-                    self.times_ns.append(t_ns)
-                    self.read_ns.append(t_ns if read_ns is None else read_ns)
-                    self.reasoning.append(kind != _TEXT)
-                    if len(self.texts) >= self._check_at:
-                        self._check_size()
+                self.add_chunk(
+                    obj.get("delta"), t_ns, t_ns if read_ns is None else read_ns, kind != _TEXT
+                )
             elif kind in _FINAL:
                 response = obj.get("response") or {}
                 self.usage = responses_usage(response.get("usage")) or self.usage
@@ -108,13 +103,13 @@ class ResponsesAccumulator(StreamAccumulator):
             self.tools.open(key, item.get("call_id") or item.get("id"), name)
             if item.get("arguments"):
                 self.tools.add(key, item["arguments"])
-            self.add_answer(fragment_text(name, item.get("arguments")), t_ns, read_ns)
+            self.add_chunk(fragment_text(name, item.get("arguments")), t_ns, read_ns)
             return
         key = obj.get("item_id") or obj.get("output_index")
         if kind == _ARGUMENTS:
             fragment = obj.get("delta")
             if fragment:
                 self.tools.add(key, fragment)
-                self.add_answer(fragment, t_ns, read_ns)
+                self.add_chunk(fragment, t_ns, read_ns)
         else:
             self.tools.finish(key, obj.get("arguments"), obj.get("name"))
