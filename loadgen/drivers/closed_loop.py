@@ -201,7 +201,6 @@ def _closed_loop_users(
     Arguments as run_closed_loop's; the users' ramp starts now."""
     start_s = clock.now_s()
     counter = 0
-    stopping = False
 
     def take() -> int:
         nonlocal counter
@@ -211,15 +210,12 @@ def _closed_loop_users(
     next_session = take_next or take
 
     def finish(i: int, turn: int, record: RequestRecord) -> None:
-        if record.status == "cancelled" and stop is not None and stop.is_set():
-            record.error = stop.message()
         records[i][turn] = record
-        live.request_finished(record)
         if on_record is not None:
             on_record(record)
 
     runner = SessionRunner(
-        client, clock, live, finish, lambda: stopping or (stop is not None and stop.is_set()),
+        client, clock, live, finish, stop,
         think_time_s=think_time_s, on_started=on_started, count=_counter(client),
     )  # fmt: skip
 
@@ -239,11 +235,7 @@ def _closed_loop_users(
             if think_time_s > 0:
                 await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
 
-    def cut() -> None:
-        nonlocal stopping
-        stopping = True
-
-    return user, cut
+    return user, runner.cut
 
 
 def _counter(client: RequestSender) -> Callable[[str], int] | None:

@@ -154,10 +154,7 @@ def _session_sender(
     ``main``, the run. Arguments as run_open_loop's."""
 
     def finish(i: int, turn: int, record: RequestRecord) -> None:
-        if record.status == "cancelled" and stop is not None and stop.is_set():
-            record.error = stop.message()
         records[i][turn] = record
-        live.request_finished(record)
         if on_record is not None:
             try:
                 on_record(record)
@@ -166,8 +163,7 @@ def _session_sender(
                 main.cancel()
 
     runner = SessionRunner(
-        client, clock, live, finish, lambda: stop is not None and stop.is_set(),
-        count=_counter(client), planned=True, cap=cap,
+        client, clock, live, finish, stop, count=_counter(client), planned=True, cap=cap,
     )  # fmt: skip
 
     async def one(i: int, due_s: float) -> None:

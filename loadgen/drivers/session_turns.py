@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loadgen.clock import RunClock
-from loadgen.drivers.stop import cancelled_message
+from loadgen.drivers.stop import LoadStop, cancelled_message
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.sessions.history import follow_answer
 from results.folder.records import RequestRecord
@@ -51,23 +51,34 @@ def cancelled_record(
 class SessionRunner:
     """Sends sessions' turns for one driver.
 
-    ``finish`` gets every turn's record (cancelled ones too); ``stopped`` says the run is cut
-    (no new turn goes out); ``count`` counts a rebuilt prompt's tokens (None: the planned
-    count is kept); ``planned``: open loop, where a turn's ``scheduled_s`` is when it was due
-    (its session's planned start, or the previous answer's end plus the delay) rather than when
-    it went out, so that waiting for the concurrency cap counts as queueing.
+    ``finish`` gets every turn's record (cancelled ones too, their error saying why when
+    ``stop`` is set), after the live counters have counted it; once ``stop`` is set or
+    :meth:`cut` was called, no new turn goes out; ``count`` counts a rebuilt prompt's
+    tokens (None: the planned count is kept); ``planned``: open loop, where a turn's
+    ``scheduled_s`` is when it was due (its session's planned start, or the previous answer's
+    end plus the delay) rather than when it went out, so that waiting for the concurrency cap
+    counts as queueing.
     """
 
     client: RequestSender
     clock: RunClock
     live: LiveCounters
     finish: Finish
-    stopped: Callable[[], bool]
+    stop: LoadStop | None
     think_time_s: float = 0.0
     on_started: ScheduleHook | None = None
     count: Callable[[str], int] | None = None
     planned: bool = False
     cap: asyncio.Semaphore | None = None
+    _cut: bool = field(default=False, init=False)
+
+    def cut(self) -> None:
+        """End the run: no new turn goes out (the turns in flight finish)."""
+        self._cut = True
+
+    def stopped(self) -> bool:
+        """Whether the run is cut, by :meth:`cut` or by ``stop``."""
+        return self._cut or (self.stop is not None and self.stop.is_set())
 
     def delay_before(self, spec: RequestSpec) -> float:
         """Seconds to wait after the previous turn's answer before ``spec`` is due."""
@@ -121,5 +132,8 @@ class SessionRunner:
                 record = cancelled_record(spec, user_id, scheduled_s, self.clock.now_s())
             if spec.session is not None:
                 record.session_id, record.turn = spec.session.session_id, spec.session.turn
+            if record.status == "cancelled" and self.stop is not None and self.stop.is_set():
+                record.error = self.stop.message()
+            self.live.request_finished(record)
             self.finish(i, k, record)
         return record
