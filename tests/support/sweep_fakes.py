@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+import typer
+
+from bench.cli import sweep as cli_sweep
 from bench.scenario.scenario import Scenario
 
-__all__ = ["ModelServer"]
+__all__ = ["ModelServer", "sweep_app"]
 
 
 class ModelServer:
@@ -32,3 +36,13 @@ class ModelServer:
             "client": {"client_bound": load > 100},
         }
         return folder, summary
+
+
+def sweep_app(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[typer.Typer, ModelServer]:
+    """An app of `bench sweep` alone whose runs go to a ModelServer in ``tmp``."""
+    server = ModelServer(tmp)
+    monkeypatch.setattr(cli_sweep, "make_run_point", lambda console, **kw: server)
+    app = typer.Typer()
+    cli_sweep.register(app)
+    app.command()(lambda: None)  # a second command keeps `sweep` a subcommand
+    return app, server

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -28,7 +27,7 @@ from bench.run import orchestrate
 from bench.scenario.scenario import Scenario, ScenarioError, load_scenario, scenario_from_dict
 from results.folder.run_folder import load_run
 from tests.support.paths import REPO_ROOT
-from tests.support.sweep_fakes import ModelServer
+from tests.support.sweep_fakes import ModelServer, sweep_app
 
 BASE = load_scenario("1-user")
 
@@ -102,11 +101,7 @@ def test_slo_failures_name_each_miss() -> None:
 
 
 def test_cli_sweep_and_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = ModelServer(tmp_path)
-    monkeypatch.setattr(cli_sweep, "make_run_point", lambda console, **kw: server)
-    app = typer.Typer()
-    cli_sweep.register(app)
-    app.command()(lambda: None)  # a second command keeps `sweep` a subcommand
+    app, _ = sweep_app(tmp_path, monkeypatch)
     runner = CliRunner()
     runs = tmp_path / "runs"
     out = runner.invoke(app, ["sweep", "--scenario", "1-user", "--users", "1,2", "--runs-dir",

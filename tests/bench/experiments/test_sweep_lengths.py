@@ -7,14 +7,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from bench.cli import sweep as cli_sweep
 from bench.experiments.sweep import load_sweep, run_sweep, write_sweep
 from bench.experiments.sweep_lengths import parse_lengths, with_lengths
 from bench.scenario.scenario import ScenarioError, load_scenario
-from tests.support.sweep_fakes import ModelServer
+from tests.support.sweep_fakes import ModelServer, sweep_app
 
 BASE = load_scenario("1-user")
 
@@ -50,11 +48,7 @@ def test_a_workload_with_its_own_lengths_is_refused_before_any_run(tmp_path: Pat
 
 
 def test_cli_sweep_over_lengths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = ModelServer(tmp_path)
-    monkeypatch.setattr(cli_sweep, "make_run_point", lambda console, **kw: server)
-    app = typer.Typer()
-    cli_sweep.register(app)
-    app.command()(lambda: None)  # a second command keeps `sweep` a subcommand
+    app, server = sweep_app(tmp_path, monkeypatch)
     runner = CliRunner()
     args = ["sweep", "--scenario", "1-user", "--runs-dir", str(tmp_path / "runs"), "--no-live"]
     out = runner.invoke(app, [*args, "--users", "1,2", "--lengths", "16:8,32:4"])
