@@ -25,6 +25,7 @@ __all__ = [
     "as_tool",
     "as_tool_choice",
     "as_tools",
+    "call_text",
     "tool_names",
 ]
 
@@ -36,6 +37,13 @@ _NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
 
 class ToolError(ValueError):
     """A tool or tool choice that cannot be sent; the message says which part and why."""
+
+
+def call_text(name: str | None, arguments: str | None) -> str:
+    """The text a tool call (or a streamed fragment of one) generated: its name and its
+    arguments; "" for neither. What the readers count as output and a rebuilt history as
+    prompt."""
+    return (name or "") + (arguments or "")
 
 
 def as_tool(raw: Any) -> dict[str, Any]:

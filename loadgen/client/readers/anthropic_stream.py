@@ -32,7 +32,8 @@ from loadgen.client.readers.openai_stream import (
     StreamError,
     error_message_from_body,
 )
-from loadgen.client.readers.tool_calls import fragment_text, input_json
+from loadgen.client.readers.tool_calls import input_json
+from loadgen.request_tools import call_text
 
 __all__ = ["ANTHROPIC_VERSION", "MessagesAccumulator"]
 
@@ -96,4 +97,4 @@ class MessagesAccumulator(StreamAccumulator):
         opens, its name): kept for the call, and an answer chunk of the text generated."""
         if fragment:
             self.tools.add(key, fragment)
-        self.add_chunk(fragment_text(name, fragment), t_ns, t_ns if read_ns is None else read_ns)
+        self.add_chunk(call_text(name, fragment), t_ns, t_ns if read_ns is None else read_ns)

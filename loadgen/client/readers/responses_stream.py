@@ -32,7 +32,7 @@ from loadgen.client.readers.openai_stream import (
     StreamError,
     error_message_from_body,
 )
-from loadgen.client.readers.tool_calls import fragment_text
+from loadgen.request_tools import call_text
 
 __all__ = ["ResponsesAccumulator", "responses_usage"]
 
@@ -103,7 +103,7 @@ class ResponsesAccumulator(StreamAccumulator):
             self.tools.open(key, item.get("call_id") or item.get("id"), name)
             if item.get("arguments"):
                 self.tools.add(key, item["arguments"])
-            self.add_chunk(fragment_text(name, item.get("arguments")), t_ns, read_ns)
+            self.add_chunk(call_text(name, item.get("arguments")), t_ns, read_ns)
             return
         key = obj.get("item_id") or obj.get("output_index")
         if kind == _ARGUMENTS:

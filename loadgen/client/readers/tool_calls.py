@@ -17,9 +17,9 @@ and gives them back in the order they opened, in one shape: OpenAI's
 ``{"id", "type": "function", "function": {"name", "arguments"}}`` (``arguments`` a JSON text),
 which a workload can append to a conversation's history as the assistant's ``tool_calls``.
 
-Each fragment is also generated text: :func:`fragment_text` is what the readers record as the
-chunk's text (the name where a call opens, then the argument pieces), so TTFT, ITL and the
-tokenizer's count of the output take tool calls in as they take content.
+Each fragment is also generated text: :func:`loadgen.request_tools.call_text` is what the
+readers record as the chunk's text (the name where a call opens, then the argument pieces), so
+TTFT, ITL and the tokenizer's count of the output take tool calls in as they take content.
 """
 
 from __future__ import annotations
@@ -28,13 +28,9 @@ import json
 from collections.abc import Hashable
 from typing import Any
 
-__all__ = ["ToolCalls", "fragment_text", "input_json"]
+from loadgen.request_tools import call_text
 
-
-def fragment_text(name: str | None, arguments: str | None) -> str:
-    """The generated text a fragment of a tool call carries: its name (where the call opens)
-    and its piece of the arguments; "" for a fragment of neither."""
-    return (name or "") + (arguments or "")
+__all__ = ["ToolCalls", "input_json"]
 
 
 class _Call:
@@ -87,7 +83,7 @@ class ToolCalls:
             self._calls[key].done = arguments
 
     def openai_delta(self, fragments: list[Any]) -> str:
-        """Take a chat ``delta.tool_calls`` list in; the text it generated (fragment_text)."""
+        """Take a chat ``delta.tool_calls`` list in; the text it generated (call_text)."""
         text = []
         for position, fragment in enumerate(fragments):
             key = fragment.get("index", position)
@@ -96,7 +92,7 @@ class ToolCalls:
             self.open(key, fragment.get("id"), name)
             if arguments:
                 self.add(key, arguments)
-            text.append(fragment_text(name, arguments))
+            text.append(call_text(name, arguments))
         return "".join(text)
 
     def names(self) -> list[str]:

@@ -11,31 +11,59 @@ turn ``k - 1``, the assistant message with its ``tool_calls``, one ``tool`` mess
 synthetic result text), then the turn's other new messages. Once rebuilt, every later turn of
 the session follows the rebuilt history.
 
-The record is read with ``getattr(record, "tool_calls", None) or []``, so that a client which
-does not parse tool calls leaves every history as planned.
+Only whole calls go back: an answer that failed or was cut (status not ``ok``) carries calls
+half assembled, and a call cut by max_tokens has arguments that are not JSON; neither is sent
+again, since a server would refuse the next turn for it.
+
+A rebuilt turn's prompt tokens are the sent turn's count plus the count of what was appended
+(one tokenizer call over the new text, not over the whole history, which would block the
+client's event loop for a long session); a tokenizer that merges tokens across the line break
+between them counts at most one token apart from a count of the whole.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from loadgen.request_spec import Message, RequestSpec, message_dict, message_text
+from loadgen.request_tools import call_text
 from results.folder.records import RequestRecord
 
 __all__ = ["follow_answer", "tool_calls_of", "transcript"]
 
 
+def _counted_text(message: Message) -> str:
+    """A message's text as its prompt counts it: an assistant message's tool calls included."""
+    text = message_text(message)[1]
+    if isinstance(message, Mapping) and message.get("tool_calls"):
+        functions = (call.get("function") or {} for call in message["tool_calls"])
+        text += "".join(call_text(f.get("name"), f.get("arguments")) for f in functions)
+    return text
+
+
 def transcript(messages: tuple[Message, ...]) -> str:
     """The text a turn's prompt is counted by: every message's text, one a line."""
-    return "\n".join(message_text(m)[1] for m in messages)
+    return "\n".join(_counted_text(m) for m in messages)
+
+
+def _whole(call: Mapping[str, Any]) -> bool:
+    """Whether a call's arguments are whole JSON (none at all counts as ``{}``)."""
+    try:
+        json.loads((call.get("function") or {}).get("arguments") or "{}")
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def tool_calls_of(record: RequestRecord | None) -> list[Mapping[str, Any]]:
-    """The tool calls ``record``'s answer made (empty when none, or not parsed)."""
-    calls = getattr(record, "tool_calls", None) or []
-    return [c for c in calls if isinstance(c, Mapping)]
+    """The whole tool calls ``record``'s answer made: none unless it completed (module
+    docstring), and only those whose arguments parse."""
+    if record is None or record.status != "ok":
+        return []
+    return [c for c in record.tool_calls if _whole(c)]
 
 
 def _role(message: Message) -> str:
@@ -83,7 +111,11 @@ def follow_answer(
         rest = tuple(message_dict(m) for m in new if _role(m) != "tool")
     else:
         called, rest = [answer], new
+    appended = transcript((*called, *rest))
     messages = (*(sent.messages or ()), *called, *rest)
-    prompt = transcript(messages)
-    tokens = count(prompt) if count is not None else planned.prompt_tokens
+    prompt = f"{sent.prompt}\n{appended}" if sent.messages else appended
+    if count is None:
+        tokens = planned.prompt_tokens
+    else:  # the sent count and the new text's (module docstring)
+        tokens = (sent.prompt_tokens + count("\n" + appended)) if sent.messages else count(prompt)
     return replace(planned, messages=messages, prompt=prompt, prompt_tokens=tokens)

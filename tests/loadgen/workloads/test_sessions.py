@@ -4,7 +4,7 @@ requests' growing histories, and a history rebuilt from the server's tool calls.
 from __future__ import annotations
 
 import itertools
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,19 +119,12 @@ def test_generated_sessions_draw_turns_and_delays_from_their_distributions() -> 
     assert again == sessions  # seeded
 
 
-def _record(spec, tool_calls: list[dict] | None) -> RequestRecord:  # type: ignore[no-untyped-def]
+def _record(spec, tool_calls: list[dict] | None, status: str = "ok") -> RequestRecord:  # type: ignore[no-untyped-def]
     """A record of ``spec``'s answer, with the tool calls a parsing client would have set."""
-    base = RequestRecord(spec.request_id, 0, 0.0, 0.0, 0.1, 0.2, spec.prompt_tokens, 3, "usage",
-                         "ok", None, 200)  # fmt: skip
-    if tool_calls is None:
-        return base
-
-    class Called(RequestRecord):  # a subclass has a __dict__: room for the field to come
-        pass
-
-    called = Called(**{f.name: getattr(base, f.name) for f in fields(RequestRecord)})
-    called.tool_calls = tool_calls  # type: ignore[attr-defined]
-    return called
+    record = RequestRecord(spec.request_id, 0, 0.0, 0.0, 0.1, 0.2, spec.prompt_tokens, 3,
+                           "usage", status, None, 200)  # fmt: skip
+    record.tool_calls = tool_calls or []
+    return record
 
 
 def test_an_answer_with_tool_calls_rebuilds_the_next_history(tmp_path: Path) -> None:
@@ -143,6 +136,8 @@ def test_an_answer_with_tool_calls_rebuilds_the_next_history(tmp_path: Path) -> 
     first, second, third = session
     assert follow_answer(second, (first, _record(first, None)), None) is second
     calls = [CALL, {**CALL, "id": "c2"}]
+    # Counted by characters from the first turn on: a rebuilt count adds the new text's.
+    first = replace(first, prompt_tokens=len(first.prompt))
     sent = follow_answer(second, (first, _record(first, calls)), lambda text: len(text))
     assistant, *tools, user = sent.messages[len(first.messages) :]
     assert assistant == {"role": "assistant", "content": None, "tool_calls": calls}
@@ -154,3 +149,20 @@ def test_an_answer_with_tool_calls_rebuilds_the_next_history(tmp_path: Path) -> 
     later = follow_answer(third, (sent, _record(sent, None)), None)
     assert later.messages[: len(sent.messages)] == sent.messages
     assert later.messages[len(sent.messages) :] == third.messages[len(second.messages) :]
+
+
+def test_only_whole_calls_of_a_completed_answer_go_back(tmp_path: Path) -> None:
+    (session,), _ = _plan(tmp_path, [
+        {"session_id": "s", "text_input": "fix it", "output_length": 4},
+        {"session_id": "s", "text_input": "and?", "output_length": 4},
+    ])  # fmt: skip
+    first, second = session
+    cut = {**CALL, "id": "c2", "function": {"name": "f", "arguments": '{"city": "Par'}}
+    # A stream cut mid-call leaves the calls half assembled: the turn goes out as planned.
+    for status in ("error", "cancelled"):
+        assert follow_answer(second, (first, _record(first, [CALL], status)), None) is second
+    sent = follow_answer(second, (first, _record(first, [CALL, cut])), len)
+    assistant = sent.messages[len(first.messages)]
+    assert assistant["tool_calls"] == [CALL]  # the call whose arguments are not JSON dropped
+    name, arguments = CALL["function"]["name"], CALL["function"]["arguments"]
+    assert name + arguments in sent.prompt  # the calls are prompt text of the next turn
