@@ -118,8 +118,9 @@ class SessionRunner:
     async def _send(
         self, i: int, k: int, spec: RequestSpec, user_id: int, scheduled_s: float
     ) -> RequestRecord:
-        """One turn, within the cap; its record (a cancelled one when it was cut or its client
-        raised) goes to ``finish`` whatever happens."""
+        """One turn, within the cap; its record goes to ``finish`` whatever happens: a
+        cancelled one when it was cut, an error naming the exception when its client raised
+        (a client records a server's failures itself; this is for its own)."""
         record: RequestRecord | None = None
         try:
             if self.cap is not None:
@@ -127,6 +128,12 @@ class SessionRunner:
                     record = await self.client.send(spec, user_id, scheduled_s, self.clock)
             else:
                 record = await self.client.send(spec, user_id, scheduled_s, self.clock)
+        except Exception as exc:
+            record = RequestRecord.unanswered(
+                spec.request_id, user_id, scheduled_s, scheduled_s, self.clock.now_s(),
+                spec.prompt_tokens, "error", f"the client raised {type(exc).__name__}: {exc}",
+            )  # fmt: skip
+            record.model = spec.model
         finally:
             if record is None:
                 record = cancelled_record(spec, user_id, scheduled_s, self.clock.now_s())

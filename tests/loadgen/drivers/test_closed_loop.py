@@ -108,6 +108,29 @@ def test_a_client_that_raises_on_cancel_still_yields_records() -> None:
     assert [r.status for r in records] == ["cancelled", "cancelled"]
 
 
+class BrokenSender:
+    """A client with a bug of its own: every second request raises instead of returning."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def send(self, spec, user_id, scheduled_s, clock) -> RequestRecord:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            raise KeyError("usage")
+        return RequestRecord.unanswered(
+            spec.request_id, user_id, scheduled_s, scheduled_s, clock.now_s(),
+            spec.prompt_tokens, "ok", "",
+        )  # fmt: skip
+
+
+def test_a_client_that_raises_is_recorded_and_the_run_goes_on() -> None:
+    records = run(run_closed_loop(BrokenSender(), make_requests(6), 2, RunClock()))
+    assert sorted(r.status for r in records) == ["error"] * 3 + ["ok"] * 3
+    failed = [r for r in records if r.status == "error"]
+    assert all(r.error == "the client raised KeyError: 'usage'" for r in failed)
+
+
 def test_on_record_errors_propagate() -> None:
     def boom(record: RequestRecord) -> None:
         raise RuntimeError("display broke")
