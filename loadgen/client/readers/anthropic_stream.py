@@ -42,6 +42,27 @@ ANTHROPIC_VERSION = "2023-06-01"
 _MAX_MESSAGE_CHARS = 300
 
 
+def messages_usage(usage: Any, before: dict[str, Any] | None, final: bool) -> dict[str, Any]:
+    """A Messages ``usage`` object (message_start's, or message_delta's cumulative one when
+    ``final``) in the chat usage's names, over ``before``. message_start's output count is the
+    answer's first token or so, not its length, so only message_delta's is taken. Anthropic's
+    ``input_tokens`` leaves out the tokens read from and written to the prompt cache (vLLM's
+    /v1/messages subtracts them too), so the prompt is their sum and the cached tokens are
+    those read."""
+    out = dict(before or {})
+    if not isinstance(usage, dict):
+        return out
+    if final and usage.get("output_tokens") is not None:
+        out["completion_tokens"] = usage["output_tokens"]
+    if usage.get("input_tokens") is not None:
+        read = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
+        out["prompt_tokens"] = usage["input_tokens"] + read + written
+        if "cache_read_input_tokens" in usage:
+            out["prompt_tokens_details"] = {"cached_tokens": read}
+    return out
+
+
 class MessagesAccumulator(StreamAccumulator):
     """A StreamAccumulator for Anthropic Messages events (module docstring); the same contract,
     the same record."""
@@ -73,11 +94,9 @@ class MessagesAccumulator(StreamAccumulator):
                     self.tools.open(key, block.get("id"), name)
                     self._tool_input(key, input_json(block.get("input")), t_ns, read_ns, name)
             elif kind == "message_start":
-                usage = obj["message"].get("usage") or {}
-                self.usage = {"prompt_tokens": usage.get("input_tokens")}
+                self.usage = messages_usage(obj["message"].get("usage"), None, final=False)
             elif kind == "message_delta":
-                usage = obj.get("usage") or {}
-                self.usage = {**(self.usage or {}), "completion_tokens": usage.get("output_tokens")}
+                self.usage = messages_usage(obj.get("usage"), self.usage, final=True)
                 self.finish_reason = (obj.get("delta") or {}).get("stop_reason") or "end"
             elif kind == "message_stop":
                 self.finish_reason = self.finish_reason or "end"

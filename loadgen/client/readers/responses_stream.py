@@ -47,7 +47,8 @@ _ARGUMENTS_DONE = "response.function_call_arguments.done"
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
     """A Responses ``usage`` object in the chat usage's names (prompt_tokens,
-    completion_tokens, completion_tokens_details.reasoning_tokens); None when there is none."""
+    completion_tokens, completion_tokens_details.reasoning_tokens,
+    prompt_tokens_details.cached_tokens); None when there is none."""
     if not isinstance(usage, dict):
         return None
     out: dict[str, Any] = {
@@ -57,6 +58,9 @@ def responses_usage(usage: Any) -> dict[str, Any] | None:
     details = usage.get("output_tokens_details")
     if isinstance(details, dict) and "reasoning_tokens" in details:
         out["completion_tokens_details"] = {"reasoning_tokens": details["reasoning_tokens"]}
+    cached = usage.get("input_tokens_details")
+    if isinstance(cached, dict) and "cached_tokens" in cached:
+        out["prompt_tokens_details"] = {"cached_tokens": cached["cached_tokens"]}
     return out
 
 

