@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -21,20 +20,9 @@ from dashboards.definitions import definition
 from dashboards.figures.series import cdf_points
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, fmt, hover_lines, wrap
+from results.figures.workloads.sessions import session_durations
 
 __all__ = ["sessions_figure"]
-
-
-def _durations(view: RunView) -> np.ndarray:
-    """Each session's duration, seconds: its first scheduled time to its last end."""
-    req = view.requests
-    if "session_id" not in req.columns or req["session_id"].isna().all():
-        return np.empty(0)
-    frame = req[req["session_id"].notna()]
-    end = frame["done_s"].fillna(frame["sent_s"])
-    per = frame.assign(end=end).groupby("session_id").agg(start=("scheduled_s", "min"),
-                                                          end=("end", "max"))  # fmt: skip
-    return (per["end"] - per["start"]).to_numpy(dtype=np.float64)
 
 
 def _ttft_traces(fig: go.Figure, rows: list[Mapping[str, Any]]) -> None:
@@ -90,7 +78,7 @@ def sessions_figure(view: RunView) -> go.Figure | None:
     )  # fmt: skip
     _ttft_traces(fig, rows)
     _token_traces(fig, rows)
-    x, p = cdf_points(_durations(view))
+    x, p = cdf_points(session_durations(view.requests))
     meaning = definition("sessions.duration_s")
     fig.add_trace(
         go.Scatter(

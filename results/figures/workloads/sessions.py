@@ -21,7 +21,7 @@ import pandas as pd
 
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 
-__all__ = ["TURN_PERCENTILES", "session_summary"]
+__all__ = ["TURN_PERCENTILES", "session_durations", "session_summary"]
 
 # The percentiles of a turn's TTFT: the middle and the tail.
 TURN_PERCENTILES: tuple[float, ...] = (50.0, 99.0)
@@ -55,7 +55,16 @@ def _by_turn(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def _per_session(frame: pd.DataFrame) -> dict[str, Any]:
+def _sessions(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests that belong to a session (none when the columns are missing)."""
+    if "session_id" not in requests.columns or "turn" not in requests.columns:
+        return requests.iloc[:0]
+    return requests[requests["session_id"].notna() & requests["turn"].notna()]
+
+
+def _per_session_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per session of ``frame``: turns, start and end (s), tokens, failed turns, and
+    ``duration_s``, the first turn's scheduled time to the last turn's end."""
     ends = frame["done_s"].fillna(frame["sent_s"])
     grouped = frame.assign(end_s=ends).groupby("session_id", sort=False)
     per = grouped.agg(
@@ -63,7 +72,20 @@ def _per_session(frame: pd.DataFrame) -> dict[str, Any]:
         prompt_tokens=("prompt_tokens", "sum"), output_tokens=("output_tokens", "sum"),
         failed=("status", lambda s: int((s != "ok").sum())),
     )  # fmt: skip
-    duration = (per["end_s"] - per["start_s"]).to_numpy(np.float64)
+    return per.assign(duration_s=per["end_s"] - per["start_s"])
+
+
+def session_durations(requests: pd.DataFrame) -> np.ndarray:
+    """Each session's duration, seconds (module docstring); empty for a run of no session."""
+    frame = _sessions(requests)
+    if frame.empty:
+        return np.empty(0)
+    return _per_session_table(frame)["duration_s"].to_numpy(np.float64)
+
+
+def _per_session(frame: pd.DataFrame) -> dict[str, Any]:
+    per = _per_session_table(frame)
+    duration = per["duration_s"].to_numpy(np.float64)
     return {
         "sessions": len(per),
         "complete": int((per["failed"] == 0).sum()),
@@ -80,9 +102,7 @@ def _per_session(frame: pd.DataFrame) -> dict[str, Any]:
 
 def session_summary(requests: pd.DataFrame) -> dict[str, Any] | None:
     """summary.json's ``sessions`` (module docstring); None for a run of no session."""
-    if "session_id" not in requests.columns or "turn" not in requests.columns:
-        return None
-    frame = requests[requests["session_id"].notna() & requests["turn"].notna()]
+    frame = _sessions(requests)
     if frame.empty:
         return None
     cached, rate = _hit_rate(frame[frame["status"] == "ok"])
