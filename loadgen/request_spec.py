@@ -19,6 +19,7 @@ __all__ = [
     "Message",
     "RequestSpec",
     "SessionTurn",
+    "content_text",
     "message_dict",
     "message_text",
 ]
@@ -59,14 +60,19 @@ def message_dict(message: Message) -> dict[str, Any]:
     return dict(message)
 
 
+def content_text(content: Any) -> str:
+    """A message's ``content`` as text: multi-part content's text parts joined, as a chat
+    template reads it; "" for none."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else ""
+
+
 def message_text(message: Message) -> tuple[str, str]:
-    """(role, text) of ``message``: multi-part content joined, as a chat template reads it."""
+    """(role, text) of ``message`` (:func:`content_text`)."""
     if isinstance(message, tuple):
         return message
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return str(message.get("role", "")), content if isinstance(content, str) else ""
+    return str(message.get("role", "")), content_text(message.get("content"))
 
 
 @dataclass(frozen=True)

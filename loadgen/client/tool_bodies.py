@@ -20,6 +20,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loadgen.request_spec import content_text
+
 __all__ = ["anthropic_turns", "responses_input", "tool_fields"]
 
 _ANTHROPIC_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
@@ -72,12 +74,6 @@ def _anthropic_tool(function: Mapping[str, Any]) -> dict[str, Any]:
     return tool
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return content if isinstance(content, str) else ""
-
-
 def _arguments(call: Mapping[str, Any]) -> tuple[str, str]:
     function = call.get("function") or {}
     return str(function.get("name", "")), str(function.get("arguments") or "{}")
@@ -92,10 +88,10 @@ def responses_input(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if turn.get("role") == "tool":
             items.append(
                 {"type": "function_call_output", "call_id": turn.get("tool_call_id", ""),
-                 "output": _text(turn.get("content"))}
+                 "output": content_text(turn.get("content"))}
             )  # fmt: skip
         elif calls:
-            if _text(turn.get("content")):
+            if content_text(turn.get("content")):
                 items.append({"role": "assistant", "content": turn["content"]})
             for call in calls:
                 name, arguments = _arguments(call)
@@ -132,12 +128,12 @@ def anthropic_turns(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 out.append({"role": "user", "content": results})
             results.append(
                 {"type": "tool_result", "tool_use_id": turn.get("tool_call_id", ""),
-                 "content": _text(turn.get("content"))}
+                 "content": content_text(turn.get("content"))}
             )  # fmt: skip
             continue
         results = None
         if turn.get("tool_calls"):
-            text = _text(turn.get("content"))
+            text = content_text(turn.get("content"))
             blocks = [{"type": "text", "text": text}] if text else []
             blocks += [_tool_use(call) for call in turn["tool_calls"]]
             out.append({"role": "assistant", "content": blocks})
