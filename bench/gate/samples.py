@@ -271,7 +271,7 @@ def _cpu_windows_of(
     readings = window_cpu_readings(run.samples, start, stop)
     if stop <= start or readings.empty:
         return {}
-    windows = {group: cpu_work_windows(readings, run.token_source, group) for group in GROUPS}
+    windows = cpu_work_windows(readings, run.token_source)
     return {group: w for group, w in windows.items() if w[0].size and w[0].sum() > 0}
 
 

@@ -20,7 +20,6 @@ its throughput (bench.gate.samples); the windows add up to the figure.
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -63,28 +62,28 @@ def _process_series(cpu_frame: pd.DataFrame) -> list[tuple[str, np.ndarray, np.n
 
 
 def cpu_work_windows(
-    cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource, group: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """``group``'s CPU seconds and the output tokens per window: (cpu_s, output_tokens), one
-    element per window (empty without readings). The span is :func:`cpu_work`'s; a process's
-    increase between two readings counts in the window of the later one (windows are
-    (start, end], as tokens are counted), so the sums are the figure's numerator and
-    denominator."""
+    cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each process group's CPU seconds and the output tokens per window: group ->
+    (cpu_s, output_tokens), one element per window (empty without readings; the tokens are
+    the same for every group). The span is :func:`cpu_work`'s; a process's increase between
+    two readings counts in the window of the later one (windows are (start, end], as tokens
+    are counted), so the sums are the figure's numerator and denominator."""
     series = _process_series(cpu_frame)
     if not series:
-        return np.zeros(0), np.zeros(0)
+        return {group: (np.zeros(0), np.zeros(0)) for group in GROUPS}
     t_a = min(float(t[0]) for _, t, _ in series)
     t_b = max(float(t[-1]) for _, t, _ in series)
     count = max(1, int((t_b - t_a) // MIN_WINDOW_S))
     edges = np.linspace(t_a, t_b, count + 1)
-    cpu_s = np.zeros(count)
+    cpu_s = {group: np.zeros(count) for group in GROUPS}
     for name, t, value in series:
-        if name == group and t.size > 1:
+        if t.size > 1:
             index = np.clip(np.searchsorted(edges, t[1:], side="left") - 1, 0, count - 1)
-            cpu_s += np.bincount(index, weights=np.maximum(np.diff(value), 0.0), minlength=count)
-    source = token_source(tokens)
-    counts = [source.tokens_between(float(lo), float(hi)) for lo, hi in pairwise(edges)]
-    return cpu_s, np.array(counts, dtype=np.float64)
+            increase = np.maximum(np.diff(value), 0.0)
+            cpu_s[name] += np.bincount(index, weights=increase, minlength=count)
+    counts = np.array(token_source(tokens).tokens_in_windows(edges.tolist()), dtype=np.float64)
+    return {group: (cpu_s[group], counts) for group in GROUPS}
 
 
 def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[str, Any]:

@@ -40,8 +40,9 @@ def test_the_windows_add_up_to_the_figure() -> None:
     readings = cpu_readings(0.1, ticks=11, tick_s=0.5)
     chunks = tokens([0.05 * k for k in range(1, 101)])
     work = cpu_work(readings, chunks)
-    engine_s, engine_tokens = cpu_work_windows(readings, chunks, "engine")
-    client_s, client_tokens = cpu_work_windows(readings, chunks, "client")
+    windows = cpu_work_windows(readings, chunks)
+    engine_s, engine_tokens = windows["engine"]
+    client_s, client_tokens = windows["client"]
     assert engine_s.size == 5 and list(engine_tokens) == list(client_tokens)
     assert engine_s == pytest.approx([1.0] * 5) and client_s == pytest.approx([0.2] * 5)
     assert engine_tokens.sum() == work["output_tokens"] == 200
@@ -53,5 +54,5 @@ def test_the_windows_add_up_to_the_figure() -> None:
 def test_without_readings_there_are_no_windows() -> None:
     readings = cpu_readings(0.0)
     empty = readings[readings["name"] != "process_cpu_s_total"]
-    cpu_s, counts = cpu_work_windows(empty, tokens([1.0]), "engine")
+    cpu_s, counts = cpu_work_windows(empty, tokens([1.0]))["engine"]
     assert cpu_s.size == counts.size == 0
