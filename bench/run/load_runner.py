@@ -85,6 +85,24 @@ def prepare_load(
     return plan
 
 
+def refuse_for_locust(plan: LoadPlan) -> None:
+    """Raise LoadError naming what of ``plan`` Locust's workers cannot send."""
+    apis = {spec.api for spec in plan.requests} - {"completions", "chat"}
+    if apis:
+        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
+        raise LoadError(
+            f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
+            "the asyncio driver (the default)"
+        )
+    # A multi-turn chat's turns follow one another as Locust's users send them; an agent
+    # session's delays and tool results need the session runner.
+    if any(
+        s.session is not None and (s.session.delay_s is not None or s.session.tool_results)
+        for s in plan.requests
+    ):
+        raise LoadError(LOCUST_REFUSES_SESSIONS)
+
+
 async def drive_load(
     plan: LoadPlan,
     base_url: str,
@@ -136,15 +154,7 @@ async def drive_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
             stop=stop,
         )  # fmt: skip
-    apis = {spec.api for spec in plan.requests} - {"completions", "chat"}
-    if apis:
-        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
-        raise LoadError(
-            f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
-            "the asyncio driver (the default)"
-        )
-    if any(s.session is not None and s.session.tool_results for s in plan.requests):
-        raise LoadError(LOCUST_REFUSES_SESSIONS)
+    refuse_for_locust(plan)
     remote = remote or RemoteWorkers()
     if console is not None:
         for url in config.urls:
