@@ -14,7 +14,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.core.request import SamplingParams
-from engine.serving.protocol import MAX_MESSAGES, MAX_STOP_STRINGS, _bounded_list, _SamplingFields
+from engine.serving.protocol import (
+    MAX_MESSAGES,
+    MAX_STOP_STRINGS,
+    RefusesTools,
+    _bounded_list,
+    _SamplingFields,
+)
 
 __all__ = ["EmbeddingsRequest", "MessagesRequest", "RerankRequest", "ResponsesRequest"]
 
@@ -44,7 +50,7 @@ class _Turn(BaseModel):
     content: str | list[_Part] | None = None
 
 
-class ResponsesRequest(_SamplingFields):
+class ResponsesRequest(_SamplingFields, RefusesTools):
     """POST /v1/responses: ``input`` (text, or turns), ``instructions`` (a system turn) and
     ``max_output_tokens``; it streams with ``stream: true``."""
 
@@ -65,7 +71,7 @@ class ResponsesRequest(_SamplingFields):
         return turns + [{"role": t.role, "content": _text(t.content)} for t in self.input]
 
 
-class MessagesRequest(_SamplingFields):
+class MessagesRequest(_SamplingFields, RefusesTools):
     """POST /v1/messages (Anthropic): ``messages`` of user and assistant turns, ``system``
     apart, ``max_tokens`` required, ``stop_sequences`` for ``stop``."""
 

@@ -12,9 +12,10 @@ than a few milliseconds of validation, nor produces a million errors.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from engine.core.request import SamplingParams
 
@@ -36,6 +37,10 @@ NO_TOOLS = (
     "tools (a scenario without [tools]), or run against an engine that parses tool calls "
     "(e.g. vLLM with --enable-auto-tool-choice)"
 )
+# Chat's tool choices a model may answer in text; "required" and a named function demand a
+# call, which an engine that calls no tools cannot honour.
+TEXT_TOOL_CHOICES = (None, "auto", "none")
+MAX_TOOLS = 128
 
 
 def _bounded_list(value: Any, field: str, most: int) -> Any:
@@ -63,16 +68,6 @@ class _SamplingFields(BaseModel):
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1, description="only one choice per request is supported")
     user: str | None = None
-    # Text only: a request that offers tools is refused, not answered as if it offered none
-    # (its prompt would lack the tools' definitions). An empty list offers none.
-    tools: list[Any] | None = None
-
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _no_tools(cls, value: Any) -> Any:
-        if value:
-            raise ValueError(NO_TOOLS)
-        return value
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -111,7 +106,22 @@ class _SamplingFields(BaseModel):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
-class CompletionRequest(_SamplingFields):
+class RefusesTools(BaseModel):
+    """A body whose API this engine serves without tools: a request that offers tools is
+    refused, not answered as if it offered none (its prompt would lack the tools'
+    definitions). An empty list offers none."""
+
+    tools: list[Any] | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _no_tools(cls, value: Any) -> Any:
+        if value:
+            raise ValueError(NO_TOOLS)
+        return value
+
+
+class CompletionRequest(_SamplingFields, RefusesTools):
     prompt: str | list[int] = Field(..., description="one prompt: text or token ids")
     max_tokens: int = Field(16, ge=1)
 
@@ -143,17 +153,56 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "user", "assistant", "developer", "tool"]
     content: str | list[TextContentPart] | None = None
+    # An assistant turn's calls, sent back by an agent with their results: prompt text too.
+    tool_calls: list[dict[str, Any]] | None = None
 
     def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(p.text for p in self.content)
-        return self.content or ""
+        """The message as the prompt reads it: its content, then each tool call's name and
+        arguments."""
+        text = (
+            "".join(p.text for p in self.content)
+            if isinstance(self.content, list)
+            else self.content or ""
+        )
+        for call in self.tool_calls or ():
+            function = call.get("function")
+            if isinstance(function, dict):
+                text += str(function.get("name") or "") + str(function.get("arguments") or "")
+        return text
 
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+    # Tools a model may decline (TEXT_TOOL_CHOICES) are rendered into the prompt, as a chat
+    # template renders them (vLLM keeps them for "none" too), and the answer is text.
+    # tool_choice first: the tools' check reads it.
+    tool_choice: str | dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_answerable_in_text(cls, value: Any, info: ValidationInfo) -> Any:
+        choice = info.data.get("tool_choice")
+        if value and choice not in TEXT_TOOL_CHOICES:
+            raise ValueError(
+                f"tool_choice {choice!r} demands a tool call: {NO_TOOLS}; or offer the tools "
+                'with tool_choice "auto" or "none", answered in text'
+            )
+        return _bounded_list(value, "tools", MAX_TOOLS)
+
+    def chat_messages(self) -> list[dict[str, str]]:
+        """The messages the chat template renders: the tools' definitions, one JSON a line
+        under "# Tools", ending the system message (one is added first where none is)."""
+        messages = [{"role": m.role, "content": m.text()} for m in self.messages]
+        if self.tools:
+            tools = "# Tools\n" + "\n".join(json.dumps(t, sort_keys=True) for t in self.tools)
+            if messages[0]["role"] == "system":
+                messages[0]["content"] = f"{messages[0]['content']}\n\n{tools}"
+            else:
+                messages.insert(0, {"role": "system", "content": tools})
+        return messages
 
     @field_validator("messages", mode="before")
     @classmethod

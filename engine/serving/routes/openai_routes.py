@@ -53,8 +53,7 @@ async def completions(req: CompletionRequest, request: Request) -> Response:
 async def chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
     state = serving_state(request)
     state.check_model(req.model)
-    messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-    prompt_ids = await state.prompts.encode_chat(messages)
+    prompt_ids = await state.prompts.encode_chat(req.chat_messages())
     max_tokens = req.max_completion_tokens or req.max_tokens
     if max_tokens is None:
         max_tokens = max(1, state.max_model_len - len(prompt_ids))

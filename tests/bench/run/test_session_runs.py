@@ -6,7 +6,6 @@ honoured, and the figures per turn and per session reach summary.json and the te
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -55,17 +54,11 @@ def _waits(requests: pd.DataFrame) -> list[tuple[str, int, float]]:
 def test_the_shipped_trace_replays_its_turns_delays_and_cached_history(
     tmp_path: Path, base_url: str
 ) -> None:
-    # The reference engine serves no tools (it refuses a request offering them): the shipped
-    # trace is replayed with its tool definitions left out, its tool calls and results kept.
+    # The shipped scenario as a user runs it: the reference engine calls no tools, but takes
+    # the trace's tools (tool_choice left to its default, "auto") into the prompt.
     lines = [json.loads(line) for line in SHIPPED_TRACE.read_text().splitlines()]
     assert any("tools" in line for line in lines)
-    scenario = tmp_path / "agent-sessions.toml"
-    shutil.copy(SHIPPED_TRACE.with_suffix(".toml"), scenario)
-    write_session_trace(
-        tmp_path / SHIPPED_TRACE.name,
-        [{k: v for k, v in ln.items() if k != "tools"} for ln in lines],
-    )
-    folder, output = _run(tmp_path, str(scenario), base_url)
+    folder, output = _run(tmp_path, "agent-sessions", base_url)
     requests = pd.read_parquet(folder / "requests.parquet")
     assert len(requests) == len(lines) and (requests["status"] == "ok").all()
     planned = {}
