@@ -72,7 +72,7 @@ class UserConnections:
         self.config = config
         self.sent = request_headers(None, config.headers.as_dict())
         self._api_headers = {api: api_headers(api, self.sent) for api in API_PATHS}
-        self._conns: list[BlockingConnection] = []
+        self.conns: list[BlockingConnection] = []  # one per replica, in order
         self._heads: list[dict[str, bytes]] = []
         self._stamps = stamps
         connect_s = min(config.timeout_s, 10.0)
@@ -84,11 +84,11 @@ class UserConnections:
             conn = BlockingConnection(
                 url.host, port, connect_s, stamps.clock, client_context() if https else None
             )
-            self._conns.append(conn)
+            self.conns.append(conn)
             stamps.counts[index].append(conn.stamp_counts)
 
     def close(self) -> None:
-        for conn in self._conns:
+        for conn in self.conns:
             conn.close()
 
     def stream(
@@ -97,7 +97,7 @@ class UserConnections:
         """POST ``body`` to replica ``index``'s ``api`` (``url``, for messages) and read its
         stream into ``acc``; returns ``(http status, error or None, stamp source)``. Never
         raises but BaseException (a greenlet killed: the caller records it as cancelled)."""
-        conn = self._conns[index]
+        conn = self.conns[index]
         config, parser, failures = self.config, SSEParser(), []
         drained = [0]  # body bytes after [DONE]: bounded, so junk after it cannot hold us
 
