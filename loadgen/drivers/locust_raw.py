@@ -33,6 +33,7 @@ from loadgen.client.readers.sse import SSEParser
 from loadgen.client.stream import raw_heads, request_headers
 from loadgen.client.transport.blocking_raw import BlockingConnection
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
+from loadgen.client.transport.kernel_stamps import keep_stamping_on
 from loadgen.client.transport.raw_http import (
     BodyRefused,
     RawHttpError,
@@ -53,6 +54,8 @@ class WorkerStamps:
     def __init__(self, config: ClientConfig) -> None:
         self.urls = config.urls
         self.clock = KernelClock() if config.kernel_stamps else None
+        if config.kernel_stamps:
+            keep_stamping_on()  # from the worker's setup, long before its first connection
         self.counts: list[list[StampCounts]] = [[] for _ in self.urls]
 
     def reports(self, worker: int) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """A stream server that knows the true send time of every chunk, and holds the client's reader
 while a chunk arrives: the test of receive stamps (tests/loadgen/client/test_kernel_stamps.py,
-tests/loadgen/drivers/test_locust_raw.py).
+tests/loadgen/drivers/test_locust_reader.py).
 
 The server runs in a thread of its own (not on the client's event loop or in its thread), so
 that it keeps sending while the reader is held: it stamps each chunk's true send time just
@@ -8,9 +8,10 @@ before the write, on the same ``perf_counter_ns`` the client maps the kernel's s
 Over TLS with a server context.
 
 How a reader is held: :class:`LoopHold` blocks an asyncio client's whole event loop;
-:class:`ReadHold` stops a blocking reader in its own thread, after the read before the chunk
-(it wraps the parser's ``stamped_received``). Either way the held chunk is read at least
-``BLOCK_S`` after it was sent.
+:class:`PipeHold` has a blocking reader in another process (gevent's, as in a Locust worker)
+block its whole hub after it read the piece before the held chunk, which the server marks
+(:data:`HOLD_MARK`: a header, or an SSE comment, which a stream's reader ignores). Either way
+the held chunk is read at least ``BLOCK_S`` after it was sent.
 """
 
 from __future__ import annotations
@@ -19,17 +20,52 @@ import asyncio
 import json
 import socket
 import ssl
+import subprocess
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-__all__ = ["BLOCKED", "BLOCK_S", "CHUNKS", "GAP_S", "ChunkServer", "LoopHold", "ReadHold"]
+from loadgen.client.transport.kernel_stamps import keep_stamping_on
+
+__all__ = [
+    "BLOCKED",
+    "BLOCK_S",
+    "CHUNKS",
+    "GAP_S",
+    "HOLD_MARK",
+    "ChunkServer",
+    "LoopHold",
+    "PipeHold",
+    "stamping_on",
+]
 
 GAP_S = 0.3  # the server's spacing between chunks
 BLOCK_S = 0.2  # how long the reader is held
 CHUNKS = 4
 BLOCKED = (0, 2)  # the chunks that arrive while the reader is held
+HOLD_MARK = b"x-hold-next"  # in the piece before a held chunk (a header, or an SSE comment)
+
+
+def stamping_on(timeout_s: float = 10.0) -> None:
+    """Turn the kernel's receive stamping on for the test (loadgen.client.transport.
+    kernel_stamps.keep_stamping_on) and wait until a loopback TCP segment gets its stamp, so
+    that a reader process started next finds it on (Linux turns it on late)."""
+    if keep_stamping_on() is None:
+        return
+    with (
+        socket.create_server(("127.0.0.1", 0)) as listener,
+        socket.create_connection(listener.getsockname()) as client,
+    ):
+        server, _ = listener.accept()
+        with server:
+            client.setsockopt(socket.SOL_SOCKET, 35, 1)  # SO_TIMESTAMPNS
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                server.sendall(b"x")
+                _, ancdata, _, _ = client.recvmsg(16, 64)
+                if ancdata:
+                    return
+                time.sleep(0.01)
+    raise AssertionError(f"the kernel stamped no segment within {timeout_s} s")
 
 
 class LoopHold:
@@ -37,9 +73,6 @@ class LoopHold:
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-
-    def arm(self) -> None:
-        """Before the piece that precedes a held chunk: nothing to do for a loop."""
 
     def hold(self) -> threading.Event:
         """Block the client's loop now; it stays blocked until the returned event is set
@@ -57,36 +90,30 @@ class LoopHold:
         return sent
 
 
-class ReadHold:
-    """Holds a blocking reader after the read of the piece that precedes a held chunk."""
+class PipeHold:
+    """Holds a reader in another process (tests.support.gevent_reader): it says ``paused`` on
+    its stdout once it read a piece marked :data:`HOLD_MARK`, and waits for ``sent`` on its
+    stdin, then ``BLOCK_S`` more."""
 
     def __init__(self) -> None:
-        self._armed = threading.Event()
-        self._paused = threading.Event()
-        self._sent = threading.Event()
+        self.proc: subprocess.Popen[str] | None = None  # set once the reader runs
 
-    def wrap(self, parser: Any) -> None:
-        """Hold ``parser``'s reader (a raw_http.Connection fed by a blocking reader)."""
-        received: Callable[[bytes, int, int], None] = parser.stamped_received
+    def hold(self) -> _Sent:
+        assert self.proc is not None and self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != "paused":
+            raise AssertionError(f"the reader said {line!r}, not 'paused'")
+        return _Sent(self.proc)
 
-        def held(data: bytes, t_ns: int, read_ns: int) -> None:
-            received(data, t_ns, read_ns)
-            if self._armed.is_set():
-                self._armed.clear()
-                self._sent.clear()
-                self._paused.set()
-                self._sent.wait(10)
-                time.sleep(BLOCK_S)  # the reader stops: no read, no user-space stamp
 
-        parser.stamped_received = held
+class _Sent:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
 
-    def arm(self) -> None:
-        self._paused.clear()
-        self._armed.set()
-
-    def hold(self) -> threading.Event:
-        self._paused.wait(10)
-        return self._sent
+    def set(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("sent\n")
+        self.proc.stdin.flush()
 
 
 class ChunkServer:
@@ -95,7 +122,7 @@ class ChunkServer:
     (perf_counter_ns, just before the write)."""
 
     def __init__(
-        self, block: tuple[int, ...], holder: LoopHold | ReadHold,
+        self, block: tuple[int, ...], holder: LoopHold | PipeHold,
         tls: ssl.SSLContext | None = None,
     ) -> None:  # fmt: skip
         self.block, self.holder, self.tls = block, holder, tls
@@ -117,23 +144,22 @@ class ChunkServer:
             data = b""
             while b"\r\n\r\n" not in data:
                 data += conn.recv(65536)
-            if 0 in self.block:
-                self.holder.arm()
+            mark = b"X-Hold-Next: 1\r\n" if 0 in self.block else b""
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n" + mark + b"\r\n"
             )
             for i in range(CHUNKS):
                 if i:
                     time.sleep(GAP_S)
                 held = self.holder.hold() if i in self.block else None
-                if i + 1 in self.block:
-                    self.holder.arm()
                 last = i == CHUNKS - 1
                 event = {
                     "choices": [{"text": f" t{i}", "finish_reason": "length" if last else None}]
                 }
                 body = b"data: " + json.dumps(event).encode() + b"\n\n"
+                if i + 1 in self.block:
+                    body += b": " + HOLD_MARK + b"\n\n"
                 if last:
                     body += b"data: [DONE]\n\n"
                 self.sent_ns.append(time.perf_counter_ns())

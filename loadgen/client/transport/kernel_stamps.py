@@ -29,6 +29,7 @@ user-space stamps.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import ssl
 import struct
@@ -45,6 +46,7 @@ __all__ = [
     "StampedProtocol",
     "StampedTransport",
     "enable_receive_stamps",
+    "keep_stamping_on",
     "kernel_time",
     "open_connection",
 ]
@@ -91,6 +93,26 @@ def kernel_time(ancdata: list[tuple[int, int, bytes]], read_ns: int, clock: Kern
                 t_ns = read_ns
                 counts.clamped += 1
     return t_ns
+
+
+@functools.cache
+def keep_stamping_on() -> socket.socket | None:
+    """Keep the kernel stamping received segments from now on, for this process's life.
+
+    Why: Linux turns receive stamping on for the whole system only while some socket asks
+    for it, and turns it on late (deferred work, tens of ms or more on a busy machine), so the
+    first segments of the first stamped connection can come without a stamp. A client calls
+    this when it is set up, well before its first connection: one idle UDP socket that asks.
+    None where the kernel does not stamp."""
+    if not sys.platform.startswith("linux"):
+        return None
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    return keeper
 
 
 class StampedTransport:

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from loadgen.client.answers import is_stream
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
-from loadgen.client.transport.kernel_stamps import open_connection
+from loadgen.client.transport.kernel_stamps import keep_stamping_on, open_connection
 
 __all__ = [
     "BodyRefused",
@@ -394,6 +394,8 @@ class RawPool:
         self.connect_timeout_s = connect_timeout_s
         # One clock map for the pool's connections (loadgen.client.transport.kernel_stamps).
         self.clock = KernelClock() if kernel_stamps else None
+        if kernel_stamps:
+            keep_stamping_on()
         self._conns = [Connection() for _ in range(size)]
         self._free = list(reversed(self._conns))
         self._available = asyncio.Semaphore(size)

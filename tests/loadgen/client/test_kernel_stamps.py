@@ -16,7 +16,14 @@ from loadgen.client.transport.kernel_clock import KernelClock, run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
 from results.folder.records import RequestRecord
-from tests.support.chunk_server import BLOCK_S, BLOCKED, CHUNKS, ChunkServer, LoopHold
+from tests.support.chunk_server import (
+    BLOCK_S,
+    BLOCKED,
+    CHUNKS,
+    ChunkServer,
+    LoopHold,
+    stamping_on,
+)
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests, spec
 from tests.support.sse_streams import streaming_handler
@@ -28,6 +35,13 @@ pytestmark = pytest.mark.timeout(60)
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stamping_on() -> None:
+    """The kernel's stamping on before the first connection (Linux turns it on late)."""
+    stamping_on()
+
 
 # Wide margins, so that a loaded machine's scheduling cannot blur kernel and user-space stamps:
 # a held chunk is read at least BLOCK_S after it was sent, far beyond any thread's wake-up
