@@ -1,10 +1,12 @@
 """A Locust worker's reader (loadgen.drivers.locust_raw over the blocking raw client) in a
 gevent-patched process, its whole hub blocked on purpose while chunks arrive: kernel stamps
 keep the chunks' arrival times, over plain http and TLS; user-space stamps move with the block;
-a socket the kernel will not stamp falls back and says why."""
+a socket the kernel will not stamp falls back and says why; Locust workers over https report
+each connection's stamps."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -14,6 +16,9 @@ from typing import Any
 import pytest
 
 from loadgen.client.transport.kernel_clock import run_stamps
+from loadgen.clock import RunClock
+from loadgen.drivers.driver import ClientConfig, LoadPlan
+from loadgen.drivers.locust_driver import run_locust
 from tests.support.chunk_server import (
     BLOCK_S,
     BLOCKED,
@@ -22,6 +27,9 @@ from tests.support.chunk_server import (
     PipeHold,
     stamping_on,
 )
+from tests.support.loadgen_requests import make_requests
+from tests.support.openai_fakes import serving
+from tests.support.sse_streams import streaming_handler
 from tests.support.tls_certs import TlsCert, server_context, tls_cert, trusting
 
 __all__ = ["tls_cert", "trusting"]  # fixtures
@@ -113,3 +121,30 @@ def test_a_socket_the_kernel_will_not_stamp_falls_back_and_says_why() -> None:
     (conn,) = result["reports"][0]["connections"]
     assert conn["stamps"] == "user" and conn["why"].startswith("SO_TIMESTAMPNS refused")
     assert run_stamps(result["reports"], "")["source"] == "user"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="locust is not installed")
+def test_locust_workers_read_https_with_kernel_stamps_and_report_each_connection(
+    trusting: TlsCert,
+) -> None:
+    plan = LoadPlan("closed", [[s] for s in make_requests(8)], users=2)
+    with serving(streaming_handler(3, 0.01), tls=server_context(trusting)) as server:
+        url = server.base_url
+        result = run_locust(
+            plan, ClientConfig(url, "m", timeout_s=30), RunClock(), 2, run_time_s=120
+        )
+    assert url.startswith("https://")
+    assert all(r.status == "ok" for r in result.records), [r.error for r in result.records]
+    source = "kernel" if sys.platform.startswith("linux") else "user"
+    assert {r.stamps for r in result.records} == {source}
+    # Each worker reports its users' connections (one each here), each with its source.
+    assert sorted(c["worker"] for c in result.stamps) == [0, 1]
+    assert {c["endpoint"] for c in result.stamps} == {url}
+    for client in result.stamps:
+        assert client["connections"] and all(
+            conn["stamps"] == source and conn["reads"] >= (source == "kernel")
+            for conn in client["connections"]
+        )
+    summary = run_stamps(result.stamps, "")
+    assert summary["source"] == source and summary["connections"] == 2
