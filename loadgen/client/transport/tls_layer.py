@@ -12,8 +12,9 @@ consumed: it gets that read's stamp, the arrival of the last segment the read to
 http. A record that spans two reads is stamped by the second, the one that completed it.
 
 Trust: :func:`client_context` verifies servers against the system's store (OpenSSL's defaults,
-which honour ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``) and certifi's bundle, which the httpx path
-trusts; the hostname is checked. HTTP/1.1 only (ALPN ``http/1.1``).
+which honour ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``) and certifi's bundle; the httpx path
+(loadgen.client.transport.connection_slots) uses the same context, so both trust the same
+servers; the hostname is checked. HTTP/1.1 only (ALPN ``http/1.1``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from tests.support.chunk_server import (
 )
 from tests.support.http_server import LocalServer, run
 from tests.support.loadgen_requests import make_requests, spec
+from tests.support.openai_fakes import openai_handler, serving
 from tests.support.sse_streams import streaming_handler
 from tests.support.tls_certs import TlsCert, server_context, tls_cert, trusting
 
@@ -206,3 +207,20 @@ def test_a_fleets_router_reports_each_replicas_connections() -> None:
     source = "kernel" if sys.platform.startswith("linux") else "user"
     assert {r.stamps for r in result.records} == {source}
     assert run_stamps(result.stamps, "")["source"] == source
+
+
+def test_the_pre_flight_check_and_the_streams_trust_the_same_certificate(
+    trusting: TlsCert,
+) -> None:
+    models = [{"id": "m", "object": "model"}]
+    with serving(openai_handler(models), tls=server_context(trusting)) as server:
+
+        async def main() -> tuple[list[str], RequestRecord]:
+            async with StreamingClient(server.base_url, "m", 1, timeout_s=10) as client:
+                served = await client.check_reachable()  # httpx, with the raw path's context
+                return served, await client.send(spec(), 0, 0.0, RunClock())
+
+        served, record = run(main())
+    assert served == ["m"]
+    assert record.status == "ok", record.error
+    assert record.stamps == ("kernel" if sys.platform.startswith("linux") else "user")
