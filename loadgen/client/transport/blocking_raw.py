@@ -173,7 +173,7 @@ class BlockingConnection:
         try:
             sock.settimeout(0)
             data = sock.recv(READ_SIZE)
-            return not data or bool(self._session.feed(data))
+            return not data or bool(self._session.feed(data)) or self._session.ended
         except (BlockingIOError, InterruptedError):
             return False
         except OSError:  # ssl.SSLError included
@@ -256,17 +256,16 @@ class BlockingConnection:
         if self._stamping:
             assert self.clock is not None
             t_ns = kernel_time(ancdata, read_ns, self.clock, self.stamp_counts)
-        if self._session is not None:
+        session = self._session
+        if session is not None:
             try:
-                data = self._session.feed(data)
-            except ssl.SSLZeroReturnError:
-                self.close()
-                parser.connection_lost(None)
-                return
+                data = session.feed(data)
             except ssl.SSLError as exc:
                 self.close()
                 parser.connection_lost(RemoteProtocolError(f"TLS: {exc}"))
                 return
-            if not data:
-                return  # a partial TLS record, or a handshake message: no plaintext yet
-        parser.stamped_received(data, t_ns, read_ns)
+        if data:  # with TLS, none yet for a partial record or a handshake message
+            parser.stamped_received(data, t_ns, read_ns)
+        if session is not None and session.ended:
+            self.close()
+            parser.connection_lost(None)

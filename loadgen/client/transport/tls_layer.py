@@ -47,16 +47,18 @@ def client_context() -> ssl.SSLContext:
 class TlsSession:
     """One TLS client connection's state, fed ciphertext and asked for what to send.
 
-    Contract: :meth:`handshake` returns True once the handshake is done (else feed the peer's
-    bytes and call it again); :meth:`feed` takes received ciphertext and returns the plaintext
-    it completed (b"" when none), raising ``ssl.SSLZeroReturnError`` when the peer closed the
-    TLS session and ``ssl.SSLError`` for a broken record; :meth:`encrypt` takes plaintext;
+    Contract: :meth:`handshake` returns True once the handshake is done (else :meth:`take` the
+    peer's bytes and call it again); :meth:`feed` takes received ciphertext and returns the
+    plaintext it completed (b"" when none), setting :attr:`ended` once the peer closed the TLS
+    session (the plaintext before its close is returned all the same) and raising
+    ``ssl.SSLError`` for a broken record; :meth:`encrypt` takes plaintext;
     :meth:`outgoing` returns the ciphertext due to the peer (handshake, records, key updates).
     """
 
     def __init__(self, context: ssl.SSLContext, server_hostname: str) -> None:
         self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.ssl_object = context.wrap_bio(self._in, self._out, server_hostname=server_hostname)
+        self.ended = False  # the peer closed the TLS session (close_notify)
 
     def handshake(self) -> bool:
         try:
@@ -77,8 +79,11 @@ class TlsSession:
                 part = self.ssl_object.read(_CHUNK)
             except ssl.SSLWantReadError:
                 break
+            except ssl.SSLZeroReturnError:
+                part = b""
             if not part:
-                raise ssl.SSLZeroReturnError("the peer closed the TLS session")
+                self.ended = True
+                break
             parts.append(part)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -127,9 +132,6 @@ class TlsStamped:
         assert self._raw is not None
         try:
             plain = self._session.feed(data)
-        except ssl.SSLZeroReturnError:
-            self._raw.close()
-            return
         except ssl.SSLError as exc:
             self._raw.write(self._session.outgoing())
             self._raw.abort(exc)  # a broken record ends the connection
@@ -138,6 +140,8 @@ class TlsStamped:
             self._raw.write(out)
         if plain:
             self._protocol.stamped_received(plain, t_ns, read_ns)
+        if self._session.ended:
+            self._raw.close()
 
     # The client protocol's transport.
     def write(self, data: bytes) -> None:

@@ -24,7 +24,7 @@ from tests.support.chunk_server import (
     LoopHold,
     stamping_on,
 )
-from tests.support.http_server import LocalServer, run
+from tests.support.http_server import HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import make_requests, spec
 from tests.support.openai_fakes import openai_handler, serving
 from tests.support.sse_streams import streaming_handler
@@ -224,3 +224,22 @@ def test_the_pre_flight_check_and_the_streams_trust_the_same_certificate(
     assert served == ["m"]
     assert record.status == "ok", record.error
     assert record.stamps == ("kernel" if sys.platform.startswith("linux") else "user")
+
+
+def test_over_tls_a_server_closing_after_each_answer_loses_no_byte(trusting: TlsCert) -> None:
+    stream = streaming_handler(3, 0.001)
+
+    async def closing(request: HttpRequest, response: Response) -> None:
+        await stream(request, response)  # its last bytes and the TLS close may share a read
+        response.closed = True
+
+    with serving(closing, tls=server_context(trusting)) as server:
+
+        async def main() -> list[RequestRecord]:
+            async with StreamingClient(server.base_url, "m", 1, timeout_s=10) as client:
+                return [await client.send(s, 0, 0.0, RunClock()) for s in make_requests(3)]
+
+        records = run(main())
+        assert server.connections == 3
+    assert [r.status for r in records] == ["ok"] * 3, [r.error for r in records]
+    assert all(r.output_tokens == 3 for r in records)
