@@ -48,7 +48,8 @@ HOLD_MARK = b"x-hold-next"  # in the piece before a held chunk (a header, or an 
 def stamping_on(timeout_s: float = 10.0) -> None:
     """Turn the kernel's receive stamping on for the test (loadgen.client.transport.
     kernel_stamps.keep_stamping_on) and wait until a loopback TCP segment gets its stamp, so
-    that a reader process started next finds it on (Linux turns it on late)."""
+    that a reader process started next finds it on (Linux switches it on through deferred
+    work)."""
     if keep_stamping_on() is None:
         return
     with (

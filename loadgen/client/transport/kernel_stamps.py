@@ -99,11 +99,12 @@ def kernel_time(ancdata: list[tuple[int, int, bytes]], read_ns: int, clock: Kern
 def keep_stamping_on() -> socket.socket | None:
     """Keep the kernel stamping received segments from now on, for this process's life.
 
-    Why: Linux turns receive stamping on for the whole system only while some socket asks
-    for it, and turns it on late (deferred work, tens of ms or more on a busy machine), so the
-    first segments of the first stamped connection can come without a stamp. A client calls
-    this when it is set up, well before its first connection: one idle UDP socket that asks.
-    None where the kernel does not stamp."""
+    Why: Linux stamps received segments only while some socket of the machine asks for it,
+    and switches stamping on through deferred work (``net_enable_timestamp``), so the first
+    segments of the first stamped connection can come without a stamp (seen once in this
+    project's tests: a fresh process's first two reads, head and first chunk, unstamped). A
+    client calls this when it is set up, well before its first connection: one idle UDP socket
+    that asks. None where the kernel does not stamp."""
     if not sys.platform.startswith("linux"):
         return None
     keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

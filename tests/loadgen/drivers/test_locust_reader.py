@@ -42,7 +42,7 @@ linux_only = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True, scope="module")
 def _stamping_on() -> None:
-    """The kernel's stamping on before the first connection (Linux turns it on late)."""
+    """The kernel's stamping on before the first connection (switched on through deferred work)."""
     stamping_on()
 
 
