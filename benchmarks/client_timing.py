@@ -14,7 +14,9 @@ the CPU of the load alone). Clients that are not installed are skipped. Prints a
 
 `ours` runs this project's client in a subprocess: `python benchmarks/client_timing.py --ours
 URL STREAMS REQUESTS TOKENS OUT [user]` (closed loop, no tokenizer: tokens from the server's
-usage), with kernel receive stamps (`ours`) or user-space ones only (`ours-user`). Each of its
+usage), with kernel receive stamps (`ours`) or user-space ones only (`ours-user`); `locust`
+and `locust-user` run the same plan with the Locust driver (one local worker, its users reading
+through the blocking raw client; appended ``locust`` to the command above). Each of its
 prompts starts with its request id, and the truth server keeps every stream's send times
 (``--per-stream``), so its error is also measured chunk by chunk (:func:`chunk_errors`): TTFT,
 ITL and arrival (chunk time - true send) errors p50/p99/max, for the chunk times the run used
@@ -53,9 +55,12 @@ def _cpu_children_s() -> float:
 
 
 def run_ours(
-    url: str, streams: int, requests: int, tokens: int, out: Path, kernel: bool = True
-) -> None:
+    url: str, streams: int, requests: int, tokens: int, out: Path, kernel: bool = True,
+    locust: bool = False,
+) -> None:  # fmt: skip
     """This project's client: closed loop, ``streams`` users; pickles its records to ``out``.
+    ``locust``: the Locust driver, one local worker (its master and worker processes are this
+    one's children, so their CPU counts in the arm's), else the asyncio driver.
 
     Only loadgen is imported here (no pandas), so the CPU measured is the client's own.
     """
@@ -74,8 +79,14 @@ def run_ours(
     clock = RunClock()
     cpu0 = time.process_time()
     config = ClientConfig(url, "truth", kernel_stamps=kernel)
-    result = asyncio.run(run_plan(plan, config, clock))
-    load_cpu_s = time.process_time() - cpu0
+    if locust:
+        from loadgen.drivers.locust_driver import run_locust
+
+        result = run_locust(plan, config, clock, 1, run_time_s=1200)
+    else:
+        result = asyncio.run(run_plan(plan, config, clock))
+    # Locust's load runs in its worker process: its CPU is the arm's (rusage), not this one's.
+    load_cpu_s = None if locust else time.process_time() - cpu0
     out.write_bytes(
         pickle.dumps({"records": result.records, "load_cpu_s": load_cpu_s, "t0_ns": clock.t0_ns,
                       "stamps": result.stamps})
@@ -192,12 +203,12 @@ def _vllm(python: str, url: str, args: argparse.Namespace, work: Path) -> tuple[
 
 
 def _ours(
-    url: str, args: argparse.Namespace, work: Path, kernel: bool = True
+    url: str, args: argparse.Namespace, work: Path, kernel: bool = True, locust: bool = False
 ) -> tuple[list[str], Any]:
     out = work / "ours.pkl"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--ours", url, str(args.streams),
            str(args.requests), str(args.tokens), str(out)]  # fmt: skip
-    cmd += [] if kernel else ["user"]
+    cmd += ([] if kernel else ["user"]) + (["locust"] if locust else [])
     return cmd, lambda truth: _summarize_ours(out, truth)
 
 
@@ -256,7 +267,7 @@ def _row(r: dict[str, Any]) -> str:
     ]
     load = (
         f" (load {r['reported']['load_cpu_s'] / r['tokens'] * 1000:.3f})"
-        if "load_cpu_s" in rep
+        if rep.get("load_cpu_s") is not None
         else ""
     )
     ttft, itl = rep["ttft_ms"], rep["itl_ms"]
@@ -293,8 +304,8 @@ def _row(r: dict[str, Any]) -> str:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--ours":
         url, streams, requests, tokens, out = sys.argv[2:7]
-        kernel = sys.argv[7:8] != ["user"]
-        run_ours(url, int(streams), int(requests), int(tokens), Path(out), kernel)
+        kernel, locust = "user" not in sys.argv[7:], "locust" in sys.argv[7:]
+        run_ours(url, int(streams), int(requests), int(tokens), Path(out), kernel, locust)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=100)
@@ -309,11 +320,13 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=8191)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--only", default="ours,ours-user,vllm,aiperf")
+    parser.add_argument("--only", default="ours,ours-user,locust,locust-user,vllm,aiperf")
     args = parser.parse_args()
     clients: list[tuple[str, Any]] = [
         ("ours", _ours),
         ("ours-user", lambda u, a, w: _ours(u, a, w, kernel=False)),
+        ("locust", lambda u, a, w: _ours(u, a, w, locust=True)),
+        ("locust-user", lambda u, a, w: _ours(u, a, w, kernel=False, locust=True)),
     ]
     if args.vllm_python and args.tokenizer:
         clients.append(("vllm", lambda u, a, w: _vllm(args.vllm_python, u, a, w)))

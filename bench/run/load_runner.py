@@ -211,6 +211,7 @@ def record_load(
     if result.worker_info is not None:
         section["locust_workers"] = result.worker_info
     section["receive_stamps"] = run_stamps(
-        result.stamps, "Locust's users read their sockets through requests: user-space stamps"
+        result.stamps,
+        "no client reported its connections (every Locust worker was lost before its end)",
     )
     return section

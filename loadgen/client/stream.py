@@ -8,10 +8,11 @@ stream ends. Connections are HTTP/1.1 keep-alive, one slot per concurrent user
 never pays connection setup inside TTFT; streams are read to their very end (past ``[DONE]``) so
 that each connection stays open for the next request instead of being dropped.
 
-Plain ``http://`` servers are read through :mod:`loadgen.client.transport.raw_http` (one asyncio
-Protocol per connection: a few microseconds of CPU per chunk instead of httpx's tens);
-``https://``, proxies (``trust_env``) and ``raw=False`` go through httpx. Both paths record the
-same way. On the raw path each chunk's time is the kernel's receive stamp where Linux gives one
+Servers are read through :mod:`loadgen.client.transport.raw_http` (one asyncio Protocol per
+connection: a few microseconds of CPU per chunk instead of httpx's tens), ``https://`` too (TLS
+decrypted in memory over the same stamped socket, :mod:`loadgen.client.transport.tls_layer`);
+proxies (``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way. On
+the raw path each chunk's time is the kernel's receive stamp where Linux gives one
 (:mod:`loadgen.client.transport.kernel_stamps`; the record's ``stamps`` says "kernel"), with the
 client's own read time beside it (``ChunkRecord.read_s``); httpx reads its sockets itself, so its
 records are always stamped in user space.
@@ -66,20 +67,21 @@ from loadgen.client.transport.raw_http import (
     ReadTimeout,
     RequestTimeout,
 )
+from loadgen.client.transport.tls_layer import client_context
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord, Status, endpoint_of
 from results.folder.redact import REDACTED
 
-__all__ = ["ServerUnreachableError", "StreamingClient"]
+__all__ = ["ServerUnreachableError", "StreamingClient", "raw_heads", "request_headers"]
 
 
 class ServerUnreachableError(ConnectionError):
     """The server did not answer a reachability check; the message names the URL and the fix."""
 
 
-def _request_headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
+def request_headers(api_key: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
     """Every request's headers: a stream asked for, uncompressed, the key as a bearer token,
     then the user's ``--header`` values over any of the same name (case-insensitive)."""
     sent = {
@@ -97,7 +99,7 @@ def _request_headers(api_key: str | None, headers: Mapping[str, str] | None) -> 
     return sent
 
 
-def _raw_heads(
+def raw_heads(
     url: httpx.URL, port: int, api_headers: Mapping[str, Mapping[str, str]]
 ) -> dict[str, bytes]:
     """Each API's request head for the raw path, up to its ``Content-Length:`` value (bytes)."""
@@ -138,8 +140,8 @@ class StreamingClient:
         trust_env: honour HTTP(S)_PROXY and similar variables; off by default because a proxy on
             the path distorts every latency measured.
         extra_body: extra JSON fields merged into every request body (engine-specific options).
-        raw: read plain-http streams with loadgen.client.transport.raw_http (default); False
-            forces httpx.
+        raw: read streams (http and https) with loadgen.client.transport.raw_http (default);
+            False forces httpx.
         kernel_stamps: on the raw path, time chunks by the kernel's receive stamps where the
             platform gives them (default); False keeps user-space stamps.
 
@@ -199,7 +201,7 @@ class StreamingClient:
         self.tokenizer = tokenizer
         self._extra_body = dict(extra_body or {})
         self._urls = {api: self.api_root + tail for api, tail in API_PATHS.items()}
-        self._headers = sent = _request_headers(api_key, headers)
+        self._headers = sent = request_headers(api_key, headers)
         # What error messages must never show, even when a server echoes it back.
         self._secrets = [*(headers or {}).values(), *([api_key] if api_key else [])]
         # Each API's own headers (loadgen.client.apis): JSON answers, Anthropic's key header.
@@ -208,12 +210,14 @@ class StreamingClient:
         self._slots_pool: ConnectionSlots | None = None
         self._raw: RawPool | None = None
         url = httpx.URL(root)
-        if raw and url.scheme == "http" and not trust_env:
-            port = url.port or 80
+        if raw and not trust_env:
+            https = url.scheme == "https"
+            port = url.port or (443 if https else 80)
             self._raw = RawPool(
-                url.host, port, max_connections, self.connect_timeout_s, kernel_stamps
-            )
-            self._raw_heads = _raw_heads(url, port, self._api_headers)
+                url.host, port, max_connections, self.connect_timeout_s, kernel_stamps,
+                tls=client_context() if https else None,
+            )  # fmt: skip
+            self._raw_heads = raw_heads(url, port, self._api_headers)
 
     @property
     def _slots(self) -> ConnectionSlots:

@@ -172,6 +172,7 @@ def _run(
     records: list[RequestRecord] = []
     errors: list[str] = []
     end_info: list[dict[str, Any]] = []
+    stamps: list[dict[str, Any]] = []  # each worker's connections, per replica
     offsets = {RECORDS_FILE: 0, EVENTS_FILE: 0}
     deadline = time.monotonic() + job.join_timeout_s + limit_s + _GRACE_S
     try:
@@ -184,7 +185,7 @@ def _run(
                 elif event["event"] == "error":
                     errors.append(event["message"])
                 elif event["event"] == "end":
-                    end_info = event["workers"]
+                    end_info, stamps = event["workers"], event.get("stamps", [])
                 if on_event is not None:
                     on_event(event)
             rows, offsets[RECORDS_FILE] = _tail(out / RECORDS_FILE, offsets[RECORDS_FILE])
@@ -226,7 +227,7 @@ def _run(
         raise LocustError(f"Locust ended without recording a request; its log:\n{tail}")
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     records.sort(key=lambda r: order.get(r.request_id, len(order)))
-    return LoadResult(records, samples, workers=total, worker_info=end_info or None)
+    return LoadResult(records, samples, workers=total, worker_info=end_info or None, stamps=stamps)
 
 
 def _start_locust(

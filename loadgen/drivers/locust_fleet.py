@@ -80,6 +80,8 @@ class WorkerSlot:
         lags_s: open loop: its schedule lags, seconds, as its samples arrive.
         first_clock: the offset measured before the load (drift is measured against it).
         resyncs: how many times its clock was measured again during the run.
+        stamps: its connections' stamp records, per replica, sent with its last message
+            (loadgen.drivers.locust_raw.WorkerStamps; empty for a worker lost before).
     """
 
     index: int
@@ -97,6 +99,7 @@ class WorkerSlot:
     lags_s: list[float] = field(default_factory=list)
     first_clock: ClockOffset | None = None
     resyncs: int = 0
+    stamps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def host(self) -> str:

@@ -29,7 +29,9 @@ message             direction        data
                                      (``[request_id, user_id, scheduled_s, sent_s]``) and finished
                                      ones (:func:`record_to_wire`), every 0.25 s
 ``MSG_CLIENT``      worker -> master the self-check samples' columns
-``MSG_DONE``        worker -> master the worker has no session left (or was stopped)
+``MSG_DONE``        worker -> master ``{"stamps"}``: the worker has no session left (or was
+                                     stopped); its connections' stamp records, per replica
+                                     (loadgen.drivers.locust_raw)
 ``MSG_STOP``        master -> worker the run's duration is over: cancel what is in flight
 ==================  ===============  ============================================================
 

@@ -238,6 +238,8 @@ class Master:
         slot = self.fleet.heard(msg.node_id, self.clock.now_s())
         if slot is not None and slot.state in ("ready", "running"):
             slot.state = "done"
+        if slot is not None and slot.state != "lost" and isinstance(msg.data, dict):
+            slot.stamps = list(msg.data.get("stamps") or ())
 
     # The run.
     def check_lost(self) -> None:
@@ -345,7 +347,8 @@ class Master:
                 lag = row.get("schedule_lag") or {}
                 if lag.get("behind"):
                     self.emit("behind", index=row["index"], host=row["host"], **lag)
-            self.emit("end", workers=rows)
+            stamps = [one for slot in self.fleet.slots for one in slot.stamps]
+            self.emit("end", workers=rows, stamps=stamps)
             return 0
         finally:
             self.runner.quit()

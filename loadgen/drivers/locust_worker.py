@@ -5,47 +5,39 @@
 client settings (loadgen.drivers.locust_job lists the messages), and then runs Locust users when
 the master starts them: each user is one closed-loop user that takes the worker's next session,
 sends its turns in order with the plan's think time, and records every request as the asyncio
-client does (the same SSE parser and stream accumulator, one ``perf_counter_ns`` per network
-read), on the run's clock: the master gave the run's origin on this worker's own clock, as it
-measured it (loadgen.drivers.clock_sync), and gives it again when it measures it again during
-the run. An open-loop plan runs no Locust user: the worker sends its share of the schedule at
-the planned times from the start second the master gives (loadgen.drivers.locust_open).
-Records, and each request's start, go back to the
-master every 0.25 s; the process exits when the master says quit (or is gone for 60 s, Locust's
-own rule).
+client does, through the same raw client in blocking form (loadgen.drivers.locust_raw: the same
+parser and accumulator, each read timed by the kernel's receive stamp where Linux gives one,
+``https://`` included), on the run's clock: the master gave the run's origin on this worker's
+own clock, as it measured it (loadgen.drivers.clock_sync), and gives it again when it measures
+it again during the run. An open-loop plan runs no Locust user: the worker sends its share of
+the schedule at the planned times from the start second the master gives
+(loadgen.drivers.locust_open). Records, and each request's start, go back to the master every
+0.25 s; the process exits when the master says quit (or is gone for 60 s, Locust's own rule).
+At its end the worker sends the stamp record of every connection its users opened
+(run.json's ``load.receive_stamps``).
 
 This module imports Locust, which monkey-patches the whole process with gevent: it is only ever
-the main module of its own process, and ``requests`` (whose ssl the patch must precede) is
-imported after ``locust``.
+the main module of its own process, and ``locust`` is imported before anything that opens a
+socket or builds a TLS context.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from typing import Any
 
 import gevent
-import locust  # noqa: F401  (before requests: importing locust monkey-patches ssl and sockets)
-import requests
-import urllib3
+import locust  # noqa: F401  (first: importing locust monkey-patches ssl and sockets)
 from locust import User, constant, task
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
-from loadgen.client.answers import (
-    answer_problem,
-    cut_short_message,
-    is_stream,
-    read_timeout_message,
-    request_timeout_message,
-)
-from loadgen.client.limits import MAX_ERROR_BODY_BYTES
-from loadgen.client.readers.openai_stream import StreamAccumulator, StreamError, feed_read
-from loadgen.client.readers.sse import SSEParser
+from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.routing import Router
 from loadgen.client.tool_bodies import tool_fields
 from loadgen.clock import RunClock
@@ -68,6 +60,7 @@ from loadgen.drivers.locust_job import (
     spec_from_wire,
 )
 from loadgen.drivers.locust_open import OpenLoopShare
+from loadgen.drivers.locust_raw import UserConnections, WorkerStamps
 from loadgen.request_spec import RequestSpec, message_dict
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
@@ -76,7 +69,6 @@ from results.folder.redact import REDACTED
 __all__ = ["PlanUser", "WorkerState", "main"]
 
 _FLUSH_S = 0.25
-_READ_BYTES = 64 * 1024  # at most this much of a stream in memory per read
 _TICK_S = 0.01
 
 
@@ -92,6 +84,8 @@ class WorkerState:
         # requests in flight (loadgen.client.routing).
         self.router = Router(1)
         self.clock: RunClock | None = None
+        # Every connection's stamp record, and the kernel clock's map (loadgen.drivers.locust_raw).
+        self.stamps: WorkerStamps | None = None
         self.think_time_s = 0.0
         self.parts_expected = -1
         self.parts: dict[int, list[list[RequestSpec]]] = {}
@@ -125,6 +119,7 @@ class WorkerState:
         self.index, self.workers = int(data["index"]), int(data["workers"])
         self.client = client_from_wire(data["client"])
         self.router = Router(len(self.client.urls), self.client.route)
+        self.stamps = WorkerStamps(self.client)
         self.clock = RunClock(int(data["t0_ns"]))
         self.think_time_s = float(data["think_time_s"])
         self.parts_expected = int(data["parts"])
@@ -159,8 +154,8 @@ class WorkerState:
 
     def _run_open(self, start_s: float) -> None:
         """This worker's share of the open-loop schedule (loadgen.drivers.locust_open)."""
-        assert self.client is not None
-        sessions = [_http_session(self.client) for _ in range(self.max_concurrency)]
+        assert self.client is not None and self.stamps is not None
+        sessions = [UserConnections(self.client, self.stamps) for _ in range(self.max_concurrency)]
         requests_ = [session[0] for session in self.ordered]
         self.users = len(sessions)
         self.share = OpenLoopShare(
@@ -219,7 +214,8 @@ class WorkerState:
         if not self.done_sent:
             self.flush()
             self.done_sent = True
-            self.runner.send_message(MSG_DONE, None)
+            stamps = self.stamps.reports(self.index) if self.stamps is not None else []
+            self.runner.send_message(MSG_DONE, {"stamps": stamps})
 
     def flush(self) -> None:
         if self.started or self.buffer:
@@ -265,48 +261,39 @@ class _PlanWorkerRunner(WorkerRunner):
         super().connect_to_master()
 
 
-def _http_session(client: ClientConfig) -> requests.Session:
-    """An HTTP session as every request of a worker is sent with."""
-    http = requests.Session()
-    http.trust_env = False  # a proxy on the path would distort every latency
-    http.headers.update({"Accept-Encoding": "identity"})
-    http.headers.update(client.headers.as_dict())
-    return http
-
-
 def _send(
-    session: requests.Session, spec: RequestSpec, user_id: int, state: WorkerState,
+    http: UserConnections, spec: RequestSpec, user_id: int, state: WorkerState,
     scheduled_s: float | None = None,
 ) -> RequestRecord:  # fmt: skip
     """One streamed request to the replica the worker's router picks, recorded as
     loadgen.client.stream does (never raises but GreenletExit, after recording the request as
     cancelled); ``scheduled_s``: its planned time (open loop), else now."""
-    assert state.client is not None
     index = state.router.pick()
     try:
-        return _send_to(state.client.urls[index], session, spec, user_id, state, scheduled_s)
+        return _send_to(index, http, spec, user_id, state, scheduled_s)
     finally:
         state.router.done(index)
 
 
 def _send_to(
-    base_url: str, session: requests.Session, spec: RequestSpec, user_id: int,
-    state: WorkerState, scheduled_s: float | None = None,
+    index: int, http: UserConnections, spec: RequestSpec, user_id: int, state: WorkerState,
+    scheduled_s: float | None = None,
 ) -> RequestRecord:  # fmt: skip
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
+    base_url = config.urls[index]
     body: dict[str, Any] = {
         **config.extra_body, "model": spec.model or config.model, "max_tokens": spec.max_tokens,
         "temperature": spec.temperature, "stream": True,
         "stream_options": {"include_usage": True},
     }  # fmt: skip
-    if spec.api == "chat":
+    api = "chat" if spec.api == "chat" else "completions"
+    if api == "chat":
         messages = spec.messages or (("user", spec.prompt),)
         body["messages"] = [message_dict(m) for m in messages]
-        url = base_url.rstrip("/") + "/v1/chat/completions"
     else:
         body["prompt"] = spec.prompt
-        url = base_url.rstrip("/") + "/v1/completions"
+    url = base_url.rstrip("/") + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
     body.update(tool_fields(spec.api, spec.tools, spec.tool_choice))
     if spec.ignore_eos:
         body["ignore_eos"] = True
@@ -317,38 +304,14 @@ def _send_to(
     scheduled_s = clock.now_s() if scheduled_s is None else scheduled_s
     sent_ns = time.perf_counter_ns()
     state.started.append([spec.request_id, user_id, scheduled_s, clock.to_s(sent_ns)])
-    status, error, http_status = "ok", None, None
+    status, error, http_status, stamps = "ok", None, None, None
     raise_after = False
-    sent = list(session.headers)
     try:
-        # The whole request's deadline (a gevent timeout interrupts any read); never a
-        # redirect followed, so the key and --header values stay with this origin.
-        with (
-            gevent.Timeout(config.request_timeout_s, _RequestTimeout),
-            session.post(
-                url, json=body, stream=True, timeout=config.timeout_s, allow_redirects=False
-            ) as response,
-        ):
-            http_status = response.status_code
-            error = _read_answer(response, acc, url, sent)
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        http_status, error, stamps = http.stream(index, api, payload, acc, url)
     except gevent.GreenletExit:
         status, error = "cancelled", "cancelled: the run ended while the request was in flight"
         raise_after = True
-    except _RequestTimeout:
-        error = request_timeout_message(url, config.request_timeout_s)
-    except StreamError as exc:
-        error = str(exc)
-    except (requests.Timeout, urllib3.exceptions.ReadTimeoutError):
-        error = read_timeout_message(url, config.timeout_s, http_status is not None)
-    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-        # urllib3's own errors come from reading the body (a reset: ProtocolError).
-        if http_status is None:
-            error = f"{type(exc).__name__}: {exc}"
-        else:
-            error = (
-                f"{type(exc).__name__}: the server broke the connection in its body "
-                f"({_root_cause(exc)}) (POST {url})"
-            )
     if error is None and (problem := acc.problem()) is not None:
         acc.usage, status, error = None, "error", problem  # an absurd usage is not used
     if error is not None and status == "ok":
@@ -364,50 +327,12 @@ def _send_to(
     )  # fmt: skip
     record.endpoint = endpoint_of(base_url)
     record.model = spec.model or config.model
+    if stamps is not None:
+        record.stamps = stamps
     if raise_after:
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit
     return record
-
-
-def _root_cause(exc: BaseException) -> str:
-    """The innermost error inside ``exc`` (urllib3 and requests wrap the OS's in their args)."""
-    for _ in range(8):
-        inner = next((a for a in exc.args if isinstance(a, BaseException)), None)
-        inner = inner or exc.__cause__ or exc.__context__
-        if inner is None:
-            break
-        exc = inner
-    return f"{type(exc).__name__}: {exc}"
-
-
-class _RequestTimeout(Exception):
-    """The whole request's deadline passed (raised by gevent.Timeout in the request)."""
-
-
-def _read_answer(
-    response: requests.Response, acc: StreamAccumulator, url: str, sent: list[str]
-) -> str | None:
-    """Read ``response`` into ``acc`` as loadgen.client.stream does; its error, or None."""
-    kept = b""
-    headers = response.headers
-    content_type = headers.get("content-type", "")
-    if response.status_code >= 300 or not is_stream(content_type):
-        kept = response.raw.read(MAX_ERROR_BODY_BYTES, decode_content=False) or b""
-    problem = answer_problem(
-        response.status_code, content_type, headers.get("location", ""), kept, url, sent
-    )
-    if problem is not None:
-        return problem
-    parser = SSEParser()
-    drained: int | None = 0
-    for raw in response.raw.stream(_READ_BYTES, decode_content=False):
-        drained = feed_read(parser, acc, raw, time.perf_counter_ns(), drained)
-        if drained is None:
-            break
-    if not parser.done and acc.finish_reason is None:
-        return cut_short_message(parser, len(acc.texts))
-    return None
 
 
 class PlanUser(User):
@@ -419,10 +344,12 @@ class PlanUser(User):
         assert STATE is not None and STATE.client is not None, "PlanUser runs on bench workers"
         self.state = STATE
         self.user_id = STATE.next_user_id()
-        self.http = _http_session(STATE.client)
+        assert STATE.stamps is not None
+        self.http = UserConnections(STATE.client, STATE.stamps)
         self.finished = False
 
     def on_stop(self) -> None:
+        self.http.close()
         if not self.finished:
             self.finished = True
             self.state.user_finished()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,16 +109,18 @@ class LocalServer:
     in_flight: int = 0
     max_in_flight: int = 0
     requests: list[HttpRequest] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None  # serve https with this server-side context
     _server: asyncio.Server | None = None
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     @property
     def base_url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     async def __aenter__(self) -> LocalServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -156,7 +159,7 @@ class LocalServer:
                     response._finish()
                 if response.closed:
                     return
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             return
         finally:
             self._writers.discard(writer)

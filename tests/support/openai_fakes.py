@@ -10,6 +10,7 @@ completions with a short stream, or with the error a test asks for on chosen req
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,10 +25,11 @@ _START_TIMEOUT_S = 10.0
 
 
 @contextmanager
-def serving(handler: Handler) -> Iterator[LocalServer]:
-    """Serve ``handler`` on 127.0.0.1 from a background thread; yields the running server."""
+def serving(handler: Handler, tls: ssl.SSLContext | None = None) -> Iterator[LocalServer]:
+    """Serve ``handler`` on 127.0.0.1 from a background thread (https with ``tls``, a
+    server-side context); yields the running server."""
     loop = asyncio.new_event_loop()
-    server = LocalServer(handler)
+    server = LocalServer(handler, tls=tls)
     stop = asyncio.Event()
     started = threading.Event()
 

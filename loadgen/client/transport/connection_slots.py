@@ -17,6 +17,8 @@ import asyncio
 
 import httpx
 
+from loadgen.client.transport.tls_layer import client_context
+
 __all__ = ["ConnectionSlots"]
 
 
@@ -40,8 +42,9 @@ class ConnectionSlots:
     ) -> None:
         if n < 1:
             raise ValueError(f"ConnectionSlots n: expected >= 1 connections, got {n}")
-        # One TLS context for all slots: building one reads the CA bundle (~20 ms each).
-        ssl_context = httpx.create_ssl_context(trust_env=trust_env)
+        # The raw client's TLS context (one per process: building one reads the CA bundles),
+        # so that both paths trust the same servers (loadgen.client.transport.tls_layer).
+        ssl_context = client_context()
         self.clients: list[httpx.AsyncClient] = [
             httpx.AsyncClient(
                 headers=headers,

@@ -18,28 +18,44 @@ The kernel's clock is mapped onto ``perf_counter_ns`` by
 :class:`loadgen.client.transport.kernel_clock.KernelClock`; a mapped stamp later than the read
 itself is clamped to the read and counted.
 
+TLS keeps the stamps: the socket is still read here, and decrypted in memory
+(loadgen.client.transport.tls_layer says what a decrypted byte's stamp means).
+
 Where the kernel cannot stamp (another OS, setsockopt refused), :func:`open_connection` hands
-the socket to asyncio's own transport and says why: the caller keeps user-space stamps.
+the socket to asyncio's own transport (and asyncio's TLS) and says why: the caller keeps
+user-space stamps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
+import ssl
 import struct
 import sys
 from time import perf_counter_ns
 from typing import Any, Protocol
 
 from loadgen.client.transport.kernel_clock import KERNEL, USER, KernelClock, StampCounts
+from loadgen.client.transport.tls_layer import TlsSession, TlsStamped, handshake
 
-__all__ = ["StampedProtocol", "StampedTransport", "enable_receive_stamps", "open_connection"]
+__all__ = [
+    "ANC_SIZE",
+    "READ_SIZE",
+    "StampedProtocol",
+    "StampedTransport",
+    "enable_receive_stamps",
+    "keep_stamping_on",
+    "kernel_time",
+    "open_connection",
+]
 
 # Linux's generic value (x86, arm, riscv, powerpc); socket does not export it.
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec (C longs)
-_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-_READ_SIZE = 256 * 1024  # as asyncio's selector transport reads
+ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+READ_SIZE = 256 * 1024  # as asyncio's selector transport reads
 
 
 class StampedProtocol(Protocol):
@@ -52,13 +68,52 @@ class StampedProtocol(Protocol):
 
 def enable_receive_stamps(sock: socket.socket) -> str | None:
     """Ask the kernel to stamp ``sock``'s received segments; None when it will, else why not."""
-    if not sys.platform.startswith("linux") or not _ANC_SIZE:
+    if not sys.platform.startswith("linux") or not ANC_SIZE:
         return f"no SO_TIMESTAMPNS on {sys.platform}"
     try:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError as exc:
         return f"SO_TIMESTAMPNS refused: {exc}"
     return None
+
+
+def kernel_time(ancdata: list[tuple[int, int, bytes]], read_ns: int, clock: KernelClock,
+                counts: StampCounts) -> int:  # fmt: skip
+    """One ``recvmsg``'s arrival time on ``perf_counter_ns``: the kernel's stamp in
+    ``ancdata`` mapped by ``clock`` (clamped to ``read_ns``, the read's own time), or
+    ``read_ns`` when the read carried none; counted in ``counts``."""
+    counts.reads += 1
+    t_ns = read_ns
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+            sec, nsec = _TIMESPEC.unpack_from(payload)
+            t_ns = clock.to_perf_ns(sec * 1_000_000_000 + nsec, read_ns)
+            counts.stamped += 1
+            if t_ns > read_ns:
+                t_ns = read_ns
+                counts.clamped += 1
+    return t_ns
+
+
+@functools.cache
+def keep_stamping_on() -> socket.socket | None:
+    """Keep the kernel stamping received segments from now on, for this process's life.
+
+    Why: Linux stamps received segments only while some socket of the machine asks for it,
+    and switches stamping on through deferred work (``net_enable_timestamp``), so the first
+    segments of the first stamped connection can come without a stamp (seen once in this
+    project's tests: a fresh process's first two reads, head and first chunk, unstamped). A
+    client calls this when it is set up, well before its first connection: one idle UDP socket
+    that asks. None where the kernel does not stamp."""
+    if not sys.platform.startswith("linux"):
+        return None
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        keeper.close()
+        return None
+    return keeper
 
 
 class StampedTransport:
@@ -91,7 +146,7 @@ class StampedTransport:
 
     def _read_ready(self) -> None:
         try:
-            data, ancdata, _, _ = self._sock.recvmsg(_READ_SIZE, _ANC_SIZE)
+            data, ancdata, _, _ = self._sock.recvmsg(READ_SIZE, ANC_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -101,18 +156,13 @@ class StampedTransport:
         if not data:
             self._lose(None)
             return
-        counts = self._counts
-        counts.reads += 1
-        t_ns = read_ns
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack_from(payload)
-                t_ns = self._clock.to_perf_ns(sec * 1_000_000_000 + nsec, read_ns)
-                counts.stamped += 1
-                if t_ns > read_ns:
-                    t_ns = read_ns
-                    counts.clamped += 1
+        t_ns = kernel_time(ancdata, read_ns, self._clock, self._counts)
         self._protocol.stamped_received(data, t_ns, read_ns)
+
+    def read_now(self) -> None:
+        """Read what the socket holds now, as the loop would (an idle connection's check)."""
+        if not self._closing:
+            self._read_ready()
 
     def write(self, data: bytes) -> None:
         if self._closing or not data:
@@ -158,6 +208,10 @@ class StampedTransport:
     def close(self) -> None:
         self._lose(None)
 
+    def abort(self, exc: Exception) -> None:
+        """Close now because of ``exc``, which the protocol's ``connection_lost`` gets."""
+        self._lose(exc)
+
     def _lose(self, exc: Exception | None) -> None:
         if self._closing:
             return
@@ -175,12 +229,15 @@ async def open_connection(
     port: int,
     clock: KernelClock | None,
     counts: StampCounts,
+    tls: ssl.SSLContext | None = None,
 ) -> StampedTransport | None:
-    """Connect ``protocol`` to ``host:port`` (TCP, ``TCP_NODELAY``), reading with kernel stamps.
+    """Connect ``protocol`` to ``host:port`` (TCP, ``TCP_NODELAY``; TLS with ``tls``, its
+    hostname checked), reading with kernel stamps.
 
     ``clock`` None asks for user-space stamps. Returns the :class:`StampedTransport`, or None
     when the connection went to asyncio's own transport instead; ``counts`` says which and why.
-    Raises OSError when no address of ``host`` accepts the connection.
+    Raises OSError when no address of ``host`` accepts the connection (``ssl.SSLError``, an
+    OSError, when the TLS handshake fails).
     """
     loop = asyncio.get_running_loop()
     try:  # an address literal needs no resolver thread (asyncio's own shortcut)
@@ -201,12 +258,31 @@ async def open_connection(
         except BaseException:
             sock.close()
             raise
-        why = "user-space stamps asked for" if clock is None else enable_receive_stamps(sock)
-        counts.opened += 1
-        if why is None and clock is not None:
-            counts.source, counts.why = KERNEL, None
-            return StampedTransport(loop, sock, protocol, clock, counts)
-        counts.source, counts.why = USER, why
-        await loop.create_connection(lambda: protocol, sock=sock)
-        return None
+        try:
+            return await _stamped(loop, sock, protocol, host, clock, counts, tls)
+        except BaseException:
+            sock.close()
+            raise
     raise error
+
+
+async def _stamped(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: Any, host: str,
+    clock: KernelClock | None, counts: StampCounts, tls: ssl.SSLContext | None,
+) -> StampedTransport | None:  # fmt: skip
+    """The connected ``sock`` read with kernel stamps where it can be (TLS over it in memory,
+    loadgen.client.transport.tls_layer), else handed to asyncio's transport."""
+    why = "user-space stamps asked for" if clock is None else enable_receive_stamps(sock)
+    counts.opened += 1
+    if why is None and clock is not None:
+        counts.source, counts.why = KERNEL, None
+        if tls is None:
+            return StampedTransport(loop, sock, protocol, clock, counts)
+        session = TlsSession(tls, host)
+        await handshake(loop, sock, session)
+        return StampedTransport(loop, sock, TlsStamped(session, protocol), clock, counts)
+    counts.source, counts.why = USER, why
+    await loop.create_connection(
+        lambda: protocol, sock=sock, ssl=tls, server_hostname=host if tls else None
+    )
+    return None

@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for plain-http SSE streams: one asyncio Protocol per connection.
+"""A lean HTTP/1.1 client for SSE streams (http and https): one asyncio Protocol per connection.
 
 Why: a load generator's clock is only as good as its event loop is idle. httpx reads a stream
 through httpcore, anyio and h11 (pure Python, two reads per chunk); at 100 streams of 100
@@ -11,10 +11,12 @@ Where the kernel stamps received segments (Linux), the socket is read by
 a read's time is the kernel's stamp (:meth:`Connection.stamped_received`); ``last_read_ns`` stays
 the user-space time of the read.
 
-Scope: ``http://`` only (https and proxies go through httpx, see loadgen.client.stream);
-HTTP/1.1 keep-alive; bodies by ``Transfer-Encoding: chunked``, ``Content-Length`` or close.
-Redirects are never followed (loadgen.client.answers says where they pointed). A request's
-outcome is ``(http_status, the kept body)``; the caller builds the record.
+Scope: ``http://``, and ``https://`` with :class:`RawPool`'s ``tls`` context (TLS decrypted in
+memory over the stamped socket, loadgen.client.transport.tls_layer; proxies go through httpx,
+see loadgen.client.stream); HTTP/1.1 keep-alive; bodies by ``Transfer-Encoding: chunked``,
+``Content-Length`` or close. Redirects are never followed (loadgen.client.answers says where
+they pointed). A request's outcome is ``(http_status, the kept body)``; the caller builds
+the record.
 
 Bounded whatever the server does: a head over 64 KiB fails; an answer that is no stream (an
 error status, a redirect, a type other than ``text/event-stream``) is kept up to
@@ -27,29 +29,43 @@ from __future__ import annotations
 
 import asyncio
 import select
+import ssl
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Protocol
 
 from loadgen.client.answers import is_stream
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
-from loadgen.client.transport.kernel_stamps import open_connection
+from loadgen.client.transport.kernel_stamps import keep_stamping_on, open_connection
 
 __all__ = [
     "BodyRefused",
     "ConnectError",
     "ConnectTimeout",
     "Connection",
+    "OnBody",
+    "Outcome",
     "PoolTimeout",
     "RawHttpError",
     "RawPool",
     "ReadTimeout",
     "RemoteProtocolError",
     "RequestTimeout",
+    "StaleConnection",
 ]
 
 OnBody = Callable[[bytes, int], None]
+
+
+class Outcome(Protocol):
+    """Where a response's outcome is set: an ``asyncio.Future``, or a blocking reader's own."""
+
+    def done(self) -> bool: ...
+    def set_result(self, result: None) -> None: ...
+    def set_exception(self, exception: BaseException) -> None: ...
+
+
 _MAX_HEAD = 64 * 1024
 
 
@@ -103,7 +119,7 @@ class Connection(asyncio.Protocol):
         self.stamp_counts = StampCounts()  # where its read times came from
         self._reset(None, None)
 
-    def _reset(self, on_body: OnBody | None, done: asyncio.Future[None] | None) -> None:
+    def _reset(self, on_body: OnBody | None, done: Outcome | None) -> None:
         self._on_body = on_body
         self._done = done
         self._head = b""
@@ -298,10 +314,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._reset(on_body, done)
-        self._json_body = json_body
-        self._got_bytes = False
-        self.last_read_ns = start_ns = perf_counter_ns()
+        start_ns = self.begin(on_body, done, json_body)
         timeout_ns = int(timeout_s * 1e9)
         end_ns = deadline_ns if deadline_ns is not None else start_ns + 2**62
 
@@ -328,6 +341,22 @@ class Connection(asyncio.Protocol):
         finally:
             handle[0].cancel()
             self._on_body = None
+        return self.end()
+
+    def begin(self, on_body: OnBody, done: Outcome, json_body: bool = False) -> int:
+        """Get ready for a request's response (its outcome set on ``done``); returns its start,
+        ``perf_counter_ns``. :meth:`request` uses it, and so does a blocking reader
+        (loadgen.client.transport.blocking_raw), which feeds :meth:`stamped_received` itself."""
+        self._reset(on_body, done)
+        self._json_body = json_body
+        self._got_bytes = False
+        self.last_read_ns = start_ns = perf_counter_ns()
+        return start_ns
+
+    def end(self) -> tuple[int | None, bytes]:
+        """After a response that ended well: ``(status, kept body)``; the connection is closed
+        unless it stays alive."""
+        self._on_body = None
         self.requests += 1
         if not self._keep_alive:
             self.close()
@@ -344,6 +373,9 @@ class Connection(asyncio.Protocol):
         junk), and the loop has not noticed yet. One zero-timeout select; a few microseconds."""
         if self.closed or self.transport is None:
             return True
+        own_check = getattr(self.transport, "peer_closed", None)
+        if own_check is not None:  # TLS: what the socket holds may be a session ticket
+            return bool(own_check())
         sock = self.transport.get_extra_info("socket")
         if sock is None:
             return False
@@ -355,12 +387,15 @@ class RawPool:
     """``size`` keep-alive connections to ``host:port``, opened on first use, LIFO."""
 
     def __init__(
-        self, host: str, port: int, size: int, connect_timeout_s: float, kernel_stamps: bool = True
-    ) -> None:
-        self.host, self.port = host, port
+        self, host: str, port: int, size: int, connect_timeout_s: float, kernel_stamps: bool = True,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:  # fmt: skip
+        self.host, self.port, self.tls = host, port, tls
         self.connect_timeout_s = connect_timeout_s
         # One clock map for the pool's connections (loadgen.client.transport.kernel_stamps).
         self.clock = KernelClock() if kernel_stamps else None
+        if kernel_stamps:
+            keep_stamping_on()
         self._conns = [Connection() for _ in range(size)]
         self._free = list(reversed(self._conns))
         self._available = asyncio.Semaphore(size)
@@ -396,7 +431,9 @@ class RawPool:
         """(Re)open ``conn``; raises ConnectError or ConnectTimeout."""
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                await open_connection(conn, self.host, self.port, self.clock, conn.stamp_counts)
+                await open_connection(
+                    conn, self.host, self.port, self.clock, conn.stamp_counts, self.tls
+                )
         except TimeoutError:
             raise ConnectTimeout(
                 f"no connection to {self.host}:{self.port} within {self.connect_timeout_s} s"

@@ -168,13 +168,17 @@ def test_every_driver_routes_and_names_the_endpoint(
     assert abs(counts[fast] - counts[slow]) <= 2, counts
     assert (pd.read_parquet(folder / "requests.parquet")["status"] == "ok").all()
     # run.json says, per client and connection, whose clock timed the chunks.
+    # Every driver's clients (asyncio worker processes, Locust workers) read their sockets
+    # with the raw client: per worker and replica, its connections.
     stamps = json.loads((folder / "run.json").read_text())["load"]["receive_stamps"]
-    if "locust" in driver:  # its users read through requests: user-space stamps, said so
-        assert stamps["source"] == "user" and "requests" in stamps["why"]
-    else:
-        assert stamps["source"] == ("kernel" if sys.platform.startswith("linux") else "user")
-        assert {c["endpoint"] for c in stamps["clients"]} == {fast, slow}
-        assert {c["worker"] for c in stamps["clients"]} == {0, 1}
+    source = "kernel" if sys.platform.startswith("linux") else "user"
+    assert stamps["source"] == source
+    assert {c["endpoint"] for c in stamps["clients"]} == {fast, slow}
+    assert {c["worker"] for c in stamps["clients"]} == {0, 1} and len(stamps["clients"]) == 4
+    assert stamps["connections"] >= 4 and all(
+        conn["stamps"] == source for c in stamps["clients"] for conn in c["connections"]
+    )
+    assert set(pd.read_parquet(folder / "requests.parquet")["stamps"]) == {source}
 
 
 def test_one_replica_refusing_stops_the_run_naming_it(

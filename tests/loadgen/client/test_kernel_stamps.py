@@ -1,108 +1,53 @@
-"""Kernel receive stamps: the clock map, the fallback, and a reader the test delays on purpose.
-
-The server here runs in a thread of its own (not on the client's event loop), so that it keeps
-sending while the test blocks the loop: it stamps each chunk's true send time just before the
-write, on the same ``perf_counter_ns`` the client maps the kernel's stamps onto.
-"""
+"""Kernel receive stamps: the clock map, the fallback, and a reader the test delays on purpose,
+over plain http and TLS (tests.support.chunk_server says how the reader is held)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import sys
-import threading
 import time
 
 import pytest
 
 from loadgen.client.stream import StreamingClient
-from loadgen.client.transport import kernel_stamps
+from loadgen.client.transport import kernel_stamps, tls_layer
 from loadgen.client.transport.kernel_clock import KernelClock, run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
 from results.folder.records import RequestRecord
-from tests.support.http_server import LocalServer, run
+from tests.support.chunk_server import (
+    BLOCK_S,
+    BLOCKED,
+    CHUNKS,
+    ChunkServer,
+    LoopHold,
+    stamping_on,
+)
+from tests.support.http_server import HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import make_requests, spec
+from tests.support.openai_fakes import openai_handler, serving
 from tests.support.sse_streams import streaming_handler
+from tests.support.tls_certs import TlsCert, server_context, tls_cert, trusting
+
+__all__ = ["tls_cert", "trusting"]  # fixtures
 
 pytestmark = pytest.mark.timeout(60)
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
 )
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _stamping_on() -> None:
+    """The kernel's stamping on before the first connection (switched on through deferred work)."""
+    stamping_on()
+
+
 # Wide margins, so that a loaded machine's scheduling cannot blur kernel and user-space stamps:
-# a blocked chunk is read at least BLOCK_S after it was sent, far beyond any thread's wake-up
+# a held chunk is read at least BLOCK_S after it was sent, far beyond any thread's wake-up
 # delay (LATE_MS).
-GAP_S = 0.3  # the server's spacing between chunks
-BLOCK_S = 0.2  # how long the test blocks the client's event loop
 LATE_MS = 50.0
-CHUNKS = 4
-BLOCKED = (0, 2)  # the chunks that arrive while the loop is blocked
-
-
-class ChunkServer:
-    """Answers one POST per connection with ``CHUNKS`` SSE chunks ``GAP_S`` apart; before
-    sending a chunk of ``block``, it has ``loop`` blocked for ``BLOCK_S`` and waits until it is.
-    ``sent_ns`` holds each chunk's send time (perf_counter_ns, just before the write)."""
-
-    def __init__(self, block: tuple[int, ...]) -> None:
-        self.block = block
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.sent_ns: list[int] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _block_loop(self) -> threading.Event:
-        """Block the client's loop now; it stays blocked until the returned event is set
-        (after the chunk is sent) and ``BLOCK_S`` more, so it reads the chunk that late."""
-        assert self.loop is not None
-        started, sent = threading.Event(), threading.Event()
-
-        def blocker() -> None:
-            started.set()
-            sent.wait(10)
-            time.sleep(BLOCK_S)  # the whole loop stops: no read, no user-space stamp
-
-        self.loop.call_soon_threadsafe(blocker)
-        started.wait(10)
-        return sent
-
-    def _serve(self) -> None:
-        conn, _ = self.listener.accept()
-        with conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-            )
-            for i in range(CHUNKS):
-                if i:
-                    time.sleep(GAP_S)
-                blocked = self._block_loop() if i in self.block else None
-                last = i == CHUNKS - 1
-                event = {
-                    "choices": [{"text": f" t{i}", "finish_reason": "length" if last else None}]
-                }
-                body = b"data: " + json.dumps(event).encode() + b"\n\n"
-                if last:
-                    body += b"data: [DONE]\n\n"
-                self.sent_ns.append(time.perf_counter_ns())
-                conn.sendall(b"%x\r\n%s\r\n" % (len(body), body) + (b"0\r\n\r\n" if last else b""))
-                if blocked is not None:
-                    blocked.set()
-
-    def __enter__(self) -> ChunkServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.thread.join(10)
-        self.listener.close()
 
 
 class Streamed:
@@ -125,15 +70,19 @@ class Streamed:
         ]
 
 
-def stream_once(block: tuple[int, ...], kernel: bool) -> Streamed:
-    """One request against a fresh ChunkServer that blocks the client's loop at ``block``."""
-    with ChunkServer(block) as server:
+def stream_once(block: tuple[int, ...], kernel: bool, tls: TlsCert | None = None) -> Streamed:
+    """One request against a fresh ChunkServer that blocks the client's loop at ``block``
+    (over TLS with ``tls``, a certificate the client trusts)."""
+    holder = LoopHold()
+    context = server_context(tls) if tls is not None else None
+    with ChunkServer(block, holder, context) as server:
         clock = RunClock()
 
         async def main() -> tuple[RequestRecord, dict]:
-            server.loop = asyncio.get_running_loop()
-            url = f"http://127.0.0.1:{server.port}"
-            async with StreamingClient(url, "m", 1, timeout_s=10, kernel_stamps=kernel) as client:
+            holder.loop = asyncio.get_running_loop()
+            async with StreamingClient(
+                server.url, "m", 1, timeout_s=10, kernel_stamps=kernel
+            ) as client:
                 record = await client.send(spec(max_tokens=CHUNKS), 0, 0.0, clock)
                 return record, client.receive_stamps()
 
@@ -143,9 +92,8 @@ def stream_once(block: tuple[int, ...], kernel: bool) -> Streamed:
     return Streamed(record, clock.t0_ns, server.sent_ns, stamps)
 
 
-@linux_only
-def test_a_blocked_reader_moves_user_space_stamps_but_not_the_kernels() -> None:
-    got = stream_once(BLOCKED, kernel=True)
+def check_kernel_stamps_held(got: Streamed) -> None:
+    """The held chunks were read a hold late, but their recorded times are their arrivals."""
     assert got.record.stamps == "kernel"
     (conn,) = got.stamps["connections"]
     assert conn["stamps"] == "kernel" and conn["kernel_stamped_reads"] == conn["reads"] > 0
@@ -158,6 +106,38 @@ def test_a_blocked_reader_moves_user_space_stamps_but_not_the_kernels() -> None:
     assert max(got.itl_error_ms(got.read_ns)) > BLOCK_S * 1000 - LATE_MS
     assert all(c.read_s >= c.t_s for c in got.record.chunks)
     assert got.record.done_s is not None and got.record.done_s <= got.record.chunks[-1].read_s
+
+
+@linux_only
+def test_a_blocked_reader_moves_user_space_stamps_but_not_the_kernels() -> None:
+    check_kernel_stamps_held(stream_once(BLOCKED, kernel=True))
+
+
+@linux_only
+def test_over_tls_the_kernels_stamps_survive_the_blocked_reader(trusting: TlsCert) -> None:
+    got = stream_once(BLOCKED, kernel=True, tls=trusting)
+    check_kernel_stamps_held(got)
+    assert got.stamps["endpoint"].startswith("https://")
+
+
+def test_over_tls_without_kernel_stamps_the_reader_stamps_as_it_reads(trusting: TlsCert) -> None:
+    got = stream_once(BLOCKED, kernel=False, tls=trusting)
+    assert got.record.stamps == "user" and got.chunk_ns == got.read_ns
+    assert all(got.late_ms(got.chunk_ns)[i] >= BLOCK_S * 1000 for i in BLOCKED)
+    (conn,) = got.stamps["connections"]
+    assert conn["stamps"] == "user" and conn["why"] == "user-space stamps asked for"
+
+
+def test_a_certificate_the_client_does_not_trust_fails_the_request(tls_cert: TlsCert) -> None:
+    tls_layer.client_context.cache_clear()  # the default trust: no self-signed certificate
+    with ChunkServer((), LoopHold(), server_context(tls_cert)) as server:
+
+        async def main() -> RequestRecord:
+            async with StreamingClient(server.url, "m", 1, timeout_s=5) as client:
+                return await client.send(spec(max_tokens=CHUNKS), 0, 0.0, RunClock())
+
+        record = run(main())
+    assert record.status == "error" and "CERTIFICATE_VERIFY_FAILED" in (record.error or "")
 
 
 def test_user_space_stamps_move_with_the_blocked_reader() -> None:
@@ -227,3 +207,39 @@ def test_a_fleets_router_reports_each_replicas_connections() -> None:
     source = "kernel" if sys.platform.startswith("linux") else "user"
     assert {r.stamps for r in result.records} == {source}
     assert run_stamps(result.stamps, "")["source"] == source
+
+
+def test_the_pre_flight_check_and_the_streams_trust_the_same_certificate(
+    trusting: TlsCert,
+) -> None:
+    models = [{"id": "m", "object": "model"}]
+    with serving(openai_handler(models), tls=server_context(trusting)) as server:
+
+        async def main() -> tuple[list[str], RequestRecord]:
+            async with StreamingClient(server.base_url, "m", 1, timeout_s=10) as client:
+                served = await client.check_reachable()  # httpx, with the raw path's context
+                return served, await client.send(spec(), 0, 0.0, RunClock())
+
+        served, record = run(main())
+    assert served == ["m"]
+    assert record.status == "ok", record.error
+    assert record.stamps == ("kernel" if sys.platform.startswith("linux") else "user")
+
+
+def test_over_tls_a_server_closing_after_each_answer_loses_no_byte(trusting: TlsCert) -> None:
+    stream = streaming_handler(3, 0.001)
+
+    async def closing(request: HttpRequest, response: Response) -> None:
+        await stream(request, response)  # its last bytes and the TLS close may share a read
+        response.closed = True
+
+    with serving(closing, tls=server_context(trusting)) as server:
+
+        async def main() -> list[RequestRecord]:
+            async with StreamingClient(server.base_url, "m", 1, timeout_s=10) as client:
+                return [await client.send(s, 0, 0.0, RunClock()) for s in make_requests(3)]
+
+        records = run(main())
+        assert server.connections == 3
+    assert [r.status for r in records] == ["ok"] * 3, [r.error for r in records]
+    assert all(r.output_tokens == 3 for r in records)

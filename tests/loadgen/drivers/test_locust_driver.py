@@ -77,6 +77,11 @@ def test_two_workers_record_every_request_on_one_clock(base_url: str) -> None:
         assert w["clock_samples"] >= 8
     kinds = [e["event"] for e in events]
     assert kinds[0] == "listening" and kinds.count("joined") == 2 and kinds[-1] == "end"
+    # The users read through the raw client: each worker reports its connections' stamps.
+    source = "kernel" if sys.platform.startswith("linux") else "user"
+    assert {r.stamps for r in records} == {source}
+    assert sorted(c["worker"] for c in result.stamps) == [0, 1]
+    assert sum(len(c["connections"]) for c in result.stamps) == 4  # one per user
 
 
 def test_two_workers_send_an_open_loop_schedule_at_the_planned_times(base_url: str) -> None:
