@@ -154,8 +154,27 @@ async def drive_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
             stop=stop,
         )  # fmt: skip
+    return await _drive_locust(
+        plan, config, clock, workers, on_record=on_record, counters=counters,
+        remote=remote or RemoteWorkers(), console=console, stop=stop,
+    )  # fmt: skip
+
+
+async def _drive_locust(
+    plan: LoadPlan,
+    config: ClientConfig,
+    clock: RunClock,
+    workers: int,
+    *,
+    on_record: Any,
+    counters: Any,
+    remote: RemoteWorkers,
+    console: Console | None,
+    stop: LoadStop | None,
+) -> LoadResult:
+    """drive_load's Locust path: ``plan`` refused where Locust cannot send it, else run by a
+    Locust master and its workers (``remote``'s or ``workers`` local ones)."""
     refuse_for_locust(plan)
-    remote = remote or RemoteWorkers()
     if console is not None:
         for url in config.urls:
             print_loopback_note(console, url, remote)

@@ -18,6 +18,7 @@ A request's tools, tool choice and tool turns go in each API's own form
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from loadgen.client.readers.responses_stream import ResponsesAccumulator
 from loadgen.client.tool_bodies import anthropic_turns, responses_input, tool_fields
 from loadgen.request_spec import API_KINDS, POOLING_APIS, RequestSpec, message_dict, message_text
 
-__all__ = ["API_PATHS", "accumulator_for", "api_headers", "generation_body"]
+__all__ = ["API_PATHS", "accumulator_for", "api_headers", "generation_body", "request_body"]
 
 # Each API's path under the server's /v1 root.
 API_PATHS: dict[str, str] = {
@@ -96,6 +97,17 @@ def generation_body(spec: RequestSpec, model: str) -> dict[str, Any]:
     if spec.seed is not None:
         body["seed"] = spec.seed
     return body
+
+
+def request_body(spec: RequestSpec, model: str, extra_body: Mapping[str, Any]) -> bytes:
+    """The JSON bytes every driver sends for ``spec``: :func:`generation_body`, then the run's
+    ``extra_body`` and the request's own ``fields`` over it (they may not set the reserved
+    fields, request_spec.RESERVED_FIELDS)."""
+    body = generation_body(spec, model)
+    body.update(extra_body)
+    if spec.fields:
+        body.update(spec.fields)
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def accumulator_for(spec: RequestSpec) -> StreamAccumulator | PoolingAccumulator:

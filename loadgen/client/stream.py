@@ -28,7 +28,6 @@ Error messages never hold the key or a ``--header`` value, even when a server ec
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from time import perf_counter_ns
 from typing import Any
@@ -44,7 +43,7 @@ from loadgen.client.answers import (
     read_timeout_message,
     request_timeout_message,
 )
-from loadgen.client.apis import API_PATHS, accumulator_for, api_headers, generation_body
+from loadgen.client.apis import API_PATHS, accumulator_for, api_headers, request_body
 from loadgen.client.limits import (
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -261,11 +260,7 @@ class StreamingClient:
 
     def request_body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
-        body = generation_body(spec, self.model)
-        body.update(self._extra_body)
-        if spec.fields:
-            body.update(spec.fields)
-        return json.dumps(body, separators=(",", ":")).encode()
+        return request_body(spec, self.model, self._extra_body)
 
     async def send(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock

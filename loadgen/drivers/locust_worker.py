@@ -24,7 +24,6 @@ socket or builds a TLS context.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
@@ -37,9 +36,9 @@ from locust.exception import StopUser
 from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
+from loadgen.client.apis import API_PATHS, request_body
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.routing import Router
-from loadgen.client.tool_bodies import tool_fields
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig
 from loadgen.drivers.locust_job import (
@@ -61,7 +60,7 @@ from loadgen.drivers.locust_job import (
 )
 from loadgen.drivers.locust_open import OpenLoopShare
 from loadgen.drivers.locust_raw import UserConnections, WorkerStamps
-from loadgen.request_spec import RequestSpec, message_dict
+from loadgen.request_spec import RequestSpec
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
 from results.folder.redact import REDACTED
@@ -282,24 +281,9 @@ def _send_to(
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
     base_url = config.urls[index]
-    body: dict[str, Any] = {
-        **config.extra_body, "model": spec.model or config.model, "max_tokens": spec.max_tokens,
-        "temperature": spec.temperature, "stream": True,
-        "stream_options": {"include_usage": True},
-    }  # fmt: skip
+    # Completions and chat only (bench.run.load_runner refuses the other APIs for Locust).
     api = "chat" if spec.api == "chat" else "completions"
-    if api == "chat":
-        messages = spec.messages or (("user", spec.prompt),)
-        body["messages"] = [message_dict(m) for m in messages]
-    else:
-        body["prompt"] = spec.prompt
-    url = base_url.rstrip("/") + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
-    body.update(tool_fields(spec.api, spec.tools, spec.tool_choice))
-    if spec.ignore_eos:
-        body["ignore_eos"] = True
-    if spec.seed is not None:
-        body["seed"] = spec.seed
-    body.update(spec.fields or {})
+    url = base_url.rstrip("/") + "/v1" + API_PATHS[api]
     acc = StreamAccumulator(spec.api, spec.max_tokens)
     scheduled_s = clock.now_s() if scheduled_s is None else scheduled_s
     sent_ns = time.perf_counter_ns()
@@ -307,7 +291,7 @@ def _send_to(
     status, error, http_status, stamps = "ok", None, None, None
     raise_after = False
     try:
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = request_body(spec, config.model, config.extra_body)
         http_status, error, stamps = http.stream(index, api, payload, acc, url)
     except gevent.GreenletExit:
         status, error = "cancelled", "cancelled: the run ended while the request was in flight"
