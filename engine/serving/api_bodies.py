@@ -14,7 +14,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.core.request import SamplingParams
-from engine.serving.protocol import MAX_MESSAGES, MAX_STOP_STRINGS, _bounded_list, _SamplingFields
+from engine.serving.protocol import (
+    MAX_MESSAGES,
+    MAX_STOP_STRINGS,
+    _bounded_list,
+    _SamplingFields,
+    refuse_media,
+)
 
 __all__ = ["EmbeddingsRequest", "MessagesRequest", "RerankRequest", "ResponsesRequest"]
 
@@ -55,7 +61,7 @@ class ResponsesRequest(_SamplingFields):
     @field_validator("input", mode="before")
     @classmethod
     def _input_bounded(cls, value: Any) -> Any:
-        return _bounded_list(value, "input", MAX_MESSAGES)
+        return refuse_media(_bounded_list(value, "input", MAX_MESSAGES))
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The conversation for the chat template: instructions first, then the input."""
@@ -77,7 +83,7 @@ class MessagesRequest(_SamplingFields):
     @field_validator("messages", mode="before")
     @classmethod
     def _messages_bounded(cls, value: Any) -> Any:
-        return _bounded_list(value, "messages", MAX_MESSAGES)
+        return refuse_media(_bounded_list(value, "messages", MAX_MESSAGES))
 
     @field_validator("stop_sequences", mode="before")
     @classmethod

@@ -43,6 +43,7 @@ from loadgen.client.answers import (
     read_timeout_message,
     request_timeout_message,
 )
+from loadgen.client.image_bodies import with_images
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 from loadgen.client.readers.openai_stream import StreamAccumulator, StreamError, feed_read
 from loadgen.client.readers.sse import SSEParser
@@ -68,6 +69,7 @@ from loadgen.drivers.locust_job import (
     spec_from_wire,
 )
 from loadgen.drivers.locust_open import OpenLoopShare
+from loadgen.request_images import count_images
 from loadgen.request_spec import RequestSpec, message_dict
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
@@ -302,7 +304,7 @@ def _send_to(
     }  # fmt: skip
     if spec.api == "chat":
         messages = spec.messages or (("user", spec.prompt),)
-        body["messages"] = [message_dict(m) for m in messages]
+        body["messages"] = with_images("chat", [message_dict(m) for m in messages], spec.images)
         url = base_url.rstrip("/") + "/v1/chat/completions"
     else:
         body["prompt"] = spec.prompt
@@ -364,6 +366,7 @@ def _send_to(
     )  # fmt: skip
     record.endpoint = endpoint_of(base_url)
     record.model = spec.model or config.model
+    count_images(record, spec)
     if raise_after:
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit
