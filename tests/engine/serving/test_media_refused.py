@@ -6,6 +6,7 @@ if the image were not there; text parts in a list are served."""
 from __future__ import annotations
 
 import httpx
+import numpy as np
 import pytest
 
 from engine.config import EngineConfig
@@ -24,8 +25,6 @@ SERVER_CONFIG = EngineConfig.from_flat(
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 @pytest.mark.parametrize("where", ["data", "url"])
 def test_a_request_with_an_image_is_a_400_saying_why(base_url: str, api: str, where: str) -> None:
-    import numpy as np
-
     image = (
         data_url(synthetic_image(32, 24, "png", np.random.default_rng(0)))
         if where == "data"
@@ -45,8 +44,8 @@ def test_a_request_with_an_image_is_a_400_saying_why(base_url: str, api: str, wh
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_text_parts_in_a_list_are_served(base_url: str, api: str) -> None:
     part = {"chat": "text", "responses": "input_text", "messages": "text"}[api]
-    spec = RequestSpec("r", "", 0, 2, api=api,  # type: ignore[arg-type]
-                       messages=({"role": "user", "content": [{"type": part, "text": "kalo"}]},))  # fmt: skip
+    turn = {"role": "user", "content": [{"type": part, "text": "kalo"}]}
+    spec = RequestSpec("r", "", 0, 2, api=api, messages=(turn,))  # type: ignore[arg-type]
     body = {**generation_body(spec, MODEL), "stream": False}
     body.pop("stream_options", None)
     reply = httpx.post(base_url + "/v1" + API_PATHS[api], json=body, timeout=60)
