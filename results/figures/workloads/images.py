@@ -88,6 +88,8 @@ def images_line(section: Mapping[str, Any] | None) -> str | None:
     """The terminal's line on images, or None for a run without the section."""
     if not section:
         return None
+    if not section["requests"]:
+        return "images: no request with or without images was answered ok, so none is counted"
     line = (
         f"images: {section['images']:,} sent by {section['requests_with_images']:,} of "
         f"{section['requests']:,} requests"
