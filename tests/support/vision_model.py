@@ -24,8 +24,12 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
-from transformers import PreTrainedTokenizerFast
+from transformers import (
+    Idefics3Config,
+    Idefics3ForConditionalGeneration,
+    Idefics3Processor,
+    PreTrainedTokenizerFast,
+)
 from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
 from engine.tokenizer.tokenizer import Tokenizer
