@@ -51,8 +51,8 @@ CHAT_TEMPLATE = (
     "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 _TEXT = dict(model_type="llama", hidden_size=256, intermediate_size=704, num_hidden_layers=2,
-             num_attention_heads=8, num_key_value_heads=2, head_dim=32,
-             max_position_embeddings=1024, bos_token_id=0, eos_token_id=1, pad_token_id=1)  # fmt: skip
+             num_attention_heads=8, num_key_value_heads=2, head_dim=32, pad_token_id=1,
+             max_position_embeddings=1024, bos_token_id=0, eos_token_id=1)  # fmt: skip
 _VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                image_size=32, patch_size=8)  # fmt: skip
 
