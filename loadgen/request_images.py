@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loadgen.request_spec import RequestSpec
     from results.folder.records import RequestRecord
 
 __all__ = [
@@ -143,10 +142,9 @@ def image_tokens(images: int, usage_prompt_tokens: int | None, text_tokens: int)
     return max(0, usage_prompt_tokens - text_tokens)
 
 
-def count_images(record: RequestRecord, spec: RequestSpec) -> None:
-    """Set ``record``'s ``images`` and ``image_tokens`` (results.folder.records) from what
-    ``spec`` sent and the usage the server answered with."""
-    record.images = len(spec.images)
-    record.image_tokens = image_tokens(
-        record.images, record.usage_prompt_tokens, spec.prompt_tokens
-    )
+def count_images(record: RequestRecord, images: Sequence[str], text_tokens: int) -> None:
+    """Set ``record``'s ``images`` and ``image_tokens`` (results.folder.records) from the
+    ``images`` its request sent (RequestSpec.images), its text's ``text_tokens``
+    (RequestSpec.prompt_tokens) and the usage the server answered with."""
+    record.images = len(images)
+    record.image_tokens = image_tokens(record.images, record.usage_prompt_tokens, text_tokens)

@@ -509,7 +509,7 @@ class StreamingClient:
             )
         record.endpoint = self.endpoint
         record.model = spec.model or self.model
-        count_images(record, spec)
+        count_images(record, spec.images, spec.prompt_tokens)
         return record
 
     async def _acquire_slot(self) -> httpx.AsyncClient:

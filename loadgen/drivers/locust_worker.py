@@ -366,7 +366,7 @@ def _send_to(
     )  # fmt: skip
     record.endpoint = endpoint_of(base_url)
     record.model = spec.model or config.model
-    count_images(record, spec)
+    count_images(record, spec.images, spec.prompt_tokens)
     if raise_after:
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit

@@ -115,7 +115,8 @@ def test_the_record_counts_the_images_and_the_tokens_beyond_the_text() -> None:
     assert {"images", "image_tokens"} <= set(REQUEST_COLUMNS)
     record = RequestRecord("r", 0, 0.0, 0.0, 0.1, 0.2, 90, 4, "usage", "ok", None, 200,
                            usage_prompt_tokens=90)  # fmt: skip
-    count_images(record, _spec("chat"))
+    spec = _spec("chat")
+    count_images(record, spec.images, spec.prompt_tokens)
     assert (record.images, record.image_tokens) == (2, 89)
     assert image_tokens(0, 90, 1) is None and image_tokens(2, None, 1) is None
     assert image_tokens(1, 3, 5) == 0
