@@ -81,7 +81,7 @@ def _prompt_tokens(url: str, model: str, api: str, images: int) -> int:
     return int(usage.get("prompt_tokens", usage.get("input_tokens", 0)))
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_each_image_costs_the_processors_tokens(vision_vllm: tuple[str, Path], api: str) -> None:
     url, model_dir = vision_vllm
     counts = [_prompt_tokens(url, str(model_dir), api, k) for k in (0, 1, 3)]
