@@ -85,6 +85,26 @@ DEFINITIONS: dict[str, MetricDefinition] = {
         "TTFT (first generated token of any kind: a tool call's name or argument fragment "
         "counts) of the ok requests in the measured window that made a tool call.",
     ),
+    "images": MetricDefinition(
+        "Images sent",
+        "images",
+        "Images the ok requests of the measured window sent in their last user turn (a "
+        "scenario's [images], a dataset's images column), and how many requests carried any.",
+    ),
+    "image_tokens_per_image": MetricDefinition(
+        "Prompt tokens per image",
+        "tokens",
+        "The server's usage.prompt_tokens beyond the text's own tokens (the workload "
+        "tokenizer's count), summed over the requests with images, per image sent; it holds "
+        "the chat template's few tokens too, which the second figure takes off (the same "
+        "excess of the requests without images).",
+    ),
+    "images.ttft_by_images": MetricDefinition(
+        "TTFT by images per request",
+        "ms",
+        "TTFT of the ok requests in the measured window at each number of images they sent: "
+        "what the images' prefill and the vision encoder add before the first token.",
+    ),
     "sessions.ttft_by_turn": MetricDefinition(
         "TTFT by turn",
         "ms",

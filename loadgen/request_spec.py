@@ -50,6 +50,7 @@ RESERVED_FIELDS: dict[str, str] = {
     "ignore_eos": "the scenario's top-level ignore_eos",
     "tools": "the scenario's [tools] table, or a dataset's tools column",
     "tool_choice": "the scenario's [tools] choice, or a dataset's tool_choice column",
+    "images": "the scenario's [images] table, or a dataset's images column",
 }
 
 
@@ -160,6 +161,9 @@ class RequestSpec:
             for the server's default; only with ``tools``.
         session: where it stands in a session (:class:`SessionTurn`); None for a request that
             belongs to none.
+        images: the images sent in the last user turn, each as an image URL (a base64
+            ``data:`` URL or an ``http(s)://`` URL the server fetches; loadgen.request_images);
+            chat APIs only (:data:`CHAT_APIS`). ``prompt_tokens`` counts the text alone.
     """
 
     request_id: str
@@ -178,6 +182,7 @@ class RequestSpec:
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: str | Mapping[str, Any] | None = None
     session: SessionTurn | None = None
+    images: tuple[str, ...] = ()
 
     @property
     def num_inputs(self) -> int | None:
@@ -223,6 +228,10 @@ class RequestSpec:
         if self.tools and self.api not in CHAT_APIS:
             raise ValueError(
                 f"RequestSpec.tools: only {sorted(CHAT_APIS)} take tools, not {self.api!r}"
+            )
+        if self.images and self.api not in CHAT_APIS:
+            raise ValueError(
+                f"RequestSpec.images: only {sorted(CHAT_APIS)} take images, not {self.api!r}"
             )
         if self.tool_choice is not None and not self.tools:
             raise ValueError("RequestSpec.tool_choice: given without tools")

@@ -25,6 +25,8 @@ two can never disagree:
 - "abandoned": the requests the workload abandoned mid-stream, when any (results.figures.abandoned),
 - "tool_calls": the tool calls the answers made, when tools were offered or called
   (results.figures.workloads.tool_calls),
+- "images": the images the requests sent, their tokens as the server counted them, TTFT by
+  image count, when any were sent (results.figures.workloads.images),
 - "sessions": agent sessions' and multi-turn chats' figures per turn and per session, when the
   requests belong to sessions (results.figures.workloads.sessions),
 - "partial", "interrupted", "engine_died" for a run that ended early (results.validity.run_end),
@@ -52,6 +54,7 @@ from results.figures.machine_load import machine_load
 from results.figures.models import model_section
 from results.figures.samples_summary import engine_flops_increase, gpu_scope, samples_summary
 from results.figures.summary import compute_summary
+from results.figures.workloads.images import images_summary
 from results.figures.workloads.sessions import session_summary
 from results.figures.workloads.tool_calls import tool_calls_summary
 from results.folder.endpoints import fleet_endpoints
@@ -139,6 +142,8 @@ def summarize_run(run: RunData) -> SummaryJson:
     offered = bool(scenario.get("tools"))
     if (tools := tool_calls_summary(run.requests, window, offered)) is not None:
         summary["tool_calls"] = tools
+    if (images := images_summary(run.requests, window, bool(scenario.get("images")))) is not None:
+        summary["images"] = images
     if (sessions := session_summary(run.requests)) is not None:
         summary["sessions"] = sessions
     fleet = endpoint_section(run.requests, run.token_source, run.run_json, window, run.samples)

@@ -4,9 +4,9 @@
 dataset) and its load shape (closed-loop users, or open-loop arrivals), builds every request up
 front (prompts of exact token lengths take about a millisecond each, which must not happen
 during the load) and returns a :class:`loadgen.drivers.driver.LoadPlan`; every request carries
-the scenario's ``[request]`` fields (a dataset row's own over them) and its ``[tools]`` (where
-a row brings none of its own), and the rows a file of
-prompts refused or reused are counted in the plan's ``rows``. :func:`load_section` is run.json's
+the scenario's ``[request]`` fields (a dataset row's own over them) and its ``[tools]`` and
+``[images]`` (where a row brings none of its own), and the rows a file of prompts refused or
+reused are counted in the plan's ``rows``. :func:`load_section` is run.json's
 record of it.
 """
 
@@ -221,6 +221,8 @@ def build_plan(
     if workload.kind not in ("dataset", "sessions"):  # they carry the fields already
         sessions = _with_fields(sessions, scenario.request)
     sessions = _with_tools(sessions, scenario.tools)
+    if scenario.images is not None:  # after the fields and tools: a row's own images win
+        sessions = scenario.images.apply(sessions, scenario.seed)
     if scenario.arrival is not None and workload.kind != "multiturn":
         schedule = scenario.arrival.schedule(len(sessions), scenario.seed, scenario.ramp_up_s)
     if scenario.abandon is not None:

@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from bench.scenario.api_choice import check_api, read_api
+from bench.scenario.images_table import read_images
 from bench.scenario.load import (
     check_combination,
     construct,
@@ -39,6 +40,7 @@ from loadgen.request_tools import ToolOffer
 from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ArrivalProcess
 from loadgen.workloads.dataset import DatasetSource
+from loadgen.workloads.images import ImageShape
 from loadgen.workloads.sessions.generate import SessionShape
 from loadgen.workloads.spec import (
     LENGTH_BOUNDS,
@@ -130,7 +132,8 @@ class Scenario:
     ``[dataset]`` table) how a dataset workload's rows are read; ``request`` (a ``[request]``
     table) body fields sent with every request (bench.scenario.request_tables); ``models`` (a
     ``[[models]]`` array, bench.scenario.models) which models the requests go to; ``tools``
-    (a ``[tools]`` table, bench.scenario.tools_table) the tools every request offers.
+    (a ``[tools]`` table, bench.scenario.tools_table) the tools every request offers;
+    ``images`` (an ``[images]`` table, bench.scenario.images_table) the images they send.
     ``request_timeout_s`` and ``read_timeout_s`` bound each request as a whole and each
     silence in it (None: loadgen.client.limits's defaults; `bench run --request-timeout` and
     ``--read-timeout`` override them). ``source`` says where the scenario was read from and is
@@ -167,6 +170,7 @@ class Scenario:
     request: dict[str, Any] | None = None
     models: tuple[ModelShare, ...] = ()
     tools: ToolOffer | None = None
+    images: ImageShape | None = None
     sessions: SessionShape | None = None
     source: str = field(default="<dict>", compare=False)
 
@@ -193,6 +197,7 @@ class Scenario:
         data["engine"] = self.engine.to_dict()
         data["models"] = [m.to_dict() for m in self.models] if self.models else None
         data["tools"] = self.tools.to_dict() if self.tools else None
+        data["images"] = self.images.to_dict() if self.images else None
         data["sessions"] = self.sessions.to_dict() if self.sessions else None
         return {
             key: data[key]
@@ -218,6 +223,7 @@ _DICT_ORDER = (
     "temperature",
     "request",
     "tools",
+    "images",
     "models",
     "workload",
     "sessions",
@@ -239,7 +245,8 @@ _DICT_ORDER = (
 # scenario reads back to the very same dict.
 _OMITTED_WHEN_UNSET = frozenset(
     {"trace", "prefix_cache", "abandon", "dataset", "request", "models", "request_timeout_s",
-     "read_timeout_s", "inputs_per_request", "tools", "sessions"}
+     "read_timeout_s", "inputs_per_request", "tools", "sessions",
+     "images"}
 )  # fmt: skip
 # The client's limits (loadgen.client.limits), seconds > 0 when given.
 _TIMEOUT_KEYS = ("request_timeout_s", "read_timeout_s")
@@ -326,6 +333,11 @@ def _read_engine(table: Table) -> EngineSection:
     return EngineSection(preset, model_dir, settings, options)
 
 
+def _read_parts(top: Table, api: str) -> dict[str, Any]:
+    """What every request carries beside its text: ``[tools]`` and ``[images]``."""
+    return {"tools": read_tools(top, api), "images": read_images(top, api, _read_length)}
+
+
 def scenario_from_dict(
     data: Mapping[str, Any], source: str = "<dict>", default_name: str | None = None
 ) -> Scenario:
@@ -367,7 +379,7 @@ def scenario_from_dict(
     dataset = read_dataset(top)
     request = read_request(top)
     models = read_models(top)
-    tools = read_tools(top, scalars["api"])
+    parts = _read_parts(top, scalars["api"])
     sessions = read_sessions(top, _read_length)
     top.finish()
     check_api(top, scalars["api"], workload.kind, abandon, slo)
@@ -417,7 +429,7 @@ def scenario_from_dict(
         dataset=dataset,
         request=request,
         models=models,
-        tools=tools,
+        **parts,
         sessions=sessions,
         source=source,
         **scalars,

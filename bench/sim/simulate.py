@@ -58,13 +58,11 @@ def simulate_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[
     return settings
 
 
-def simulate(
-    scenario: Scenario, runs_dir: Path, overrides: Mapping[str, Any] | None = None
-) -> tuple[Path, SummaryJson]:
-    """Simulate ``scenario`` (module docstring); returns the run folder and its summary."""
-    settings = simulate_settings(scenario, overrides or {})
+def refuse_unmodelled(scenario: Scenario) -> None:
+    """SimulateError for what the virtual loop does not model, naming the key and the fix: a
+    silent ignore would mislead."""
     if scenario.abandon is not None:
-        # The virtual loop reads every answer to its end; a silent ignore would mislead.
+        # The virtual loop reads every answer to its end.
         raise SimulateError(
             f"{scenario.source}: [abandon]: bench simulate does not model abandoned requests; "
             "drop the table, or run it with bench run"
@@ -75,6 +73,20 @@ def simulate(
             f"{scenario.source}: key 'api': bench simulate models generation, not "
             f"{scenario.api!r}; run it with bench run"
         )
+    if scenario.images is not None:
+        # The simulated engine is the reference engine's text model: it has no vision encoder.
+        raise SimulateError(
+            f"{scenario.source}: [images]: bench simulate models text only, not images; drop "
+            "the table, or run it with bench run against a vision-language model's server"
+        )
+
+
+def simulate(
+    scenario: Scenario, runs_dir: Path, overrides: Mapping[str, Any] | None = None
+) -> tuple[Path, SummaryJson]:
+    """Simulate ``scenario`` (module docstring); returns the run folder and its summary."""
+    settings = simulate_settings(scenario, overrides or {})
+    refuse_unmodelled(scenario)
     started = datetime.now(UTC)
     t_wall = time.perf_counter()
     try:

@@ -168,7 +168,7 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
         )
     )
     tiles += _reasoning_tiles(summary)
-    tiles += _tool_call_tiles(summary)
+    tiles += _tool_call_tiles(summary) + _image_tiles(summary)
     energy = _get(summary, "probes", "energy") or {}
     if energy.get("available"):
         tiles.append(
@@ -241,6 +241,30 @@ def _tool_call_tiles(summary: Mapping[str, Any]) -> list[Tile]:
             "TTFT of tool-calling requests p50",
             f"{fmt(ttft.get('p50'))} ms",
             f"others p50 {fmt((tools.get('ttft_ms_not_calling') or {}).get('p50'))} ms",
+        ),
+    ]
+
+
+def _image_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+    """A run that sent images only: the images sent, and the prompt tokens one costs."""
+    images = summary.get("images")
+    if not isinstance(images, Mapping):
+        return []
+    net = images.get("tokens_per_image")
+    return [
+        Tile(
+            "images",
+            "Images sent",
+            fmt(images.get("images")),
+            f"by {fmt(images.get('requests_with_images'))} of {fmt(images.get('requests'))} "
+            f"requests, {fmt(images.get('images_per_request'))} each",
+        ),
+        Tile(
+            "image_tokens_per_image",
+            "Prompt tokens per image",
+            fmt(images.get("image_tokens_per_image")),
+            "server usage beyond the text"
+            + ("" if net is None else f"; {fmt(net)} less the chat template's"),
         ),
     ]
 

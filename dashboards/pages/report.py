@@ -4,6 +4,7 @@ of every `bench run`).
 Sections: headline, the replicas side by side (a fleet run only), the models side by side (a
 run that sent several), latency CDFs, per-user TPS,
 reasoning (a reasoning model's run only), the sessions per turn (a run of sessions only), the
+images (a run that sent images only: TTFT by image count, the tokens they cost), the
 shared-axis timeline, the engine's steps, the
 roofline, errors, and every recorded sample. Each is drawn from whatever the folder holds; what
 it does not hold is said at the top and in the section concerned. A run that is not usable
@@ -23,6 +24,7 @@ import plotly.graph_objects as go
 from dashboards.figures.endpoints import endpoints_figure, models_figure
 from dashboards.figures.errors import errors_figure
 from dashboards.figures.headline import headline_figure, utilization_missing
+from dashboards.figures.images import images_figure
 from dashboards.figures.latency import latency_cdf_figure
 from dashboards.figures.reasoning import reasoning_figure
 from dashboards.figures.roofline import roofline_figure
@@ -150,6 +152,10 @@ class RunPageInputs:
         return sessions_figure(self.view)
 
     @functools.cached_property
+    def images(self) -> go.Figure | None:
+        return images_figure(self.view)
+
+    @functools.cached_property
     def samples(self) -> go.Figure | None:
         return samples_figure(self.view)
 
@@ -236,6 +242,16 @@ def _sessions(inputs: RunPageInputs) -> Section:
         "tokens by turn index, the part of each turn's prompt the prefix cache served where "
         "the server reported it, and each session's whole duration, its delays included.",
         inputs.sessions,
+    )
+
+
+def _images(inputs: RunPageInputs) -> Section:
+    return Section(
+        "images",
+        "Images",
+        "Requests with images (summary.json's images): TTFT by the number of images a request "
+        "sent, and the prompt tokens the server counted beyond the text's own, by image count.",
+        inputs.images,
     )
 
 
@@ -337,6 +353,7 @@ RUN_SECTIONS: tuple[RunSection, ...] = (
     RunSection("tps", _tps, lambda i: "per_user_tps" in i.summary),
     RunSection("reasoning", _reasoning, lambda i: i.reasoning is not None),
     RunSection("sessions", _sessions, lambda i: i.sessions is not None),
+    RunSection("images", _images, lambda i: i.images is not None),
     RunSection("timeline", _timeline),
     RunSection("steps", _steps),
     RunSection("roofline", _roofline),

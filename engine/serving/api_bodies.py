@@ -20,6 +20,7 @@ from engine.serving.protocol import (
     RefusesTools,
     _bounded_list,
     _SamplingFields,
+    refuse_media,
 )
 
 __all__ = ["EmbeddingsRequest", "MessagesRequest", "RerankRequest", "ResponsesRequest"]
@@ -61,7 +62,7 @@ class ResponsesRequest(_SamplingFields, RefusesTools):
     @field_validator("input", mode="before")
     @classmethod
     def _input_bounded(cls, value: Any) -> Any:
-        return _bounded_list(value, "input", MAX_MESSAGES)
+        return refuse_media(_bounded_list(value, "input", MAX_MESSAGES))
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The conversation for the chat template: instructions first, then the input."""
@@ -83,7 +84,7 @@ class MessagesRequest(_SamplingFields, RefusesTools):
     @field_validator("messages", mode="before")
     @classmethod
     def _messages_bounded(cls, value: Any) -> Any:
-        return _bounded_list(value, "messages", MAX_MESSAGES)
+        return refuse_media(_bounded_list(value, "messages", MAX_MESSAGES))
 
     @field_validator("stop_sequences", mode="before")
     @classmethod

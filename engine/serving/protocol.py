@@ -43,6 +43,30 @@ TEXT_TOOL_CHOICES = (None, "auto", "none")
 MAX_TOOLS = 128
 
 
+NO_MEDIA = (
+    "the reference engine serves text only and sees no images or other media; send the "
+    "request without them (a scenario without [images], a dataset without an images column), "
+    "or run against a vision-language model's server (e.g. vLLM serving one)"
+)
+# The content parts that carry text, in every API the engine serves (chat's text, Responses'
+# input_text and output_text, Anthropic's text); every other part is media, refused.
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
+def refuse_media(turns: Any) -> Any:
+    """``turns`` (messages or input items, as sent) as they are, unless a turn's content holds
+    a part that is not text (an image_url, input_image or image part, audio, a file): then
+    ValueError, saying why (:data:`NO_MEDIA`). A request is refused rather than answered as if
+    its images were not there."""
+    for turn in turns if isinstance(turns, list) else ():
+        content = turn.get("content") if isinstance(turn, dict) else None
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in TEXT_PART_TYPES:
+                raise ValueError(f"a content part of type {str(kind)[:30]!r}: {NO_MEDIA}")
+    return turns
+
+
 def _bounded_list(value: Any, field: str, most: int) -> Any:
     if isinstance(value, list) and len(value) > most:
         raise ValueError(f"{field} may hold at most {most} items, got {len(value)}")
@@ -208,6 +232,7 @@ class ChatCompletionRequest(_SamplingFields):
     @classmethod
     def _messages_bounded(cls, value: Any) -> Any:
         _bounded_list(value, "messages", MAX_MESSAGES)
+        refuse_media(value)
         if isinstance(value, list):
             parts = sum(
                 len(m["content"])

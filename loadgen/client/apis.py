@@ -13,7 +13,7 @@ Anthropic's API takes its key in ``x-api-key`` and wants ``anthropic-version``: 
 /v1/messages, checks ``Authorization``), unless ``--header`` gave either already.
 
 A request's tools, tool choice and tool turns go in each API's own form
-(loadgen.client.tool_bodies).
+(loadgen.client.tool_bodies), and so do its images (loadgen.client.image_bodies).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from loadgen.client.image_bodies import with_images
 from loadgen.client.readers.anthropic_stream import ANTHROPIC_VERSION, MessagesAccumulator
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.readers.pooling import PoolingAccumulator, pooling_body
@@ -73,14 +74,17 @@ def generation_body(spec: RequestSpec, model: str) -> dict[str, Any]:
         return pooling_body(spec, model)
     body: dict[str, Any] = {"model": model, "temperature": spec.temperature, "stream": True}
     if spec.api == "responses":
-        body.update(input=responses_input(_conversation(spec)), max_output_tokens=spec.max_tokens)
+        items = with_images(spec.api, responses_input(_conversation(spec)), spec.images)
+        body.update(input=items, max_output_tokens=spec.max_tokens)
     elif spec.api == "messages":
         turns = _conversation(spec)
         system = "\n\n".join(
             message_text(t)[1] for t in turns if t["role"] in ("system", "developer")
         )
-        body["messages"] = anthropic_turns(
-            [t for t in turns if t["role"] not in ("system", "developer")]
+        body["messages"] = with_images(
+            spec.api,
+            anthropic_turns([t for t in turns if t["role"] not in ("system", "developer")]),
+            spec.images,
         )
         body["max_tokens"] = spec.max_tokens
         if system:
@@ -88,7 +92,7 @@ def generation_body(spec: RequestSpec, model: str) -> dict[str, Any]:
     else:
         body.update(max_tokens=spec.max_tokens, stream_options={"include_usage": True})
         if spec.api == "chat":
-            body["messages"] = _conversation(spec)
+            body["messages"] = with_images(spec.api, _conversation(spec), spec.images)
         else:
             body["prompt"] = spec.prompt
     body.update(tool_fields(spec.api, spec.tools, spec.tool_choice))

@@ -210,6 +210,8 @@ def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
         fields["inputs"] = tuple(str(text) for text in fields["inputs"])
     if "tools" in fields:  # a list on the wire
         fields["tools"] = tuple(dict(tool) for tool in fields["tools"])
+    if "images" in fields:
+        fields["images"] = tuple(str(url) for url in fields["images"])
     return RequestSpec(**fields)
 
 
@@ -223,7 +225,10 @@ def plan_parts(
     for session in sessions:
         part.append([spec_to_wire(s) for s in session])
         size += sum(
-            len(s.prompt) + sum(len(message_text(m)[1]) for m in s.messages or ()) for s in session
+            len(s.prompt)
+            + sum(len(message_text(m)[1]) for m in s.messages or ())
+            + sum(len(url) for url in s.images)
+            for s in session
         )
         if size >= part_bytes:
             yield part

@@ -9,7 +9,11 @@ fields sent with that row: ``top_k``, ``response_format``, ...); more fields can
 columns of their own (:attr:`DatasetSource.fields`); ``tools`` (the row's tools, a list in
 OpenAI's form or the bare ``{"name", "description", "parameters"}``, loadgen.request_tools; they
 win over the scenario's ``[tools]``) and ``tool_choice`` (with them: auto, none, required or a
-function's name). :attr:`DatasetSource.columns` maps these
+function's name); ``images`` (the row's images, sent in its last user turn: one image or a
+list, each an image URL, the image's bytes or the ``{"bytes", "path"}`` struct of a Hugging
+Face ``Image`` column, or a file's path relative to the dataset's folder;
+loadgen.request_images; they win over the scenario's ``[images]``).
+:attr:`DatasetSource.columns` maps these
 names to the file's own column names. The rows come from loadgen.workloads.dataset_files.
 
 What each row sends:
@@ -35,6 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -50,7 +55,7 @@ from loadgen.request_spec import (
 )
 from loadgen.request_tools import ToolError, as_tool_choice, as_tools
 from loadgen.workloads.dataset_files import read_rows
-from loadgen.workloads.rows import RowRefused, RowReport, chat_message, repeat_to
+from loadgen.workloads.rows import RowRefused, RowReport, chat_message, repeat_to, row_images
 from loadgen.workloads.spec import LengthDist, ParameterError, WorkloadSpec
 
 __all__ = ["COLUMN_NAMES", "DATASET_ORDERS", "DatasetSource", "dataset_requests"]
@@ -58,7 +63,9 @@ __all__ = ["COLUMN_NAMES", "DATASET_ORDERS", "DatasetSource", "dataset_requests"
 DatasetOrder = Literal["in-order", "shuffle"]
 DATASET_ORDERS: tuple[str, ...] = get_args(DatasetOrder)
 # The columns a row is read from, by the name the mapping renames.
-COLUMN_NAMES = ("prompt", "messages", "max_tokens", "request", "tools", "tool_choice")
+COLUMN_NAMES = (
+    "prompt", "messages", "max_tokens", "request", "tools", "tool_choice", "images",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,7 @@ class _Row:
     fields: dict[str, Any]
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: str | dict[str, Any] | None = None
+    images: tuple[str, ...] = ()
 
 
 def _json_cell(value: Any, what: str) -> Any:
@@ -188,8 +196,9 @@ def _max_tokens(value: Any) -> int | None:
 
 
 def _read_row(
-    row: Mapping[str, Any], source: DatasetSource, api: Api, tokenizer: TokenizerLike
-) -> tuple[_Row, int | None]:
+    row: Mapping[str, Any], source: DatasetSource, api: Api, tokenizer: TokenizerLike,
+    folder: Path | None = None,
+) -> tuple[_Row, int | None]:  # fmt: skip
     """One row to send, and its reference answer's tokens (None without one)."""
     prompt, messages, answer = row.get(source.column("prompt")), None, None
     raw_messages = row.get(source.column("messages"))
@@ -207,7 +216,9 @@ def _read_row(
     max_tokens = _max_tokens(row.get(source.column("max_tokens")))
     tools, choice = _row_tools(row, source, api)
     fields = _row_fields(row, source)
-    return _Row(prompt, tokens, messages, max_tokens, fields, tools, choice), answer_tokens
+    images = row_images(row.get(source.column("images")), api, folder)
+    row_read = _Row(prompt, tokens, messages, max_tokens, fields, tools, choice, images)
+    return row_read, answer_tokens
 
 
 def _check_lengths(
@@ -248,6 +259,8 @@ def dataset_requests(
     assert where is not None, "a dataset workload names its path or hub id"
     report = report if report is not None else RowReport(where)
     rows = list(read_rows(where, source.format, source.split, hub=workload.hub is not None))
+    # A row's image paths are relative to the file's folder (a datasets folder: itself).
+    folder = None if workload.hub else Path(where) if Path(where).is_dir() else Path(where).parent
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xDA7A]))
     if source.order == "shuffle":
         rows = [rows[i] for i in rng.permutation(len(rows)).tolist()]
@@ -258,7 +271,7 @@ def dataset_requests(
             break
         report.read += 1
         try:
-            parsed, answer_tokens = _read_row(row, source, api, tokenizer)
+            parsed, answer_tokens = _read_row(row, source, api, tokenizer, folder)
             planned = parsed.max_tokens or (sampled[0] if sampled else None) or answer_tokens
             if planned is None:
                 raise RowRefused("no output length (a max_tokens column, an answer, output_len)")
@@ -291,7 +304,7 @@ def _specs(
                 request_id=f"req-{i:06d}", prompt=row.prompt, prompt_tokens=row.prompt_tokens,
                 max_tokens=max_tokens, api=api, ignore_eos=ignore_eos, temperature=temperature,
                 messages=row.messages, fields=merged or None, tools=row.tools,
-                tool_choice=row.tool_choice,
+                tool_choice=row.tool_choice, images=row.images,
             )
         )  # fmt: skip
     return specs

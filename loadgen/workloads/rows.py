@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
-from loadgen.request_spec import Message
+from loadgen.request_images import ImageError, as_images
+from loadgen.request_spec import CHAT_APIS, Message
 from loadgen.workloads.spec import WorkloadError
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "RowReport",
     "chat_message",
     "repeat_to",
+    "row_images",
 ]
 
 T = TypeVar("T")
@@ -33,6 +36,19 @@ T = TypeVar("T")
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 # The keys a chat message may carry besides role and content, sent as they are.
 _MESSAGE_KEYS = ("name", "tool_calls", "tool_call_id", "refusal")
+
+
+def row_images(raw: Any, api: str, folder: Path | None) -> tuple[str, ...]:
+    """A row's images cell (loadgen.request_images.as_images: URLs, bytes, paths relative to
+    ``folder``) as image URLs; () for none. Refused on an API without images, and for an image
+    that cannot be read (the reason names the first problem, cut short)."""
+    try:
+        images = as_images(raw, folder)
+    except ImageError as exc:
+        raise RowRefused(f"images: {str(exc)[:80]}") from None
+    if images and api not in CHAT_APIS:
+        raise RowRefused(f"images on the {api} API (set api = 'chat', 'responses' or 'messages')")
+    return images
 
 
 class RowRefused(Exception):

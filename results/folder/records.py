@@ -161,6 +161,12 @@ class RequestRecord:
         cached_tokens: of ``prompt_tokens``, those the server's prefix cache served, as its
             usage reports them (``usage.prompt_tokens_details.cached_tokens``: vLLM with
             ``--enable-prompt-tokens-details``, the reference engine); None when not reported.
+        images: how many images the request sent (loadgen.request_images; 0 for none, and in
+            a folder written before images were sent).
+        image_tokens: of ``usage_prompt_tokens``, those beyond the text's own
+            (``client_prompt_tokens``): the images' cost as the server counted it, the chat
+            template's few tokens in it (loadgen.request_images.image_tokens). None without
+            images or without the server's usage.
         chunks: the content chunks (reasoning and answer) in arrival order.
     """
 
@@ -209,6 +215,9 @@ class RequestRecord:
     session_id: str | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     turn: int | None = field(default=None, kw_only=True, metadata=_added(Backfill(None)))
     cached_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
+    # Added with images (a scenario's [images], a dataset's images column).
+    images: int = field(default=0, kw_only=True, metadata=_added(Backfill(0)))
+    image_tokens: int | None = field(default=None, kw_only=True, metadata=_COUNT)
     # tokens.parquet's rows, not a column of requests.parquet.
     chunks: list[ChunkRecord] = field(default_factory=list, metadata={"column": False})
 

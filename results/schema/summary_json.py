@@ -206,6 +206,8 @@ class SummaryJson(TypedDict):
     abandoned: NotRequired[dict[str, Any]]
     # Only when tools were offered ([tools]) or called (results.figures.workloads.tool_calls).
     tool_calls: NotRequired[dict[str, Any]]
+    # Only when images were sent ([images], a dataset's images; results.figures.workloads.images).
+    images: NotRequired[dict[str, Any]]
     # Only when the requests belong to sessions: figures per turn and per session
     # (results.figures.workloads.sessions).
     sessions: NotRequired[dict[str, Any]]

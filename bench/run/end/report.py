@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.run.end.fleet_report import endpoints_table, models_table
+from bench.run.end.images_report import images_table
 from bench.run.end.reasoning_report import reasoning_table
 from bench.run.end.sessions_report import sessions_table
 from bench.run.end.validity_report import (
@@ -31,6 +32,7 @@ from results.figures.machine_load import busy_lines
 from results.figures.pooling import pooling_lines
 from results.figures.samples_summary import gpu_scope_line, gpu_warnings
 from results.figures.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
+from results.figures.workloads.images import images_line
 from results.figures.workloads.tool_calls import tool_calls_line
 from results.validity.run_end import run_end_lines
 
@@ -194,12 +196,7 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     reuse = summary.get("prefix_cache")
     if (line := prefix_cache_line(reuse if isinstance(reuse, Mapping) else None)) is not None:
         print_note(console, line)
-    abandoned = summary.get("abandoned")
-    if (line := abandoned_line(abandoned if isinstance(abandoned, dict) else None)) is not None:
-        print_note(console, line)
-    tools = summary.get("tool_calls")
-    if (line := tool_calls_line(tools if isinstance(tools, Mapping) else None)) is not None:
-        print_note(console, line)
+    _workload_notes(summary, console)
     print_table(console, _latencies(summary))
     if "pooling" not in summary:  # a pooling run has no per-user TPS
         print_table(console, _per_user_tps(summary))
@@ -217,6 +214,8 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
         print_table(console, models)
     if (sessions := sessions_table(summary)) is not None:  # only for a run of sessions
         print_table(console, sessions)
+    if (images := images_table(summary)) is not None:  # only where the image counts vary
+        print_table(console, images)
     errors = _errors(summary)
     if errors is not None:
         print_table(console, errors)
@@ -224,6 +223,18 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     render_reconciliation(summary, console)
     render_energy_by_phase(summary, console)
     print_verdict(summary, console)
+
+
+def _workload_notes(summary: Mapping[str, Any], console: Console) -> None:
+    """The lines of the workload's own figures, where the run has them: abandoned requests,
+    tool calls, images."""
+    abandoned = summary.get("abandoned")
+    if (line := abandoned_line(abandoned if isinstance(abandoned, dict) else None)) is not None:
+        print_note(console, line)
+    for key, line_of in (("tool_calls", tool_calls_line), ("images", images_line)):
+        section = summary.get(key)
+        if (line := line_of(section if isinstance(section, Mapping) else None)) is not None:
+            print_note(console, line)
 
 
 def _pct(value: float | None) -> str:

@@ -23,7 +23,11 @@ tokens), one more for each other set of field names the rows carry (at most
 A chat request's tools (a scenario's ``[tools]``, a dataset's ``tools`` column) are checked
 the same way, as the field names ``tools`` and ``tool_choice``: a server that refuses them
 (vLLM started without a tool-call parser, the reference engine) refuses the run before the
-load, saying how an engine takes them.
+load, saying how an engine takes them. So are its images (a scenario's ``[images]``, a
+dataset's ``images`` column): the check sends one image beside its prompt, a small picture of
+its own for a data URL (so that no image of the load is cached ahead of it), the request's first
+URL for one the server fetches; a server that refuses it (a text-only model, the reference
+engine) refuses the run before the load.
 
 An engine whose adapter vouches for ``ignore_eos`` (vLLM, SGLang, llama.cpp, the reference
 engine) is sent no check for it alone: the check's tokens would count in the engine's own
@@ -34,18 +38,23 @@ names (results.folder.redact).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn
 
 import httpx
+import numpy as np
 
 from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
+from loadgen.client.image_bodies import with_images
 from loadgen.client.readers.openai_stream import error_message_from_body
 from loadgen.client.tool_bodies import tool_fields
 from loadgen.drivers.driver import LoadPlan
+from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
+from loadgen.workloads.images import synthetic_image
 from results.folder.redact import REDACTED, is_secret_flag
 
 __all__ = [
@@ -127,16 +136,32 @@ def _tools(spec: RequestSpec) -> dict[str, Any]:
     return tool_fields("chat", spec.tools, spec.tool_choice) if spec.api == "chat" else {}
 
 
+@functools.cache
+def _probe_image() -> str:
+    """The check's own image: a 32 x 32 PNG no load sends (the seed is the check's)."""
+    return data_url(synthetic_image(32, 32, "png", np.random.default_rng(0x9F1)))
+
+
+def _images(spec: RequestSpec) -> tuple[str, ...]:
+    """The image a check of a chat request with images sends (module docstring), or ()."""
+    if spec.api != "chat" or not spec.images:
+        return ()
+    first = spec.images[0]
+    return (first if first.startswith(("http://", "https://")) else _probe_image(),)
+
+
 def _names(spec: RequestSpec) -> list[str]:
-    """The body fields a check of ``spec`` sends beyond the prompt: its fields, its tools'."""
-    return [*(spec.fields or {}), *_tools(spec)]
+    """The body fields a check of ``spec`` sends beyond the prompt: its fields, its tools',
+    and ``images`` for its image."""
+    return [*(spec.fields or {}), *_tools(spec), *(["images"] if _images(spec) else [])]
 
 
 def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
                             "temperature": spec.temperature, "stream": False}  # fmt: skip
     if spec.api == "chat":
-        body["messages"] = [{"role": "user", "content": PROBE_PROMPT}]
+        turns = [{"role": "user", "content": PROBE_PROMPT}]
+        body["messages"] = with_images("chat", turns, _images(spec))
     else:
         body["prompt"] = PROBE_PROMPT
     if ignore_eos:
@@ -244,17 +269,24 @@ def _refuse(spec: RequestSpec, url: str, answer: httpx.Response) -> NoReturn:
     """Raise the PreflightError of refused fields, naming them."""
     message = error_message_from_body(answer.content)
     names = ", ".join(sorted(spec.fields or {}))
+    extras = []
     what = (
         f"the request fields ({names}): drop them from [request], --extra-body or the rows"
         if names
         else "a plain request: check the server, --model and --api-key"
     )
     if _tools(spec):
-        tools = (
+        extras.append(
             "tools: start it with tool calling on (vLLM: --enable-auto-tool-choice "
             "--tool-call-parser NAME), or drop [tools] and the rows' tools"
         )
-        what = f"{what}, or {tools}" if names else tools
+    if _images(spec):
+        extras.append(
+            "images: run against a vision-language model's server, or drop [images] and the "
+            "rows' images"
+        )
+    if extras:
+        what = ", or ".join([what, *extras] if names else extras)
     raise PreflightError(
         f"{url} refused a request before the load (HTTP {answer.status_code}: {message}); "
         f"it does not take {what}"

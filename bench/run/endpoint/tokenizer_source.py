@@ -202,12 +202,20 @@ def _from_folder(path: Path, source: TokenizerSourceKind, name: str) -> Resolved
     has_config = (path / "config.json").is_file()
     if not has_tokenizer and not has_config:
         raise _Unusable("no tokenizer.json (nor a config.json for a synthetic vocabulary)")
+    vocab, model_dir = 0, None
     try:
-        vocab = ModelConfig.from_hf_config(path).vocab_size if has_config else 0
+        if has_config:
+            vocab, model_dir = ModelConfig.from_hf_config(path).vocab_size, path
+    except (ConfigError, OSError, ValueError) as e:
+        # A model the reference engine does not run (a vision-language model's folder): its
+        # tokenizer.json still counts the text, but it names no shape for the analytic figures.
+        if not has_tokenizer:
+            raise _Unusable(_first_line(e) or type(e).__name__) from e
+    try:
         tokenizer = tokenizer_for_model(str(path), vocab, is_preset=False)
-    except (ConfigError, TokenizerError, OSError, ValueError) as e:
+    except (TokenizerError, OSError, ValueError) as e:
         raise _Unusable(_first_line(e) or type(e).__name__) from e
-    return ResolvedTokenizer(tokenizer, source, name, model_dir=path if has_config else None)
+    return ResolvedTokenizer(tokenizer, source, name, model_dir=model_dir)
 
 
 def _offline() -> bool:

@@ -1,2 +1,3 @@
 """Figures of particular workloads, beside the request figures every run has: the tool calls the
-answers made (``tool_calls``), agent sessions per turn and per session (``sessions``)."""
+answers made (``tool_calls``), the images the requests sent (``images``), agent sessions per turn
+and per session (``sessions``)."""

@@ -196,9 +196,8 @@ def test_run_sections_are_one_table_of_rows_each_with_a_builder() -> None:
 
     keys = [row.key for row in RUN_SECTIONS]
     assert keys == [
-        "headline", "endpoints", "models", "latency", "tps", "reasoning", "sessions", "timeline",
-        "steps",
-        "roofline", "errors", "validity", "samples",
+        "headline", "endpoints", "models", "latency", "tps", "reasoning", "sessions", "images",
+        "timeline", "steps", "roofline", "errors", "validity", "samples",
     ]  # fmt: skip
     assert all(callable(row.build) and callable(row.applies) for row in RUN_SECTIONS)
 

@@ -54,6 +54,8 @@ REQUEST_COLUMNS = [
     "session_id",
     "turn",
     "cached_tokens",
+    "images",
+    "image_tokens",
 ]
 NOW = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from bench.run.endpoint.preflight import PreflightError
@@ -15,8 +16,10 @@ from bench.run.endpoint.preflight_fields import (
     fields_section,
 )
 from loadgen.drivers.driver import LoadPlan
+from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.request_tools import as_tool_choice, as_tools
+from loadgen.workloads.images import synthetic_image
 from tests.support.threaded_http import Reply, SeenRequest, threaded_server
 
 pytestmark = pytest.mark.timeout(60)
@@ -151,3 +154,37 @@ def test_a_server_that_refuses_tools_refuses_the_run_saying_how_to_take_them() -
     )
     with _server(refuse={"tools"}) as (url, _), pytest.raises(PreflightError, match=refused):
         check_request_fields(_tool_plan(), url, "m")
+
+
+def _image_plan(*images: str) -> LoadPlan:
+    spec = RequestSpec("r0", "a prompt", 2, 8, api="chat", images=images)
+    return LoadPlan(mode="closed", sessions=[[spec]], users=1)
+
+
+def _image_parts(body: dict[str, Any]) -> list[str]:
+    (turn,) = body["messages"]
+    return [p["image_url"]["url"] for p in turn["content"] if p["type"] == "image_url"]
+
+
+def test_a_chat_requests_images_are_checked_with_one_image_not_the_loads() -> None:
+    load_image = data_url(synthetic_image(40, 20, "png", np.random.default_rng(3)))
+    fetched = "http://127.0.0.1:9/cat.png"
+    with _server() as (url, seen):
+        check = check_request_fields(_image_plan(load_image, fetched), url, "m")
+        assert check is not None and check.fields == ["images"]
+        check_request_fields(_image_plan(fetched, load_image), url, "m")
+    own, first_url = (_image_parts(json.loads(r.body)) for r in seen)
+    # A data URL: a picture of the check's own, so no image of the load is cached ahead.
+    assert len(own) == 1 and own[0] != load_image and own[0].startswith("data:image/png;base64,")
+    assert first_url == [fetched]
+
+
+def test_a_server_that_refuses_images_refuses_the_run_saying_why() -> None:
+    refused = r"it does not take images: run against a vision-language model's server"
+
+    def route(request: SeenRequest) -> Reply:
+        error = {"error": {"message": "a content part of type 'image_url': text only"}}
+        return 400, {"Content-Type": "application/json"}, json.dumps(error).encode()
+
+    with threaded_server(route) as (url, _), pytest.raises(PreflightError, match=refused):
+        check_request_fields(_image_plan("http://127.0.0.1:9/cat.png"), url, "m")

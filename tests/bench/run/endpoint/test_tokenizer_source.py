@@ -261,3 +261,17 @@ def test_a_401_names_the_key_and_not_the_tokenizer(
     assert "HTTP 401: Unauthorized" in message and "--tokenizer" not in message
     said = "the server refused the key sent in Authorization" if key else "no key was sent"
     assert said in message and (key is None or key not in message)
+
+
+def test_a_folder_of_a_model_the_engine_does_not_run_lends_its_tokenizer(tmp_path: Path) -> None:
+    """A vision-language model's folder: its tokenizer.json counts the text, its config names
+    no shape; without a tokenizer.json the folder is refused, saying why."""
+    folder = tmp_path / "vlm"
+    Tokenizer.for_preset(512, use_cache=False).save(folder)
+    (folder / "config.json").write_text(json.dumps({"model_type": "idefics3"}))
+    resolved = resolve_tokenizer(str(folder))
+    assert resolved.source == "folder" and resolved.model_dir is None
+    assert resolved.tokenizer.encode(TEXT, add_special_tokens=False)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(TokenizerNotFoundError, match=r"model_type 'idefics3' is not supported"):
+        resolve_tokenizer(str(folder))
