@@ -28,7 +28,7 @@ Error messages never hold the key or a ``--header`` value, even when a server ec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from time import perf_counter_ns
 from typing import Any
 
@@ -114,6 +114,40 @@ def raw_heads(
         ).encode()
         for api, tail in API_PATHS.items()
     }
+
+
+def stream_body_reader(
+    parser: SSEParser,
+    acc: StreamAccumulator,
+    failures: list[str],
+    read_ns: Callable[[], int | None],
+) -> Callable[[bytes, int], None]:
+    """The ``on_body`` of a raw connection's streamed answer (asyncio's and Locust's): each
+    read, stamped ``t_ns``, fed to ``parser`` and its events to ``acc`` with the client's own
+    read time (``read_ns()``); a malformed stream's message goes to ``failures`` and ends the
+    request (BodyRefused), and so do bytes past ``[DONE]`` beyond MAX_ERROR_BODY_BYTES, so
+    that junk after the end cannot hold the request."""
+    drained = 0
+
+    def on_body(raw: bytes, t_ns: int) -> None:
+        nonlocal drained
+        if parser.done:
+            drained += len(raw)
+            if drained > MAX_ERROR_BODY_BYTES:
+                raise BodyRefused("the server kept sending after [DONE]")
+            return
+        read = read_ns()
+        try:
+            for data in parser.feed(raw):
+                if data:
+                    acc.add_event(data, t_ns, read)
+        except StreamError as exc:
+            failures.append(str(exc))
+            raise BodyRefused(str(exc)) from None
+        if parser.done:
+            acc.done_ns = t_ns
+
+    return on_body
 
 
 class StreamingClient:
@@ -330,28 +364,11 @@ class StreamingClient:
             return await self._send_pooling_raw(spec, user_id, scheduled_s, clock, url, body, acc)
         parser = SSEParser()
         failures: list[str] = []
-        drained = [0]  # body bytes after [DONE]: bounded, so junk after it cannot hold us
         http_status: int | None = None
         status: Status = "ok"
         error: str | None = None
 
-        def on_body(raw: bytes, t_ns: int) -> None:
-            if parser.done:
-                drained[0] += len(raw)
-                if drained[0] > MAX_ERROR_BODY_BYTES:
-                    raise BodyRefused("the server kept sending after [DONE]")
-                return
-            read_ns = conn.last_read_ns  # the client's own time of this read
-            try:
-                for data in parser.feed(raw):
-                    if data:
-                        acc.add_event(data, t_ns, read_ns)
-            except StreamError as exc:
-                failures.append(str(exc))
-                raise BodyRefused(str(exc)) from None
-            if parser.done:
-                acc.done_ns = t_ns
-
+        on_body = stream_body_reader(parser, acc, failures, lambda: conn.last_read_ns)
         request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
         sent_ns = perf_counter_ns()
         conn: Any = None

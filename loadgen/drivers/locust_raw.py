@@ -27,10 +27,9 @@ from loadgen.client.answers import (
     request_timeout_message,
 )
 from loadgen.client.apis import API_PATHS, api_headers
-from loadgen.client.limits import MAX_ERROR_BODY_BYTES
-from loadgen.client.readers.openai_stream import StreamAccumulator, StreamError
+from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.readers.sse import SSEParser
-from loadgen.client.stream import raw_heads, request_headers
+from loadgen.client.stream import raw_heads, request_headers, stream_body_reader
 from loadgen.client.transport.blocking_raw import BlockingConnection
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
 from loadgen.client.transport.kernel_stamps import keep_stamping_on
@@ -102,25 +101,8 @@ class UserConnections:
         raises but BaseException (a greenlet killed: the caller records it as cancelled)."""
         conn = self.conns[index]
         config, parser, failures = self.config, SSEParser(), []
-        drained = [0]  # body bytes after [DONE]: bounded, so junk after it cannot hold us
 
-        def on_body(raw: bytes, t_ns: int) -> None:
-            if parser.done:
-                drained[0] += len(raw)
-                if drained[0] > MAX_ERROR_BODY_BYTES:
-                    raise BodyRefused("the server kept sending after [DONE]")
-                return
-            read_ns = conn.parser.last_read_ns  # the client's own time of this read
-            try:
-                for data in parser.feed(raw):
-                    if data:
-                        acc.add_event(data, t_ns, read_ns)
-            except StreamError as exc:
-                failures.append(str(exc))
-                raise BodyRefused(str(exc)) from None
-            if parser.done:
-                acc.done_ns = t_ns
-
+        on_body = stream_body_reader(parser, acc, failures, lambda: conn.parser.last_read_ns)
         request = self._heads[index][api] + b"%d\r\n\r\n" % len(body) + body
         deadline_ns = perf_counter_ns() + int(config.request_timeout_s * 1e9)
         http_status: int | None = None
