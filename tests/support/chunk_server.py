@@ -21,8 +21,11 @@ import json
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
+
+import pytest
 
 from loadgen.client.transport.kernel_stamps import keep_stamping_on
 
@@ -32,9 +35,11 @@ __all__ = [
     "CHUNKS",
     "GAP_S",
     "HOLD_MARK",
+    "LINUX_ONLY",
     "ChunkServer",
     "LoopHold",
     "PipeHold",
+    "kernel_stamping",
     "stamping_on",
 ]
 
@@ -43,6 +48,19 @@ BLOCK_S = 0.2  # how long the reader is held
 CHUNKS = 4
 BLOCKED = (0, 2)  # the chunks that arrive while the reader is held
 HOLD_MARK = b"x-hold-next"  # in the piece before a held chunk (a header, or an SSE comment)
+
+
+# Kernel receive stamps (SO_TIMESTAMPNS) are Linux's.
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def kernel_stamping() -> None:
+    """The kernel's stamping on before a module's first connection (:func:`stamping_on`);
+    autouse in a module that imports it."""
+    stamping_on()
 
 
 def stamping_on(timeout_s: float = 10.0) -> None:

@@ -20,9 +20,10 @@ from tests.support.chunk_server import (
     BLOCK_S,
     BLOCKED,
     CHUNKS,
+    LINUX_ONLY,
     ChunkServer,
     LoopHold,
-    stamping_on,
+    kernel_stamping,
 )
 from tests.support.http_server import HttpRequest, LocalServer, Response, run
 from tests.support.loadgen_requests import make_requests, spec
@@ -30,18 +31,9 @@ from tests.support.openai_fakes import openai_handler, serving
 from tests.support.sse_streams import streaming_handler
 from tests.support.tls_certs import TlsCert, server_context, tls_cert, trusting
 
-__all__ = ["tls_cert", "trusting"]  # fixtures
+__all__ = ["kernel_stamping", "tls_cert", "trusting"]  # fixtures
 
 pytestmark = pytest.mark.timeout(60)
-linux_only = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _stamping_on() -> None:
-    """The kernel's stamping on before the first connection (switched on through deferred work)."""
-    stamping_on()
 
 
 # Wide margins, so that a loaded machine's scheduling cannot blur kernel and user-space stamps:
@@ -108,12 +100,12 @@ def check_kernel_stamps_held(got: Streamed) -> None:
     assert got.record.done_s is not None and got.record.done_s <= got.record.chunks[-1].read_s
 
 
-@linux_only
+@LINUX_ONLY
 def test_a_blocked_reader_moves_user_space_stamps_but_not_the_kernels() -> None:
     check_kernel_stamps_held(stream_once(BLOCKED, kernel=True))
 
 
-@linux_only
+@LINUX_ONLY
 def test_over_tls_the_kernels_stamps_survive_the_blocked_reader(trusting: TlsCert) -> None:
     got = stream_once(BLOCKED, kernel=True, tls=trusting)
     check_kernel_stamps_held(got)

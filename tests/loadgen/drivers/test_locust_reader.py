@@ -23,27 +23,19 @@ from tests.support.chunk_server import (
     BLOCK_S,
     BLOCKED,
     CHUNKS,
+    LINUX_ONLY,
     ChunkServer,
     PipeHold,
-    stamping_on,
+    kernel_stamping,
 )
 from tests.support.loadgen_requests import make_requests
 from tests.support.openai_fakes import serving
 from tests.support.sse_streams import streaming_handler
 from tests.support.tls_certs import TlsCert, server_context, tls_cert, trusting
 
-__all__ = ["tls_cert", "trusting"]  # fixtures
+__all__ = ["kernel_stamping", "tls_cert", "trusting"]  # fixtures
 
 pytestmark = pytest.mark.timeout(90)
-linux_only = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's"
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _stamping_on() -> None:
-    """The kernel's stamping on before the first connection (switched on through deferred work)."""
-    stamping_on()
 
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,12 +86,12 @@ def check_held_kernel(result: dict, sent_ns: list[int]) -> None:
     assert run_stamps(result["reports"], "")["source"] == "kernel"
 
 
-@linux_only
+@LINUX_ONLY
 def test_a_blocked_gevent_hub_moves_user_space_stamps_but_not_the_kernels() -> None:
     check_held_kernel(*read_held(True))
 
 
-@linux_only
+@LINUX_ONLY
 def test_over_tls_the_gevent_readers_kernel_stamps_survive_the_block(trusting: TlsCert) -> None:
     result, sent_ns = read_held(True, trusting)
     check_held_kernel(result, sent_ns)
