@@ -115,3 +115,20 @@ def test_the_reference_engine_refuses_the_images_before_the_load(tmp_path: Path)
     assert "a content part of type 'image_url'" in out, out
     assert "the reference engine serves text only and sees no images" in out
     assert "Traceback" not in out
+
+
+def test_locusts_workers_send_the_images_as_the_asyncio_client_does(tmp_path: Path) -> None:
+    server = VisionServer(resolve_tokenizer("tiny").tokenizer, max_side=320)
+    with serving(server.handler()) as http:
+        proc = _bench_run(tmp_path, "--url", http.base_url, "--engine", "openai", "--tokenizer",
+                          "tiny", "--num-requests", "8", "--users", "2", "--driver", "locust",
+                          "--workers", "1")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert server.problems == []
+    (folder,) = (tmp_path / "runs").glob("*-images-*")
+    req = load_run(folder).requests
+    assert len(req) == 8 and (req["status"] == "ok").all(), req["error"].tolist()
+    streamed = [b for b in server.bodies if b.get("stream")]
+    sent = sum(len(b["messages"][-1]["content"]) - 1 for b in streamed
+               if isinstance(b["messages"][-1]["content"], list))  # fmt: skip
+    assert sent == int(req["images"].sum()) > 0 and len(server.sizes) >= sent
