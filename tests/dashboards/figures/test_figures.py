@@ -109,6 +109,21 @@ def test_user_ranking_is_fastest_first(full: RunView) -> None:
     assert np.all(np.diff(mean_tps) <= 0)
 
 
+def test_user_ranking_draws_at_most_its_points_keeping_both_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboards.figures import user_tps
+
+    view = load_run_view(make_run(tmp_path, users=40, requests=200, steps=False, samples=False))
+    users, mean_tps, _ = user_ranking(view)
+    assert users.size == 40
+    monkeypatch.setattr(user_tps, "RANKING_POINTS", 9)
+    (ranking,) = [t for t in per_user_tps_figure([view]).data if t.xaxis == "x2"]
+    assert len(ranking.x) == 9 and ranking.x[0] == 1 and ranking.x[-1] == 40
+    assert list(ranking.y) == [mean_tps[r - 1] for r in ranking.x]
+    assert "of 40 users (9 ranks drawn)" in ranking.hovertemplate
+
+
 def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare: RunView) -> None:
     fig, missing = timeline_figure([full])
     assert missing == []
