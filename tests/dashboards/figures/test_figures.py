@@ -124,6 +124,15 @@ def test_user_ranking_draws_at_most_its_points_keeping_both_ends(
     assert "of 40 users (9 ranks drawn)" in ranking.hovertemplate
 
 
+def test_timeline_bins_every_line_including_kv(tmp_path: Path) -> None:
+    view = load_run_view(make_run(tmp_path, requests=1000, samples=False))
+    fig, _ = timeline_figure([view])
+    kv = [t for t in fig.data if str(t.name).startswith("KV blocks used")]
+    assert kv and len(view.steps) > len(kv[0].x)
+    # Each line has one value a bin, never one a step against the bins' centers.
+    assert all(len(t.x) == len(t.y) for t in fig.data if t.y is not None and t.x is not None)
+
+
 def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare: RunView) -> None:
     fig, missing = timeline_figure([full])
     assert missing == []
