@@ -10,7 +10,7 @@ measures two versions of the lab:
 
     python benchmarks/long_runs.py --requests 10000 100000 --out /tmp/after
     python benchmarks/long_runs.py --requests 10000 --code ../other-checkout --out /tmp/before
-    python benchmarks/long_runs.py --requests 10000 --tile 10 100 --out /tmp/tiled
+    python benchmarks/long_runs.py --requests 10000 --tile 10 100 --out tiled
 
 ``--tile K ...`` also makes a folder of K copies of the first run (benchmarks/tile_run.py:
 10^6 requests without an hour of simulation) and times report and gate on it; the baseline is
