@@ -10,6 +10,11 @@ measures two versions of the lab:
 
     python benchmarks/long_runs.py --requests 10000 100000 --out /tmp/after
     python benchmarks/long_runs.py --requests 10000 --code ../other-checkout --out /tmp/before
+    python benchmarks/long_runs.py --requests 10000 --tile 10 100 --out tiled
+
+``--tile K ...`` also makes a folder of K copies of the first run (benchmarks/tile_run.py:
+10^6 requests without an hour of simulation) and times report and gate on it; the baseline is
+always saved from the first run.
 
 It prints one Markdown table (benchmarks/README.md keeps the measured ones) and writes it,
 with every command line, to ``OUT/long_runs.md``.
@@ -71,14 +76,45 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _row(what: str, n: int, rss: float, wall: float, size: float | None) -> str:
+def _row(what: str, n: int, rss: float | None, wall: float | None, size: float | None) -> str:
     mb = f"{size / 1e6:.1f}" if size is not None else "-"
-    return f"| {what} | {n:,} | {rss / 2**20:,.0f} | {wall:.1f} | {mb} |"
+    mib = f"{rss / 2**20:,.0f}" if rss is not None else "-"
+    seconds = f"{wall:.1f}" if wall is not None else "-"
+    return f"| {what} | {n:,} | {mib} | {seconds} | {mb} |"
+
+
+def _report_and_gate(
+    bench: list[str], folder: Path, n: int, baseline: Path, code: Path, out: Path
+) -> tuple[list[str], list[str]]:
+    """Time `bench report --html` and `bench gate` on ``folder`` (``n`` requests); the rows
+    and the command lines."""
+    rows, commands = [], []
+    cmd = [*bench, "report", str(folder), "--html"]
+    _, rss, wall = _timed(cmd, code, out)
+    commands.append(" ".join(cmd[1:]))
+    rows.append(_row("bench report --html", n, rss, wall, (folder / "report.html").stat().st_size))
+    print(rows[-1], flush=True)
+    cmd = [*bench, "gate", str(folder), "--baseline", str(baseline), "--force"]
+    _, rss, wall = _timed(cmd, code, out, ok=(0, 1, 2))  # pass, fail, inconclusive
+    commands.append(" ".join(cmd[1:]))
+    rows.append(_row("bench gate", n, rss, wall, None))
+    print(rows[-1], flush=True)
+    return rows, commands
+
+
+def _save_baseline(bench: list[str], folder: Path, code: Path, out: Path) -> Path:
+    baseline = out / "baseline.json"
+    _timed([*bench, "baseline", "save", str(folder), "--name", "long", "-o", str(baseline)],
+           code, out)  # fmt: skip
+    return baseline
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, nargs="+", required=True)
+    parser.add_argument("--tile", type=int, nargs="*", default=[],
+                        help="also tile the first run this many times (benchmarks/tile_run.py)"
+                        " and time report and gate on each tiled folder")  # fmt: skip
     parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -88,6 +124,7 @@ def main() -> None:
     rows = ["| command | requests | peak RSS MiB | wall s | output MB |", "|---|---|---|---|---|"]
     commands: list[str] = []
     baseline: Path | None = None
+    first: Path | None = None
     for n in args.requests:
         scenario = out / f"long-{n}.toml"
         scenario.write_text(SCENARIO.format(n=n))
@@ -99,21 +136,23 @@ def main() -> None:
         commands.append(" ".join(cmd[1:]))
         rows.append(_row("bench simulate", n, rss, wall, _size(folder)))
         print(rows[-1], flush=True)
-        cmd = [*bench, "report", str(folder), "--html"]
-        _, rss, wall = _timed(cmd, code, out)
-        commands.append(" ".join(cmd[1:]))
-        page = (folder / "report.html").stat().st_size
-        rows.append(_row("bench report --html", n, rss, wall, page))
-        print(rows[-1], flush=True)
         if baseline is None:
-            baseline = out / "baseline.json"
-            _timed([*bench, "baseline", "save", str(folder), "--name", "long", "-o",
-                    str(baseline)], code, out)  # fmt: skip
-        cmd = [*bench, "gate", str(folder), "--baseline", str(baseline), "--force"]
-        _, rss, wall = _timed(cmd, code, out, ok=(0, 1, 2))  # pass, fail, inconclusive
+            first, baseline = folder, _save_baseline(bench, folder, code, out)
+        more_rows, more_commands = _report_and_gate(bench, folder, n, baseline, code, out)
+        rows += more_rows
+        commands += more_commands
+    assert first is not None and baseline is not None
+    for times in args.tile:
+        tiled = out / f"tiled-{times}"
+        tile = Path(__file__).with_name("tile_run.py")
+        cmd = [sys.executable, str(tile), str(first), "--times", str(times), "--out", str(tiled)]
+        _timed(cmd, code, out)
         commands.append(" ".join(cmd[1:]))
-        rows.append(_row("bench gate", n, rss, wall, None))
-        print(rows[-1], flush=True)
+        n = args.requests[0] * times
+        rows.append(_row("tiled folder", n, None, None, _size(tiled)))
+        more_rows, more_commands = _report_and_gate(bench, tiled, n, baseline, code, out)
+        rows += more_rows
+        commands += more_commands
     table = "\n".join(rows)
     (out / "long_runs.md").write_text(table + "\n\n" + "\n".join(commands) + "\n")
     print(table)

@@ -32,7 +32,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from bench.gate.stats import UnitData, hierarchical_counts, point_estimate, run_slices, statistic
+from bench.gate.stats import UnitData, bootstrap, point_estimate, run_slices
 
 __all__ = ["Estimate", "between_run_log_sd", "bootstrap_change", "student_t_quantile"]
 
@@ -67,7 +67,7 @@ def between_run_log_sd(
         logs, variances = [], []
         for run in run_slices(data):
             point = point_estimate(run)
-            boot = statistic(run, hierarchical_counts(run.units_per_run, resamples, rng))
+            boot = bootstrap(run, resamples, rng)
             boot = boot[np.isfinite(boot) & (boot > 0)]
             if np.isfinite(point) and point > 0 and boot.size >= 2:
                 logs.append(np.log(point))
@@ -120,8 +120,8 @@ def bootstrap_change(
     base_rng, cand_rng, drift_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence([seed, stream]).spawn(3)
     )
-    base = statistic(baseline, hierarchical_counts(baseline.units_per_run, resamples, base_rng))
-    cand = statistic(candidate, hierarchical_counts(candidate.units_per_run, resamples, cand_rng))
+    base = bootstrap(baseline, resamples, base_rng)
+    cand = bootstrap(candidate, resamples, cand_rng)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = cand / base
     ratios = ratios[np.isfinite(ratios)]

@@ -14,9 +14,11 @@ by the window's duration is the summary's throughput.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -24,10 +26,12 @@ import pandas as pd
 from results.figures.cpu_work import GROUPS, cpu_work_windows, window_cpu_readings
 from results.figures.itl import itl_by_request
 from results.folder.run_folder import RunData
+from results.folder.token_source import TokenSource
 from results.run_summary import request_summary
 
 __all__ = [
     "PER_REQUEST_FIELDS",
+    "LazyItl",
     "RunSamples",
     "samples_from_run",
     "throughput_windows",
@@ -53,7 +57,8 @@ class RunSamples:
     """One run's measured requests, one array element per request (sorted by request id).
 
     ``done_s`` is seconds from the run's start; ``good`` says whether a request met every SLO
-    (None when the run had none); ``itl_ms`` holds each request's inter-token latencies.
+    (None when the run had none); ``itl_ms`` holds each request's inter-token latencies (read
+    from the run's tokens.parquet on first use, :class:`LazyItl`: most rules never need them).
     ``window_start_s``/``window_end_s`` bound the measured window (summary.json's ``window``).
     ``cpu_windows`` maps each process group the CPU probe read ("engine", "client") to its
     (CPU seconds, output tokens) per window (results.figures.cpu_work.cpu_work_windows); empty
@@ -72,7 +77,7 @@ class RunSamples:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     good: np.ndarray | None
-    itl_ms: tuple[np.ndarray, ...]
+    itl_ms: Sequence[np.ndarray]
     cpu_windows: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
@@ -205,13 +210,35 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
     return frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _itl_per_request(run: RunData, request_ids: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Each request's ITL values in ms, the summary's rule (results.figures.itl: a gap before a
-    chunk of k tokens counts k times as gap / k; chunks without tokens are skipped), read from
-    tokens.parquet where it lies."""
-    by_request = itl_by_request(run.token_source.only(str(r) for r in request_ids))
-    empty = np.zeros(0)
-    return tuple(by_request.get(str(rid), empty) for rid in request_ids)
+class LazyItl(Sequence[np.ndarray]):
+    """Each of ``request_ids``' ITL values in ms, in their order, the summary's rule
+    (results.figures.itl: a gap before a chunk of k tokens counts k times as gap / k; chunks
+    without tokens are skipped), read from ``tokens`` where it lies on first use only: a run of
+    10^6 requests holds 2 GB of them (8 bytes a token), which no rule but an ITL one needs."""
+
+    def __init__(self, tokens: TokenSource, request_ids: np.ndarray) -> None:
+        self._tokens = tokens
+        self._ids = request_ids
+
+    @functools.cached_property
+    def _values(self) -> tuple[np.ndarray, ...]:
+        ids = self._ids
+        by_request = itl_by_request(self._tokens.only(str(r) for r in ids))
+        empty = np.zeros(0)
+        return tuple(by_request.get(str(rid), empty) for rid in ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[np.ndarray]: ...
+    def __getitem__(self, index: int | slice) -> np.ndarray | Sequence[np.ndarray]:
+        return self._values[index]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter(self._values)
 
 
 def samples_from_run(run: RunData) -> RunSamples:
@@ -259,7 +286,7 @@ def samples_from_run(run: RunData) -> RunSamples:
         prompt_tokens=prompt,
         output_tokens=output,
         good=good,
-        itl_ms=_itl_per_request(run, req["request_id"].to_numpy(dtype=object)[ok]),
+        itl_ms=LazyItl(run.token_source, req["request_id"].to_numpy(dtype=object)[ok]),
         cpu_windows=_cpu_windows_of(run, float(start), float(stop)),
     )
 

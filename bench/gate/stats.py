@@ -23,13 +23,15 @@ The interval built from these resamples is bench.gate.interval's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
     "UnitData",
+    "bootstrap",
+    "count_chunks",
     "hierarchical_counts",
     "per_run_estimates",
     "point_estimate",
@@ -73,13 +75,21 @@ def hierarchical_counts(
     units_per_run: Sequence[int], resamples: int, rng: np.random.Generator
 ) -> np.ndarray:
     """Counts (resamples x units): runs drawn with replacement, then units within each draw."""
+    return np.concatenate(list(count_chunks(units_per_run, resamples, rng)))
+
+
+def count_chunks(
+    units_per_run: Sequence[int], resamples: int, rng: np.random.Generator
+) -> Iterator[np.ndarray]:
+    """:func:`hierarchical_counts`' rows a chunk at a time (the same draws, so the same rows),
+    each chunk of about ``_CHUNK_ELEMENTS`` counts: memory holds one chunk, however many units
+    a run has (a run of 10^6 requests would need 16 GB for all 2,000 rows at once)."""
     sizes = np.array([int(n) for n in units_per_run], dtype=np.int64)
     runs = sizes.size
     if runs == 0 or sizes.min() < 1:
         raise ValueError(f"every run needs at least one unit, got {sizes.tolist()}")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     total, longest = int(sizes.sum()), int(sizes.max())
-    out = np.empty((resamples, total), dtype=np.int64)
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // (runs * longest))
     slot = np.arange(longest)
     for start in range(0, resamples, rows_per_chunk):
@@ -90,24 +100,28 @@ def hierarchical_counts(
         unit = (rng.random((rows, runs, longest), dtype=np.float32) * n).astype(np.int64)
         np.minimum(unit, n - 1, out=unit)  # float32 rounding may reach n itself
         flat = np.arange(rows)[:, None, None] * total + offsets[picked][..., None] + unit
-        out[start : start + rows] = np.bincount(flat[slot < n], minlength=rows * total).reshape(
-            rows, total
-        )
-    return out
+        yield np.bincount(flat[slot < n], minlength=rows * total).reshape(rows, total)
+
+
+def bootstrap(data: UnitData, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The statistic under each of ``resamples`` hierarchical resamples of ``data``'s units
+    (:func:`statistic` of :func:`hierarchical_counts`' rows), one chunk of rows at a time."""
+    chunks = count_chunks(data.units_per_run, resamples, rng)
+    return np.concatenate([statistic(data, counts) for counts in chunks])
 
 
 def _locate(
-    k: np.ndarray, chunk: np.ndarray, block_cum: np.ndarray, value_unit: np.ndarray, block_len: int
+    k: np.ndarray, weights: np.ndarray, block_cum: np.ndarray, block_len: int
 ) -> np.ndarray:
     """Per row, the index of the sorted value holding multiset index ``k``: the first value
     whose cumulative weight exceeds k. Its block first, then its place inside the block."""
-    size, blocks = value_unit.size, block_cum.shape[1]
-    rows = np.arange(chunk.shape[0])
+    size, blocks = weights.shape[1], block_cum.shape[1]
+    rows = np.arange(weights.shape[0])
     block = np.minimum((block_cum <= k[:, None]).sum(axis=1), blocks - 1)
     before = np.where(block > 0, block_cum[rows, block - 1], 0)
     index = block[:, None] * block_len + np.arange(block_len)
-    weights = chunk[rows[:, None], value_unit[np.minimum(index, size - 1)]] * (index < size)
-    inside = ((before[:, None] + np.cumsum(weights, axis=1)) <= k[:, None]).sum(axis=1)
+    inside_weights = weights[rows[:, None], np.minimum(index, size - 1)] * (index < size)
+    inside = ((before[:, None] + np.cumsum(inside_weights, axis=1)) <= k[:, None]).sum(axis=1)
     return np.minimum(block * block_len + inside, size - 1)
 
 
@@ -120,31 +134,30 @@ def weighted_percentile(
     """Per row of ``counts`` (rows x units), numpy's linear percentile of the multiset holding
     sorted_values[j] counts[row, value_unit[j]] times. NaN for rows of zero weight.
 
-    ``sorted_values`` must be ascending; ``value_unit`` maps each value to its unit. Exact, and
-    fast for many values per unit (ITL): the values are cut into ~sqrt(T) consecutive blocks, a
-    matrix product gives each row's weight per block, and only the block holding the wanted
-    multiset index is summed value by value.
+    ``sorted_values`` must be ascending; ``value_unit`` maps each value to its unit. Exact: a
+    row's weight of each value is its unit's count; the values are cut into ~sqrt(T)
+    consecutive blocks whose weights are summed, and only the block holding the wanted
+    multiset index is searched value by value. Memory holds about ``_CHUNK_ELEMENTS`` weights
+    (rows x values) at a time, whatever the number of units.
     """
     size = sorted_values.size
+    out = np.full(counts.shape[0], np.nan)
+    if size == 0:
+        return out
     block_len = max(1, int(np.ceil(np.sqrt(size))))
-    block_of = np.arange(size) // block_len
-    blocks = int(block_of[-1]) + 1 if size else 1
-    units = counts.shape[1]
-    per_block = np.bincount(value_unit * blocks + block_of, minlength=units * blocks)
-    per_block = per_block.reshape(units, blocks).astype(np.float64)
-    out = np.empty(counts.shape[0])
-    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(counts.shape[1], block_len, blocks))
+    starts = np.arange(0, size, block_len)
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // size)
     for start in range(0, counts.shape[0], rows_per_chunk):
-        chunk = counts[start : start + rows_per_chunk]
-        block_cum = np.cumsum(np.rint(chunk @ per_block).astype(np.int64), axis=1)
+        weights = counts[start : start + rows_per_chunk][:, value_unit]
+        block_cum = np.cumsum(np.add.reduceat(weights, starts, axis=1), axis=1)
         total = block_cum[:, -1]
         position = (total - 1) * (percentile / 100.0)
         low = np.floor(position)
-        i_low = _locate(low, chunk, block_cum, value_unit, block_len)
-        i_high = _locate(np.minimum(low + 1, total - 1), chunk, block_cum, value_unit, block_len)
+        i_low = _locate(low, weights, block_cum, block_len)
+        i_high = _locate(np.minimum(low + 1, total - 1), weights, block_cum, block_len)
         low_value = sorted_values[i_low]
         value = low_value + (position - low) * (sorted_values[i_high] - low_value)
-        out[start : start + chunk.shape[0]] = np.where(total > 0, value, np.nan)
+        out[start : start + weights.shape[0]] = np.where(total > 0, value, np.nan)
     return out
 
 

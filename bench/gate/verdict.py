@@ -134,26 +134,30 @@ def unit_data(group: RunGroup, spec: MetricSpec) -> UnitData:
             numerator=np.concatenate([w[0] for w in windows]) if windows else np.zeros(0),
             denominator=np.concatenate([w[1] for w in windows]) if windows else np.zeros(0),
         )
-    per_run: list[list[np.ndarray]] = []
-    for run in group.runs:
-        if spec.family == "itl_ms":
-            units = [gaps for gaps in run.itl_ms if gaps.size]
-        else:
-            per_user = spec.family == "per_user_tps"
-            values = run.per_user_tps() if per_user else getattr(run, spec.family)
-            units = [v[None] for v in values[~np.isnan(values)]]
-        if units:
-            per_run.append(units)
-    flat = [u for units in per_run for u in units]
-    values = np.concatenate(flat) if flat else np.zeros(0)
-    value_unit = np.repeat(np.arange(len(flat)), [u.size for u in flat])
+    per_run = [_values_per_unit(run, spec) for run in group.runs]
+    per_run = [(values, sizes) for values, sizes in per_run if sizes.size]
+    sizes = np.concatenate([s for _, s in per_run]) if per_run else np.zeros(0, dtype=np.int64)
     return UnitData(
         "mean" if spec.statistic == "mean" else "percentile",
-        tuple(len(units) for units in per_run),
-        values=values,
-        value_unit=value_unit,
+        tuple(s.size for _, s in per_run),
+        values=np.concatenate([v for v, _ in per_run]) if per_run else np.zeros(0),
+        value_unit=np.repeat(np.arange(sizes.size), sizes),
         percentile=spec.percentile,
     )
+
+
+def _values_per_unit(run: RunSamples, spec: MetricSpec) -> tuple[np.ndarray, np.ndarray]:
+    """A run's values of ``spec``'s family, units in order, and how many values each unit
+    owns: ITL, a request's values (requests without any left out); the others, one value a
+    request that has one (flat arrays, never one array a request)."""
+    if spec.family == "itl_ms":
+        units = [gaps for gaps in run.itl_ms if gaps.size]
+        values = np.concatenate(units) if units else np.zeros(0)
+        return values, np.array([u.size for u in units], dtype=np.int64)
+    per_user = spec.family == "per_user_tps"
+    values = run.per_user_tps() if per_user else getattr(run, spec.family)
+    values = values[~np.isnan(values)]
+    return values, np.ones(values.size, dtype=np.int64)
 
 
 def _cpu_windows(run: RunSamples, spec: MetricSpec, label: str) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,8 @@
 
 Left: the CDF over measured requests, with summary.json's p10, p50 and p90 marked (the slow
 tail is what a mean hides). Right: users ranked by their mean TPS, fastest first, so one
-glance tells whether load is shared evenly.
+glance tells whether load is shared evenly; past :data:`RANKING_POINTS` users, that many
+ranks evenly spaced (the fastest and the slowest kept), the hover saying how many of how many.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dashboards.style import apply_layout, color_for, escape, hover_lines, wrap
 __all__ = ["per_user_tps_figure", "user_ranking"]
 
 _MARKS: tuple[str, ...] = ("p10", "p50", "p90")
+# The most users the ranking draws: a page stays small however many users the run had.
+RANKING_POINTS = 2000
 
 
 def user_ranking(view: RunView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,10 +84,25 @@ def _marks_trace(view: RunView, color: str) -> go.Scatter | None:
     )
 
 
+def _drawn_ranks(n: int) -> np.ndarray:
+    """Which of ``n`` ranks (0-based) the ranking draws: every one up to :data:`RANKING_POINTS`,
+    else that many evenly spaced, the fastest and the slowest always kept."""
+    max_points = RANKING_POINTS
+    if n <= max_points:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, max_points)).astype(np.int64))
+
+
 def _ranking_trace(view: RunView, color: str) -> go.Scatter:
     users, mean_tps, counts = user_ranking(view)
+    total = users.size
+    drawn = _drawn_ranks(total)
+    users, mean_tps, counts = users[drawn], mean_tps[drawn], counts[drawn]
+    shown = f"rank %{{x}} of {total:,} users" + (
+        f" ({drawn.size:,} ranks drawn)" if drawn.size < total else ""
+    )
     return go.Scatter(
-        x=np.arange(1, users.size + 1),
+        x=drawn + 1,
         y=mean_tps,
         mode="lines+markers",
         marker={"size": 5, "color": color},
@@ -96,7 +114,7 @@ def _ranking_trace(view: RunView, color: str) -> go.Scatter:
         hovertemplate=hover_lines(
             [
                 f"<b>{escape(view.label)}</b>",
-                "rank %{x}: user %{customdata[0]}",
+                f"{shown}: user %{{customdata[0]}}",
                 "mean %{y:,.2f} tok/s over %{customdata[1]} requests",
             ]
         ),

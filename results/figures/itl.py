@@ -2,17 +2,20 @@
 
 The ITL values are one per token after a request's first content chunk: the gap before a
 chunk of k tokens, divided by k, counted k times (results.figures.summary's module docstring).
-DuckDB computes them from the table where it lies (results.folder.token_source: a window over
-each request's chunks in index order) and groups equal values with their counts, spilling to
+They are computed from the table where it lies: by one pass over its files a row group at a
+time when each request's chunks lie together in index order, as a run folder writes them
+(results.figures.itl_gaps), else by DuckDB (results.folder.token_source: a window over each
+request's chunks in index order); DuckDB groups equal values with their counts, spilling to
 disk what does not fit; the distinct values are then read in ascending order, a batch at a
 time, so memory holds one batch whatever the run's length.
 
 From that sorted stream the figures are those of results.figures.summary.distribution over the
 repeated values: count, min and max exactly; each percentile exactly as numpy's default
 (linear) method computes it, from the two values its index falls between (the same float
-operations as numpy's ``_lerp``); mean and population std combined from each batch's own
-(Chan et al.'s pairwise update), which agree with numpy's over the whole array to within
-1e-12 relative (they add the same values in another order).
+operations as numpy's ``_lerp``); mean and population std combined from those of each piece
+of at most :data:`BATCH_ROWS` values (Chan et al.'s pairwise update), which agree with
+numpy's over the whole array to within 1e-12 relative (they add the same values in another
+order) and equal it when there are no more values than one piece.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import contextlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
+from results.figures.itl_gaps import NotGrouped, grouped_gaps
 from results.folder.token_source import TokenSource
 from results.schema import Distribution
 
@@ -69,6 +74,22 @@ def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where(t >= 0.5, b - diff * (1 - t), out)
 
 
+def _expanded(values: np.ndarray, counts: np.ndarray, limit: int) -> Iterator[np.ndarray]:
+    """``values`` each repeated its count times, in order, in pieces of at most ``limit``
+    values: a batch of few distinct values may stand for 10^8 tokens (2 GB repeated at once)."""
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if ends.size else 0
+    for start in range(0, total, limit):
+        stop = min(start + limit, total)
+        first = int(np.searchsorted(ends, start, side="right"))
+        last = int(np.searchsorted(ends, stop - 1, side="right"))
+        piece = counts[first : last + 1].copy()
+        before = int(ends[first - 1]) if first else 0
+        piece[0] -= start - before
+        piece[-1] -= int(ends[last]) - stop
+        yield np.repeat(values[first : last + 1], piece)
+
+
 def sorted_distribution(
     batches: Iterable[_Batch], n: int, percentiles: Sequence[float]
 ) -> Distribution:
@@ -93,16 +114,16 @@ def sorted_distribution(
         inside = wanted[(wanted >= seen) & (wanted < ends[-1])]
         for rank, at in zip(inside, np.searchsorted(ends, inside, side="right"), strict=True):
             found[int(rank)] = float(values[at])
-        x = np.repeat(values, counts)
-        k, x_mean = x.size, float(np.mean(x))
-        x_m2 = float(np.sum(np.square(x - x_mean)))
-        if seen == 0:  # one batch: numpy's own mean and std of the sorted values
-            mean, m2 = x_mean, x_m2
-        else:
-            delta, total = x_mean - mean, seen + k
-            mean += delta * k / total
-            m2 += x_m2 + delta * delta * seen * k / total
-        seen += k
+        for x in _expanded(values, counts, BATCH_ROWS):
+            k, x_mean = x.size, float(np.mean(x))
+            x_m2 = float(np.sum(np.square(x - x_mean)))
+            if seen == 0:  # one piece: numpy's own mean and std of the sorted values
+                mean, m2 = x_mean, x_m2
+            else:
+                delta, total = x_mean - mean, seen + k
+                mean += delta * k / total
+                m2 += x_m2 + delta * delta * seen * k / total
+            seen += k
     at_previous = np.array([found[int(r)] for r in previous])
     at_following = np.array([found[int(r)] for r in following])
     stats["mean"] = mean
@@ -122,12 +143,30 @@ def _batches(reader: pa.RecordBatchReader) -> Iterator[_Batch]:
         )
 
 
+def _itl_table(con: duckdb.DuckDBPyConnection, tokens: TokenSource) -> None:
+    """``itl``: the distinct ITL values (v, ms) of ``tokens`` and the tokens carrying each (w),
+    by one ordered pass when its rows are grouped by request (results.figures.itl_gaps), else
+    by DuckDB's window."""
+    con.execute("CREATE TEMP TABLE itl_raw (v DOUBLE, w BIGINT)")
+    try:
+        for values, counts in grouped_gaps(tokens, BATCH_ROWS):
+            con.register("_gaps", pa.table({"v": values, "w": counts}))
+            con.execute("INSERT INTO itl_raw SELECT v, w FROM _gaps")
+            con.unregister("_gaps")
+    except NotGrouped:
+        con.execute("DROP TABLE itl_raw")
+        con.execute(_ITL_SQL)
+        return
+    con.execute("CREATE TEMP TABLE itl AS SELECT v, sum(w)::BIGINT AS w FROM itl_raw GROUP BY v")
+    con.execute("DROP TABLE itl_raw")
+
+
 @contextlib.contextmanager
 def _sorted_itl(tokens: TokenSource) -> Iterator[tuple[int, Iterator[_Batch]]]:
     """The number of ITL values of ``tokens`` and their distinct values, ascending, in batches
     of (values, counts)."""
     with tokens.query() as con:
-        con.execute(_ITL_SQL)
+        _itl_table(con, tokens)
         ((n,),) = con.execute("SELECT coalesce(sum(w), 0)::BIGINT FROM itl").fetchall()
         ordered = con.sql("SELECT v, w FROM itl ORDER BY v")
         # DuckDB 2 names it to_arrow_reader, 1.x fetch_arrow_reader: a stream of batches.

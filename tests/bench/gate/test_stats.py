@@ -131,3 +131,22 @@ def test_a_zero_baseline_has_no_relative_change() -> None:
     zero = per_request([np.zeros(50)])
     with pytest.raises(ValueError, match="non-zero baseline"):
         bootstrap_change(zero, per_request([np.ones(50)]), 0.95, 200, seed=0)
+
+
+@pytest.mark.parametrize("kind", ["mean", "percentile"])
+def test_bootstrap_in_chunks_equals_the_whole_counts_matrix(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.gate import stats
+
+    rng = np.random.default_rng(5)
+    runs = [rng.lognormal(size=n) for n in (300, 170, 240)]
+    data = per_request(runs, 90.0 if kind == "percentile" else None)
+    # Small chunks: many chunks of rows, and weighted_percentile's own chunks of values too.
+    monkeypatch.setattr(stats, "_CHUNK_ELEMENTS", 5_000)
+    whole = stats.statistic(
+        data, hierarchical_counts(data.units_per_run, 400, np.random.default_rng(9))
+    )
+    chunked = stats.bootstrap(data, 400, np.random.default_rng(9))
+    assert len(list(stats.count_chunks(data.units_per_run, 400, np.random.default_rng(9)))) > 10
+    np.testing.assert_allclose(chunked, whole, rtol=1e-12)

@@ -109,6 +109,30 @@ def test_user_ranking_is_fastest_first(full: RunView) -> None:
     assert np.all(np.diff(mean_tps) <= 0)
 
 
+def test_user_ranking_draws_at_most_its_points_keeping_both_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboards.figures import user_tps
+
+    view = load_run_view(make_run(tmp_path, users=40, requests=200, steps=False, samples=False))
+    users, mean_tps, _ = user_ranking(view)
+    assert users.size == 40
+    monkeypatch.setattr(user_tps, "RANKING_POINTS", 9)
+    (ranking,) = [t for t in per_user_tps_figure([view]).data if t.xaxis == "x2"]
+    assert len(ranking.x) == 9 and ranking.x[0] == 1 and ranking.x[-1] == 40
+    assert list(ranking.y) == [mean_tps[r - 1] for r in ranking.x]
+    assert "of 40 users (9 ranks drawn)" in ranking.hovertemplate
+
+
+def test_timeline_bins_every_line_including_kv(tmp_path: Path) -> None:
+    view = load_run_view(make_run(tmp_path, requests=1000, samples=False))
+    fig, _ = timeline_figure([view])
+    kv = [t for t in fig.data if str(t.name).startswith("KV blocks used")]
+    assert kv and len(view.steps) > len(kv[0].x)
+    # Each line has one value a bin, never one a step against the bins' centers.
+    assert all(len(t.x) == len(t.y) for t in fig.data if t.y is not None and t.x is not None)
+
+
 def test_timeline_shares_one_x_axis_and_names_missing_panels(full: RunView, bare: RunView) -> None:
     fig, missing = timeline_figure([full])
     assert missing == []
