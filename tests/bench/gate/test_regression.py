@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -88,16 +89,25 @@ def verdicts(report: GateReport) -> dict[str, str]:
     return {r.metric: r.verdict for r in report.results}
 
 
+def _delay_ms(baseline: RunGroup) -> float:
+    """A step delay of the baseline's own mean TPOT (10 ms at least), so the slowed engine
+    takes about twice as long per token on an idle box or a loaded one alike: a fixed 10 ms
+    was -12% of throughput on a box at load 10, inside the rules' 20%."""
+    tpot_ms = np.nanmean(np.concatenate([run.tpot_ms for run in baseline.runs]))
+    return round(max(10.0, float(tpot_ms)), 1)
+
+
 def test_an_engine_slowed_by_step_delay_fails(tmp_path: Path, baseline: RunGroup) -> None:
-    slow = run_group(tmp_path, "delayed", "\n[engine.options]\nstep_delay_ms = 10.0\n")
-    assert slow.engine["config"]["step_delay_ms"] == 10.0
+    delay_ms = _delay_ms(baseline)
+    slow = run_group(tmp_path, "delayed", f"\n[engine.options]\nstep_delay_ms = {delay_ms}\n")
+    assert slow.engine["config"]["step_delay_ms"] == delay_ms
     # The rules are under test, not the machine: a run marked busy, or invalid by anything else
     # a loaded box can cause, is judged all the same (allow_invalid covers both).
     report = evaluate(RULES, baseline, slow, allow_invalid=True)
     assert report.verdict == "fail" and report.exit_code == 1, report
     assert verdicts(report)["tpot_ms.mean"] == "fail"
     assert verdicts(report)["throughput.output_tok_s"] == "fail", report.results[0]
-    assert any("step_delay_ms: 0.0 -> 10.0" in note for note in report.notes)
+    assert any(f"step_delay_ms: 0.0 -> {delay_ms}" in note for note in report.notes)
     # A sleep does no work: the CPU seconds per token do not fail.
     work = evaluate(CPU_RULES, baseline, slow, allow_invalid=True).results[0]
     assert work.verdict != "fail" and work.change_pct is not None, work
