@@ -92,7 +92,7 @@ def summarize_run(run: RunData) -> SummaryJson:
     summary = request_summary(run)
     window = summary["window"]
     analytic = run.run_json.get("analytic")
-    if "ttft_ms" in summary:  # a pooling run has no first token (results.figures.pooling)
+    if "ttft_ms" in summary:  # a pooling run has no first token (results.figures.workloads.pooling)
         summary["per_user_tps_by_phase"] = per_user_tps_by_phase(run.requests, window)
     summary["attribution"] = step_attribution(run.steps, analytic, window)
     died = run.run_json.get("engine_died")

@@ -40,7 +40,7 @@ from dashboards.style import fmt
 from results.figures.energy_phase import energy_phase_line
 from results.figures.engine_facts import prefix_cache_line, simulated_line
 from results.figures.machine_load import busy_lines
-from results.figures.pooling import pooling_lines
+from results.figures.workloads.pooling import pooling_lines
 from results.validity.run_end import engine_death_line, run_end_lines
 from results.validity.run_validity import violation_lines
 from results.validity.token_reconciliation import reconciliation_lines

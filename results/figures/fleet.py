@@ -99,7 +99,7 @@ def part_figures(
         scenario.get("slo"),
         span_s=run_span(window) if not part.empty else None,
     )
-    # A pooling run's summary has no token figures (results.figures.pooling).
+    # A pooling run's summary has no token figures (results.figures.workloads.pooling).
     out: dict[str, Any] = {n: figures[n] for n in ENDPOINT_FIGURES if n in figures}  # type: ignore[literal-required]
     out["share"] = len(part) / total if total else None
     return out

@@ -24,7 +24,7 @@ Definitions follow docs/ARCHITECTURE.md and vLLM's ``bench serve`` where it defi
   tokens. A run without reasoning has no ``reasoning`` section.
 - Pooling (embeddings, rerank: requests.parquet's ``inputs`` set): no TTFT, ITL, TPOT or
   per-user TPS (absent, not zero), and a ``pooling`` section instead: latency, requests,
-  inputs and input tokens per second (results.figures.pooling).
+  inputs and input tokens per second (results.figures.workloads.pooling).
 - Statistics: mean, std (population, ddof=0, as numpy and vLLM), min, percentiles with numpy's
   default linear interpolation (as vLLM), max; latencies in milliseconds.
 
@@ -45,7 +45,7 @@ import pandas as pd
 
 from perfmodel.files import json_safe
 from results.figures.itl import itl_distribution
-from results.figures.pooling import TOKEN_FIGURES, is_pooling_run, pooling_section
+from results.figures.workloads.pooling import TOKEN_FIGURES, is_pooling_run, pooling_section
 from results.folder.records import (
     REQUEST_BACKFILLS,
     REQUEST_COLUMNS,
@@ -252,7 +252,8 @@ def compute_summary(
     if reasoning is not None:
         summary["reasoning"] = reasoning
     if is_pooling_run(req):
-        # Nothing was generated: the token figures are absent, never zero (results.figures.pooling)
+        # Nothing was generated: the token figures are absent, never zero
+        # (results.figures.workloads.pooling)
         for name in TOKEN_FIGURES:
             summary.pop(name, None)  # type: ignore[misc]
         summary["throughput"]["output_tok_s"] = None

@@ -145,7 +145,8 @@ class RequestRecord:
         inputs: for a pooling request (embeddings, rerank), the inputs it carried: texts
             embedded, or documents ranked; None for generation. A pooling request streams
             nothing: no chunk, ``first_token_s`` None, ``output_tokens`` 0, and its figures are
-            the latency and the inputs and input tokens per second (results.figures.pooling).
+            the latency and the inputs and input tokens per second
+            (results.figures.workloads.pooling).
             A folder written before it reads as generation.
         num_tool_calls: how many tool calls the answer made (OpenAI chat ``delta.tool_calls``,
             Responses ``function_call`` items, Anthropic ``tool_use`` blocks; 0 for none, and

@@ -169,7 +169,8 @@ class SummaryJson(TypedDict):
     tokens: Tokens
     throughput: Throughput
     goodput: Goodput
-    # The token figures; absent from a pooling run's (embeddings, rerank: results.figures.pooling).
+    # The token figures; absent from a pooling run's (embeddings, rerank:
+    # results.figures.workloads.pooling).
     ttft_ms: NotRequired[Distribution]
     itl_ms: NotRequired[Distribution]
     tpot_ms: NotRequired[Distribution]

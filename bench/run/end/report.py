@@ -29,10 +29,10 @@ from bench.run.terminal import print_table
 from results.figures.abandoned import abandoned_line
 from results.figures.engine_facts import prefix_cache_line, simulated_line
 from results.figures.machine_load import busy_lines
-from results.figures.pooling import pooling_lines
 from results.figures.samples_summary import gpu_scope_line, gpu_warnings
 from results.figures.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
 from results.figures.workloads.images import images_line
+from results.figures.workloads.pooling import pooling_lines
 from results.figures.workloads.tool_calls import tool_calls_line
 from results.validity.run_end import run_end_lines
 
@@ -87,7 +87,7 @@ def _overview(summary: Mapping[str, Any]) -> Table:
         f"{format_number(counts.get('ok'))} / {format_number(counts.get('requests'))}",
     )
     pooling = _section(summary, "pooling")
-    if pooling:  # embeddings, rerank: no output tokens (results.figures.pooling)
+    if pooling:  # embeddings, rerank: no output tokens (results.figures.workloads.pooling)
         table.add_row("Inputs", format_number(pooling.get("inputs")))
         table.add_row("Input tokens", format_number(pooling.get("input_tokens")))
         table.add_row("Input throughput", format_number(pooling.get("inputs_per_s"), "inputs/s"))

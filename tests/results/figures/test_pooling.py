@@ -12,8 +12,8 @@ from rich.console import Console
 
 from bench.run.end.report import render_summary
 from dashboards.figures.headline import headline_tiles
-from results.figures.pooling import TOKEN_FIGURES
 from results.figures.summary import compute_summary
+from results.figures.workloads.pooling import TOKEN_FIGURES
 from results.schema import check_summary_json
 
 
