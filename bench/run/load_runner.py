@@ -122,13 +122,15 @@ async def drive_load(
     route: str = DEFAULT_ROUTE,
     request_timeout_s: float | None = None,
     read_timeout_s: float | None = None,
+    keep_records: bool = True,
 ) -> LoadResult:
     """Run ``plan`` with ``driver`` over ``workers`` processes (module docstring); ``stop`` ends
     it early when set (an interrupt, a dead engine: loadgen.drivers.stop). ``endpoints``: a
     fleet's replicas (``base_url`` the first), each request sent to one by ``route``
     (loadgen.client.routing; every client process routes its own requests).
     ``request_timeout_s``, ``read_timeout_s``: the client's limits (loadgen.client.limits;
-    None: their defaults), for every driver and worker.
+    None: their defaults), for every driver and worker. ``keep_records`` False: ``on_record``
+    keeps the records (a stream to the run folder) and the result holds none.
 
     Locust only: ``remote`` says where the master listens and how many workers join from
     `bench worker` (then no local one starts); what they must run, who joined and who was
@@ -152,11 +154,11 @@ async def drive_load(
     if driver == "asyncio":
         return await run_load(
             plan, config, clock, tokenizer, workers, on_record=on_record, counters=counters,
-            stop=stop,
+            stop=stop, keep_records=keep_records,
         )  # fmt: skip
     return await _drive_locust(
         plan, config, clock, workers, on_record=on_record, counters=counters,
-        remote=remote or RemoteWorkers(), console=console, stop=stop,
+        remote=remote or RemoteWorkers(), console=console, stop=stop, keep_records=keep_records,
     )  # fmt: skip
 
 
@@ -171,6 +173,7 @@ async def _drive_locust(
     remote: RemoteWorkers,
     console: Console | None,
     stop: LoadStop | None,
+    keep_records: bool = True,
 ) -> LoadResult:
     """drive_load's Locust path: ``plan`` refused where Locust cannot send it, else run by a
     Locust master and its workers (``remote``'s or ``workers`` local ones)."""
@@ -197,7 +200,7 @@ async def _drive_locust(
         result = await asyncio.to_thread(
             run_locust, plan, config, clock, remote.local_workers(workers),
             on_record=on_record, counters=counters, on_event=tell, stop=stop,
-            **remote.run_locust_arguments(),
+            keep_records=keep_records, **remote.run_locust_arguments(),
         )  # fmt: skip
     except LocustError as exc:
         raise LoadError(str(exc)) from exc

@@ -79,6 +79,7 @@ from probes.session import ProbeResult
 from results.figures.analytic import analytic_section
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import fetch_json, fetch_steps, same_host
+from results.folder.outcomes import read_outcomes
 from results.folder.record_stream import RecordStream
 from results.folder.redact import redact_command
 from results.schema import ClientClock, EngineSection, SummaryJson
@@ -457,7 +458,7 @@ def _measure(
             probe_result = probes.stop()
         fingerprint.stop_watch()
     section = fingerprint.end(clock_info["t0_ns"], identity)
-    if not result.records and (got := active_interrupts().first) is not None:
+    if result.recorded == 0 and (got := active_interrupts().first) is not None:
         raise RunInterrupted(got)  # signalled before the first request went out: nothing to keep
     return _Measured(result, clock_info, probe_result, probe_messages, section, watch, stop)
 
@@ -502,7 +503,7 @@ def _write_folder(
     planned = len(prepared.plan.requests) if total_known(scenario) else None
     ended = run_end_sections(
         active_interrupts(), measured.watch, measured.stop, base_url, adapter.health_path,
-        result.records, t0_ns, planned,
+        read_outcomes(writer.path), t0_ns, planned,
     )  # fmt: skip
     summary = writer.finish(
         scenario=scenario_json,
@@ -582,6 +583,8 @@ async def _drive(
                 stop=stop, endpoints=opts.endpoints, route=opts.route,
                 request_timeout_s=scenario.request_timeout_s,
                 read_timeout_s=scenario.read_timeout_s,
+                # Streamed to the folder, the records are not also held for the run's length.
+                keep_records=begin is None,
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e

@@ -30,7 +30,7 @@ from loadgen.drivers.driver import LoadPlan
 from loadgen.request_spec import POOLING_APIS
 from results.figures.analytic import simulated_analytic
 from results.figures.engine_facts import engine_folder_name
-from results.folder.engine_steps import steps_frame
+from results.folder.step_parts import STEPS_PART_STEPS, StepParts
 from results.schema import (
     ClientClock,
     EngineSection,
@@ -101,14 +101,18 @@ def simulate(
     # Every record goes to disk as it ends (bench.run.end.run_writer): a long simulation holds
     # no chunks, and a killed one keeps what was flushed.
     stream = writer.begin(**early)
+    # The engine's steps too, every STEPS_PART_STEPS of them: memory holds at most that many.
+    steps = StepParts(writer.path)
+    engine.steps.drain_to(steps, STEPS_PART_STEPS)
     try:
         run_plan_virtual(engine, plan, on_record=stream.add)
     except BaseException:
         writer.discard_if_empty()
         raise
-    steps = steps_frame(engine.steps.since(0), 0)
+    engine.steps.drain()
     wall_s = time.perf_counter() - t_wall
-    writer.write_tables(None, steps)
+    writer.write_tables(None)
+    writer.seal_steps(steps)
     sections = _run_sections(writer, scenario, settings, engine, description, plan, wall_s, started)
     return writer.path, writer.finish(**sections)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import nvtx
@@ -66,8 +66,15 @@ class NvtxRanges:
             self.domain.pop_range()
 
 
+StepSink = Callable[[dict[str, list[int]]], None]
+
+
 class StepRecorder:
-    """Append-only columnar step records, readable from another thread."""
+    """Append-only columnar step records, readable from another thread.
+
+    It keeps the last ``max_steps`` (older ones dropped half at a time), or, once
+    :meth:`drain_to` gave it a sink, hands every ``every`` steps to the sink and forgets them.
+    """
 
     def __init__(self, max_steps: int = 1_000_000) -> None:
         if max_steps < 2:
@@ -76,6 +83,38 @@ class StepRecorder:
         self._columns = {name: array(code) for name, code in STEP_COLUMNS.items()}
         self._lock = threading.Lock()
         self.num_steps = 0
+        self._sink: StepSink | None = None
+        self._every = max_steps
+
+    @property
+    def kept(self) -> int:
+        """Steps held in memory now."""
+        with self._lock:
+            return len(self._columns["step"])
+
+    def drain_to(self, sink: StepSink, every: int) -> None:
+        """From now on hand the kept steps to ``sink`` (columns as :meth:`since` gives them)
+        whenever ``every`` are kept, then forget them: at most ``every`` steps are held. The
+        sink runs in the recording thread, under the recorder's lock."""
+        if every < 1:
+            raise ValueError(f"every must be at least 1, got {every}")
+        with self._lock:
+            self._sink, self._every = sink, every
+            if len(self._columns["step"]) >= every:
+                self._drain_locked()
+
+    def drain(self) -> None:
+        """Hand what is kept to the sink now (nothing without one, or when none is kept)."""
+        with self._lock:
+            self._drain_locked()
+
+    def _drain_locked(self) -> None:
+        if self._sink is None or not self._columns["step"]:
+            return
+        columns = {name: col.tolist() for name, col in self._columns.items()}
+        for col in self._columns.values():
+            del col[:]
+        self._sink(columns)
 
     def record(self, **values: int) -> None:
         """Append one step; ``values`` has every STEP_COLUMNS key but ``step``."""
@@ -85,7 +124,9 @@ class StepRecorder:
             for name, value in values.items():
                 cols[name].append(value)
             self.num_steps += 1
-            if len(cols["step"]) > self.max_steps:
+            if self._sink is not None and len(cols["step"]) >= self._every:
+                self._drain_locked()
+            elif len(cols["step"]) > self.max_steps:
                 drop = self.max_steps // 2
                 for col in cols.values():
                     del col[:drop]

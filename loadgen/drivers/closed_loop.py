@@ -105,6 +105,7 @@ async def run_closed_loop(
     take_next: Callable[[], int] | None = None,
     user_ids: Sequence[int] | None = None,
     stop: LoadStop | None = None,
+    keep_records: bool = True,
 ) -> list[RequestRecord]:
     """Drive ``requests`` with ``num_users`` closed-loop users; return one record per started one.
 
@@ -133,15 +134,21 @@ async def run_closed_loop(
         user_ids: the ids recorded for users 0..num_users-1 (default: 0..num_users-1).
         stop: when it is set (an interrupt, a dead engine), the run is cut as at
             ``duration_s``: no new request, those in flight cancelled with the stop's reason.
+        keep_records: False when ``on_record`` keeps them (a record stream to disk): the
+            driver then holds no record past its ``on_record`` call, so its memory does not
+            grow with the run's length, and returns none.
 
     Returns:
         The records of all started requests, in the order of ``requests`` (sessions: their
         turns, session by session); requests never started (the run was cut first) have none.
+        Empty with ``keep_records`` False.
     """
     _check_closed_loop_args(num_users, duration_s, think_time_s, ramp_up_s, user_ids)
     work = _as_sessions(requests, sessions)
     live = counters if counters is not None else LiveCounters()
-    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
+    records: list[list[RequestRecord | None]] | None = (
+        [[None] * len(s) for s in work] if keep_records else None
+    )
     user, cut = _closed_loop_users(
         client, work, records, live, clock, num_users, think_time_s, ramp_up_s,
         on_record=on_record, on_started=on_started, take_next=take_next, user_ids=user_ids,
@@ -152,6 +159,8 @@ async def run_closed_loop(
     for outcome in outcomes:
         if isinstance(outcome, Exception):
             raise outcome
+    if records is None:
+        return []
     return [record for turns in records for record in turns if record is not None]
 
 
@@ -182,7 +191,7 @@ def _check_closed_loop_args(
 def _closed_loop_users(
     client: RequestSender,
     work: Sequence[Sequence[RequestSpec]],
-    records: list[list[RequestRecord | None]],
+    records: list[list[RequestRecord | None]] | None,
     live: LiveCounters,
     clock: RunClock,
     num_users: int,
@@ -197,8 +206,8 @@ def _closed_loop_users(
 ) -> tuple[Callable[[int], Coroutine[Any, Any, None]], Callable[[], None]]:
     """run_closed_loop's user ``u`` (a coroutine function: it runs sessions of ``work`` until
     none is left, the run is cut or ``stop`` is set, storing each turn's record in
-    ``records[session][turn]``) and the function that cuts the run (no user sends again).
-    Arguments as run_closed_loop's; the users' ramp starts now."""
+    ``records[session][turn]`` unless ``records`` is None) and the function that cuts the run
+    (no user sends again). Arguments as run_closed_loop's; the users' ramp starts now."""
     start_s = clock.now_s()
     counter = 0
 
@@ -210,7 +219,8 @@ def _closed_loop_users(
     next_session = take_next or take
 
     def finish(i: int, turn: int, record: RequestRecord) -> None:
-        records[i][turn] = record
+        if records is not None:
+            records[i][turn] = record
         if on_record is not None:
             on_record(record)
 

@@ -145,7 +145,8 @@ class LoadPlan:
 
 @dataclass(repr=False)
 class LoadResult:
-    """Records of the started requests (plan order) and the client's self-check samples."""
+    """Records of the started requests (plan order; none when the load ran with
+    ``keep_records`` False, its records streamed to disk) and the client's self-check samples."""
 
     records: list[RequestRecord]
     client: ClientSamples
@@ -155,6 +156,13 @@ class LoadResult:
     # Per client (a replica's, in a worker process) where its chunk times came from, per
     # connection (StreamingClient.receive_stamps, with "worker"): run.json's load.receive_stamps.
     stamps: list[dict[str, Any]] = field(default_factory=list)
+    # Records the load made, kept in ``records`` or not (keep_records False); None: len(records).
+    finished: int | None = None
+
+    @property
+    def recorded(self) -> int:
+        """How many records the load made (one per started request), kept or not."""
+        return len(self.records) if self.finished is None else self.finished
 
     def __repr__(self) -> str:
         # Short on purpose: Python 3.11's asyncio.run formats the main task's result when it
@@ -180,6 +188,7 @@ async def run_plan(
     client: StreamingClient | RoutedClient | None = None,
     warm: bool = True,
     stop: LoadStop | None = None,
+    keep_records: bool = True,
 ) -> LoadResult:
     """Run ``plan`` in this event loop (the arguments after ``counters`` are for shards).
 
@@ -187,9 +196,13 @@ async def run_plan(
     is used (and closed) instead of one built from ``config``: build it ahead when setting it
     up must not delay the start. ``warm`` opens the client's connections first (see
     StreamingClient.warm_up). ``stop`` ends the load early when set (loadgen.drivers.stop).
+    ``keep_records`` False: ``on_record`` keeps the records (a stream to the run folder) and the
+    result holds none, so the client's memory does not grow with the run's length.
     """
     if client is None:
         client = config.client(plan.cap, tokenizer)
+    counters = counters if counters is not None else LiveCounters()
+    done_before = counters.done
     if warm:
         await client.warm_up()
     async with client, ClientMonitor(clock, worker=worker) as monitor:
@@ -209,6 +222,7 @@ async def run_plan(
                 take_next=take_next,
                 user_ids=user_ids,
                 stop=stop,
+                keep_records=keep_records,
             )
         else:
             assert plan.schedule_s is not None
@@ -225,8 +239,12 @@ async def run_plan(
                 on_started=monitor.note_schedule_lag,
                 user_ids=user_ids,
                 stop=stop,
+                keep_records=keep_records,
             )
-    return LoadResult(records, monitor.samples, stamps=receive_stamps(client, worker))
+    return LoadResult(
+        records, monitor.samples, stamps=receive_stamps(client, worker),
+        finished=counters.done - done_before,
+    )  # fmt: skip
 
 
 def receive_stamps(client: StreamingClient | RoutedClient, worker: int) -> list[dict[str, Any]]:

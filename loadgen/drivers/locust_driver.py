@@ -108,6 +108,7 @@ def run_locust(
     run_time_s: float | None = None,
     stop: LoadStop | None = None,
     clock_resync_s: float = DEFAULT_CLOCK_RESYNC_S,
+    keep_records: bool = True,
 ) -> LoadResult:
     """Run ``plan`` with a Locust master, ``workers`` local workers and ``remote_workers``
     joining ones; block until it ends.
@@ -126,6 +127,8 @@ def run_locust(
     ``stop``, once set, ends the run early: the master is sent SIGUSR1 (it tells its workers to
     cancel what is in flight, recorded cancelled) and what the workers sent is collected.
     ``clock_resync_s``: how often each worker's clock is measured again during the load.
+    ``keep_records`` False: ``on_record`` keeps the records (a stream to the run folder) and
+    the result holds none (loadgen.drivers.driver.run_plan).
 
     Raises:
         LocustError: fewer users than workers, Locust missing, workers that did not join in
@@ -148,7 +151,7 @@ def run_locust(
         worker_timeout_s=worker_timeout_s, run_time_s=limit_s, clock_resync_s=clock_resync_s,
     )  # fmt: skip
     try:
-        return _run(plan, job, workers, out, on_record, counters, on_event, stop)
+        return _run(plan, job, workers, out, on_record, counters, on_event, stop, keep_records)
     finally:
         # The job folder holds the plan and the records: never left behind.
         shutil.rmtree(out, ignore_errors=True)
@@ -163,12 +166,14 @@ def _run(
     counters: LiveCounters | None,
     on_event: Callable[[dict[str, Any]], None] | None,
     stop: LoadStop | None = None,
+    keep_records: bool = True,
 ) -> LoadResult:
     host, port, limit_s, total = job.bind_host, job.bind_port, job.run_time_s, job.workers
     job_path = write_job(job, out / "job.pkl")
     log = (out / "locust.log").open("wb")
     master, procs = _start_locust(job, job_path, workers, log)
     live = counters if counters is not None else LiveCounters()
+    done_before = live.done
     records: list[RequestRecord] = []
     errors: list[str] = []
     end_info: list[dict[str, Any]] = []
@@ -191,7 +196,8 @@ def _run(
             rows, offsets[RECORDS_FILE] = _tail(out / RECORDS_FILE, offsets[RECORDS_FILE])
             for row in rows:
                 record = record_from_wire(json.loads(row))
-                records.append(record)
+                if keep_records:
+                    records.append(record)
                 live.request_started()
                 live.request_finished(record)
                 if on_record is not None:
@@ -222,12 +228,15 @@ def _run(
             f"log:\n{tail}"
         )
     samples = _client_samples(out / CLIENT_FILE)
-    if not records:
+    if live.done == done_before:
         tail = (out / "locust.log").read_text(errors="replace")[-3000:]
         raise LocustError(f"Locust ended without recording a request; its log:\n{tail}")
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     records.sort(key=lambda r: order.get(r.request_id, len(order)))
-    return LoadResult(records, samples, workers=total, worker_info=end_info or None, stamps=stamps)
+    return LoadResult(
+        records, samples, workers=total, worker_info=end_info or None, stamps=stamps,
+        finished=live.done - done_before,
+    )  # fmt: skip
 
 
 def _start_locust(

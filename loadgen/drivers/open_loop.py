@@ -78,6 +78,7 @@ async def run_open_loop(
     on_started: ScheduleHook | None = None,
     user_ids: Sequence[int] | None = None,
     stop: LoadStop | None = None,
+    keep_records: bool = True,
 ) -> list[RequestRecord]:
     """Send ``requests[i]`` at ``start_s + schedule_s[i]``; return one record per started one.
 
@@ -102,16 +103,21 @@ async def run_open_loop(
         stop: when it is set (an interrupt, a dead engine), the run is cut as at
             ``duration_s``: requests not yet due are never sent, those in flight are cancelled
             with the stop's reason.
+        keep_records: False when ``on_record`` keeps them (a record stream to disk): no
+            record is held past its ``on_record`` call, and none is returned.
 
     Returns:
-        The records of the started requests in schedule order (a session's turns together).
+        The records of the started requests in schedule order (a session's turns together);
+        empty with ``keep_records`` False.
     """
     schedule = np.asarray(schedule_s, dtype=np.float64)
     _check(requests, schedule, max_concurrency, duration_s)
     work = [[r] if isinstance(r, RequestSpec) else list(r) for r in requests]
     live = counters if counters is not None else LiveCounters()
     origin_s = clock.now_s() if start_s is None else start_s
-    records: list[list[RequestRecord | None]] = [[None] * len(s) for s in work]
+    records: list[list[RequestRecord | None]] | None = (
+        [[None] * len(s) for s in work] if keep_records else None
+    )
     cap = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     tasks: set[asyncio.Task[None]] = set()
     failure: list[BaseException] = []
@@ -131,6 +137,8 @@ async def run_open_loop(
         raise failure[0]
     if launcher.done() and not launcher.cancelled() and launcher.exception() is not None:
         raise launcher.exception()  # type: ignore[misc]
+    if records is None:
+        return []
     return [record for turns in records for record in turns if record is not None]
 
 
@@ -138,7 +146,7 @@ def _session_sender(
     client: RequestSender,
     work: Sequence[Sequence[RequestSpec]],
     clock: RunClock,
-    records: list[list[RequestRecord | None]],
+    records: list[list[RequestRecord | None]] | None,
     live: LiveCounters,
     cap: asyncio.Semaphore | None,
     failure: list[BaseException],
@@ -149,12 +157,14 @@ def _session_sender(
     stop: LoadStop | None,
 ) -> Callable[[int, float], Coroutine[Any, Any, None]]:
     """run_open_loop's session ``i`` (a single request being a session of one), due at run
-    second ``due_s``: each turn sent (within ``cap``), recorded in ``records[i][turn]`` and
+    second ``due_s``: each turn sent (within ``cap``), recorded in ``records[i][turn]`` (unless
+    ``records`` is None) and
     passed to ``on_record``; an exception of on_record goes to ``failure`` and cancels
     ``main``, the run. Arguments as run_open_loop's."""
 
     def finish(i: int, turn: int, record: RequestRecord) -> None:
-        records[i][turn] = record
+        if records is not None:
+            records[i][turn] = record
         if on_record is not None:
             try:
                 on_record(record)

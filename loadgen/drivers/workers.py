@@ -135,6 +135,7 @@ def _worker_main(
                     on_record=buffer.append, worker=shard.worker, start_s=start.value,
                     take_next=take_next if shard.plan.mode == "closed" else None,
                     user_ids=shard.user_ids, client=client, warm=False, stop=LoadStop(halt),
+                    keep_records=False,  # shipped to the parent as they come (buffer)
                 )  # fmt: skip
             finally:
                 flusher.cancel()
@@ -176,10 +177,11 @@ def run_plan_sharded(
     on_record: Callable[[RequestRecord], None] | None = None,
     counters: LiveCounters | None = None,
     stop: LoadStop | None = None,
+    keep_records: bool = True,
 ) -> LoadResult:
     """Run ``plan`` across ``workers`` processes (blocking; call it outside an event loop or
-    through ``asyncio.to_thread``). Returns records in plan order and every worker's samples.
-    ``stop``, once set, ends every worker's shard early (loadgen.drivers.stop).
+    through ``asyncio.to_thread``). Returns records in plan order (none unless keep_records)
+    and every worker's samples. ``stop``, once set, ends every shard (loadgen.drivers.stop).
 
     Raises:
         ShardError: a worker failed to start within 60 s or raised; the others are stopped.
@@ -201,6 +203,7 @@ def run_plan_sharded(
         for proc in procs:
             proc.start()
     live = counters if counters is not None else LiveCounters()
+    done_before = live.done
     received: list[RequestRecord] = []
     samples = ClientSamples()
     stamps: list[dict[str, Any]] = []
@@ -227,7 +230,8 @@ def run_plan_sharded(
                     start.value = clock.now_s() + _START_MARGIN_S
                     go.set()
             elif kind == "records":
-                _take_records(payload, received, live, on_record, stop if halt.is_set() else None)
+                cut = stop if halt.is_set() else None
+                _take_records(payload, received if keep_records else None, live, on_record, cut)
             elif kind == "done":
                 samples.extend(payload[0])
                 stamps.extend(payload[1])
@@ -239,23 +243,26 @@ def run_plan_sharded(
         _join_workers(procs)
     order = {spec.request_id: i for i, spec in enumerate(plan.requests)}
     received.sort(key=lambda r: order.get(r.request_id, len(order)))
-    return LoadResult(received, samples, workers=len(shards), stamps=stamps)
+    return LoadResult(
+        received, samples, workers=len(shards), stamps=stamps, finished=live.done - done_before
+    )
 
 
 def _take_records(
     records: list[RequestRecord],
-    received: list[RequestRecord],
+    received: list[RequestRecord] | None,
     live: LiveCounters,
     on_record: Callable[[RequestRecord], None] | None,
     halted_by: LoadStop | None,
 ) -> None:
-    """Append a worker's finished ``records`` to ``received``, counting each in ``live`` and
-    passing it to ``on_record``; ``halted_by``: the stop the workers were halted by, whose
-    message each cancelled record then carries."""
+    """Append a worker's finished ``records`` to ``received`` (None: keep none), counting each
+    in ``live`` and passing it to ``on_record``; ``halted_by``: the stop the workers were
+    halted by, whose message each cancelled record then carries."""
     for record in records:
         if record.status == "cancelled" and halted_by is not None:
             record.error = halted_by.message()
-        received.append(record)
+        if received is not None:
+            received.append(record)
         live.request_started()
         live.request_finished(record)
         if on_record is not None:
@@ -281,17 +288,20 @@ async def run_load(
     on_record: Callable[[RequestRecord], None] | None = None,
     counters: LiveCounters | None = None,
     stop: LoadStop | None = None,
+    keep_records: bool = True,
 ) -> LoadResult:
     """Run ``plan`` in this event loop (``workers == 1``) or sharded over ``workers`` processes
     (then from a thread, so the caller's loop keeps serving a live display); ``stop`` ends it
-    early when set (loadgen.drivers.stop)."""
+    early when set (loadgen.drivers.stop). ``keep_records`` False: ``on_record`` keeps the
+    records (a stream to disk) and the result holds none (run_plan)."""
     if workers <= 1:
         return await run_plan(
-            plan, config, clock, tokenizer, on_record=on_record, counters=counters, stop=stop
-        )
+            plan, config, clock, tokenizer, on_record=on_record, counters=counters, stop=stop,
+            keep_records=keep_records,
+        )  # fmt: skip
     import asyncio
 
     return await asyncio.to_thread(
         run_plan_sharded, plan, config, clock, tokenizer, workers,
-        on_record=on_record, counters=counters, stop=stop,
+        on_record=on_record, counters=counters, stop=stop, keep_records=keep_records,
     )  # fmt: skip

@@ -252,8 +252,7 @@ def compute_summary(
     if reasoning is not None:
         summary["reasoning"] = reasoning
     if is_pooling_run(req):
-        # Nothing was generated: the token figures are absent, never zero
-        # (results.figures.workloads.pooling)
+        # Nothing was generated: token figures absent, never zero (workloads.pooling)
         for name in TOKEN_FIGURES:
             summary.pop(name, None)  # type: ignore[misc]
         summary["throughput"]["output_tok_s"] = None

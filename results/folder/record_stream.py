@@ -46,6 +46,7 @@ __all__ = [
     "part_files",
     "read_parts",
     "seal_parts",
+    "sync_write",
 ]
 
 REQUESTS_PARTS = "requests.parts"
@@ -55,7 +56,7 @@ FLUSH_S = 2.0
 FLUSH_ROWS = 100_000
 
 
-def _sync_write(path: Path, table: pa.Table) -> None:
+def sync_write(path: Path, table: pa.Table) -> None:
     """``table`` to ``path`` (atomically), flushed to the disk before the rename."""
 
     def write(tmp: Path) -> None:
@@ -159,8 +160,8 @@ class RecordStream:
         tokens = tokens_table(records)
         # Tokens first: a kill between the two leaves chunks of unlisted requests, which no
         # figure counts, rather than requests whose chunks are missing.
-        _sync_write(self.folder / TOKENS_PARTS / name, tokens)
-        _sync_write(self.folder / REQUESTS_PARTS / name, requests_table(records))
+        sync_write(self.folder / TOKENS_PARTS / name, tokens)
+        sync_write(self.folder / REQUESTS_PARTS / name, requests_table(records))
         self.parts_written += 1
         self.requests_written += len(records)
         self.chunks_written += tokens.num_rows

@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,7 +39,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from bench.run.launch.engine_watch import EngineWatch, engine_death_section
 from loadgen.drivers.stop import LoadStop
-from results.folder.records import RequestRecord
+from results.folder.outcomes import Outcome
 from results.schema import Interruption
 
 __all__ = [
@@ -260,7 +260,7 @@ def catching_signals(command: Callable[P, R]) -> Callable[P, R]:
 def interruption_section(
     interrupts: Interrupts,
     t0_ns: int,
-    records: list[RequestRecord],
+    records: Sequence[Outcome],
     stop: LoadStop,
     planned: int | None,
 ) -> Interruption | None:
@@ -293,7 +293,7 @@ def run_end_sections(
     stop: LoadStop,
     base_url: str,
     health_path: str,
-    records: list[RequestRecord],
+    records: Sequence[Outcome],
     t0_ns: int,
     planned: int | None,
 ) -> dict[str, Any]:

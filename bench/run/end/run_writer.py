@@ -39,6 +39,7 @@ from results.figures.client_check import CLIENT_PARQUET
 from results.folder.record_stream import FLUSH_ROWS, FLUSH_S, RecordStream
 from results.folder.records import RequestRecord
 from results.folder.run_folder import RunFolder, load_run
+from results.folder.step_parts import StepParts
 from results.history.target import record_run
 from results.run_summary import summarize_run
 from results.schema import RUN_JSON_VERSION, Recorded, RunJson, SummaryJson
@@ -117,6 +118,13 @@ class RunWriter:
         if samples is not None:
             self.folder.write_samples(samples)
             self._samples = True
+
+    def seal_steps(self, parts: StepParts) -> Path:
+        """steps.parquet sealed from the engine steps streamed to ``parts`` (a simulation's,
+        results.folder.step_parts); run.json's ``recorded`` then has steps."""
+        path = parts.seal()
+        self._steps = True
+        return path
 
     def recorded(self) -> Recorded:
         """run.json's ``recorded``: which optional tables the folder holds."""

@@ -20,11 +20,12 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 
 import httpx
 
 from loadgen.drivers.stop import LoadStop
-from results.folder.records import RequestRecord
+from results.folder.outcomes import Outcome
 from results.schema import EngineDeath
 
 __all__ = ["EngineWatch", "engine_death_section"]
@@ -97,7 +98,7 @@ def _reachable(base_url: str, health_path: str) -> bool:
     return True
 
 
-def _first_failure_of_last_streak(records: list[RequestRecord]) -> float | None:
+def _first_failure_of_last_streak(records: Sequence[Outcome]) -> float | None:
     """The end (run seconds) of the first failure in the final run of failures, in order of
     their ends: the nearest mark of the engine's death the records give (None: none failed)."""
     ended = sorted(
@@ -116,7 +117,7 @@ def engine_death_section(
     watch: EngineWatch,
     base_url: str,
     health_path: str,
-    records: list[RequestRecord],
+    records: Sequence[Outcome],
     t0_ns: int,
     planned: int | None,
 ) -> EngineDeath | None:

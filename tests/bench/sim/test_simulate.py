@@ -177,3 +177,36 @@ def test_bench_simulate_command_writes_a_run_folder(tmp_path: Path) -> None:
     (folder,) = (p for p in tmp_path.iterdir() if (p / "run.json").is_file())
     for name in ("run.json", "requests.parquet", "tokens.parquet", "steps.parquet", "summary.json"):
         assert (folder / name).is_file(), name
+
+
+def test_steps_are_streamed_in_parts_and_sealed_to_the_same_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.sim.simulate as simulate_module
+    from results.folder.step_parts import STEPS_PARTS, StepParts
+
+    batches: list[int] = []
+
+    class CountedParts(StepParts):
+        def __call__(self, columns: dict[str, list[int]]) -> None:
+            batches.append(len(columns["step"]))
+            super().__call__(columns)
+
+    monkeypatch.setattr(simulate_module, "StepParts", CountedParts)
+    scenario = load_scenario(str(scenario_file(tmp_path)))
+    # One part of every step, drained at the end: the table steps.parquet always was.
+    monkeypatch.setattr(simulate_module, "STEPS_PART_STEPS", 10**9)
+    whole, _ = simulate(scenario, tmp_path / "whole", {"gpu": "cpu"})
+    assert len(batches) == 1
+    total, batches[:] = batches[0], []
+    monkeypatch.setattr(simulate_module, "STEPS_PART_STEPS", 7)
+    parted, summary = simulate(scenario, tmp_path / "parted", {"gpu": "cpu"})
+    # The recorder handed its steps over every 7: it never held more, whatever the run's length.
+    assert len(batches) > 3 and max(batches) == 7 and sum(batches) == total
+    assert not (parted / STEPS_PARTS).exists()
+    a, b = load_run(whole).steps, load_run(parted).steps
+    assert a is not None and b is not None and len(b) == total
+    assert list(a.columns) == list(b.columns)
+    assert a.equals(b)
+    assert load_run(parted).run_json["recorded"]["steps"] is True
+    assert summary == json.loads((parted / "summary.json").read_text())

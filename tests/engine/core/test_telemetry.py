@@ -58,3 +58,22 @@ def test_decode_overhead_share_counts_the_loop_between_busy_steps() -> None:
     assert decode_overhead_share(steps) == pytest.approx(1 - 0.024 / 0.034)
     assert decode_overhead_share(steps.iloc[0:0]) is None
     assert decode_overhead_share(steps.iloc[2:3]) is None  # prefill only
+
+
+def test_a_drained_recorder_hands_every_step_over_once_and_holds_at_most_every() -> None:
+    rec = StepRecorder(max_steps=10)
+    for i in range(3):
+        rec.record(**_values(i))
+    batches: list[dict[str, list[int]]] = []
+    rec.drain_to(batches.append, every=4)
+    held = []
+    for i in range(3, 25):  # past max_steps: nothing is dropped once a sink takes the steps
+        rec.record(**_values(i))
+        held.append(rec.kept)
+    rec.drain()
+    assert max(held) < 4 and rec.kept == 0
+    assert [len(b["step"]) for b in batches] == [4, 4, 4, 4, 4, 4, 1]
+    assert [s for b in batches for s in b["step"]] == list(range(25))
+    assert set(batches[0]) == set(STEP_COLUMNS)
+    with pytest.raises(ValueError, match="every"):
+        rec.drain_to(batches.append, every=0)
