@@ -20,17 +20,13 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from results.folder.records import RequestRecord
+from typing import Any
 
 __all__ = [
     "IMAGE_FORMATS",
     "ImageError",
     "as_image_url",
     "as_images",
-    "count_images",
     "data_url",
     "image_tokens",
     "split_data_url",
@@ -140,11 +136,3 @@ def image_tokens(images: int, usage_prompt_tokens: int | None, text_tokens: int)
     if not images or usage_prompt_tokens is None:
         return None
     return max(0, usage_prompt_tokens - text_tokens)
-
-
-def count_images(record: RequestRecord, images: Sequence[str], text_tokens: int) -> None:
-    """Set ``record``'s ``images`` and ``image_tokens`` (results.folder.records) from the
-    ``images`` its request sent (RequestSpec.images), its text's ``text_tokens``
-    (RequestSpec.prompt_tokens) and the usage the server answered with."""
-    record.images = len(images)
-    record.image_tokens = image_tokens(record.images, record.usage_prompt_tokens, text_tokens)

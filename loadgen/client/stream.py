@@ -69,7 +69,6 @@ from loadgen.client.transport.raw_http import (
 from loadgen.client.transport.tls_layer import client_context
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
-from loadgen.request_images import count_images
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord, Status, endpoint_of
 from results.folder.redact import REDACTED
@@ -525,7 +524,6 @@ class StreamingClient:
             )
         record.endpoint = self.endpoint
         record.model = spec.model or self.model
-        count_images(record, spec.images, spec.prompt_tokens)
         return record
 
     async def _acquire_slot(self) -> httpx.AsyncClient:

@@ -60,7 +60,6 @@ from loadgen.drivers.locust_job import (
 )
 from loadgen.drivers.locust_open import OpenLoopShare
 from loadgen.drivers.locust_raw import UserConnections, WorkerStamps
-from loadgen.request_images import count_images
 from loadgen.request_spec import RequestSpec
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
@@ -314,7 +313,6 @@ def _send_to(
     record.model = spec.model or config.model
     if stamps is not None:
         record.stamps = stamps
-    count_images(record, spec.images, spec.prompt_tokens)
     if raise_after:
         state.buffer.append(record_to_wire(record))
         raise gevent.GreenletExit

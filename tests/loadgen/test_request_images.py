@@ -13,14 +13,16 @@ import pandas as pd
 import pytest
 
 from loadgen.client.apis import generation_body
+from loadgen.client.readers.openai_stream import StreamAccumulator
+from loadgen.clock import RunClock
 from loadgen.drivers.locust_job import spec_from_wire, spec_to_wire
-from loadgen.request_images import ImageError, as_images, count_images, data_url, image_tokens
+from loadgen.request_images import ImageError, as_images, data_url, image_tokens
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.images import synthetic_image
 from loadgen.workloads.rows import RowReport
 from loadgen.workloads.spec import WorkloadSpec
-from results.folder.records import REQUEST_COLUMNS, RequestRecord
+from results.folder.records import REQUEST_COLUMNS
 from tests.support.tokenizers import make_tokenizer
 
 TOK = make_tokenizer()
@@ -113,10 +115,15 @@ def test_a_dataset_images_column_reaches_its_rows_and_bad_cells_are_refused(
 
 def test_the_record_counts_the_images_and_the_tokens_beyond_the_text() -> None:
     assert {"images", "image_tokens"} <= set(REQUEST_COLUMNS)
-    record = RequestRecord("r", 0, 0.0, 0.0, 0.1, 0.2, 90, 4, "usage", "ok", None, 200,
-                           usage_prompt_tokens=90)  # fmt: skip
+    # The record every reader makes (StreamAccumulator.to_record), the server's usage in it.
+    acc = StreamAccumulator("chat", 4)
+    acc.usage = {"prompt_tokens": 90, "completion_tokens": 4}
     spec = _spec("chat")
-    count_images(record, spec.images, spec.prompt_tokens)
+    record = acc.to_record(
+        spec=spec, user_id=0, scheduled_s=0.0, sent_ns=0, end_ns=1, clock=RunClock(),
+        tokenizer=None, status="ok", error=None, http_status=200,
+    )  # fmt: skip
+    assert record.usage_prompt_tokens == 90
     assert (record.images, record.image_tokens) == (2, 89)
     assert image_tokens(0, 90, 1) is None and image_tokens(2, None, 1) is None
     assert image_tokens(1, 3, 5) == 0

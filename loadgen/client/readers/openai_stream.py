@@ -47,6 +47,7 @@ from loadgen.client.readers.token_counts import (
 from loadgen.client.readers.tool_calls import ToolCalls
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
+from loadgen.request_images import image_tokens
 from loadgen.request_spec import Api, RequestSpec
 from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSource
 
@@ -270,6 +271,8 @@ class StreamAccumulator:
             num_tool_calls=len(self.tools),
             tool_calls=self.tools.calls(),
             cached_tokens=usage_int(self.usage, "prompt_tokens_details", "cached_tokens"),
+            images=len(spec.images),
+            image_tokens=image_tokens(len(spec.images), usage_prompt, spec.prompt_tokens),
             chunks=chunks,
         )
 
