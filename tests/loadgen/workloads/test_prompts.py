@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadgen.workloads.prompts import synthetic_requests
+from bench.run.endpoint.tokenizer_source import resolve_tokenizer
+from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt, synthetic_requests
 from loadgen.workloads.spec import LengthDist, WorkloadError
 from tests.support.tokenizers import make_tokenizer
 
@@ -90,3 +91,13 @@ def test_synthetic_requests_are_deterministic_in_the_seed() -> None:
     # Output lengths come from their own random stream: changing them leaves prompts alone.
     other = synthetic_requests(tok, 10, DISTS["uniform"], DISTS["pareto"], seed=1)
     assert [s.prompt for s in other] == [s.prompt for s in synthetic_requests(*args, seed=1)]
+
+
+def test_a_draw_whose_fixup_cycles_is_drawn_again() -> None:
+    # With the "tiny" preset's tokenizer, the ids seed 2892 draws first for a 100-token prompt
+    # never re-encode to 100 tokens (the fix-up cycles): found among the 66,000 prompts of a
+    # soak, which then failed. A fresh draw gives the prompt.
+    tok = resolve_tokenizer("tiny").tokenizer
+    pool = _clean_token_pool(tok, np.random.default_rng(0))
+    text = exact_length_prompt(tok, 100, np.random.default_rng(2892), pool)
+    assert len(tok.encode(text, add_special_tokens=False)) == 100
