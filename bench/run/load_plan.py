@@ -45,6 +45,7 @@ __all__ = [
     "build_plan",
     "load_section",
     "model_counts",
+    "plan_ran_out",
     "planned_requests",
     "reads_rows",
     "trace_entries",
@@ -70,6 +71,22 @@ def planned_requests(scenario: Scenario) -> int:
         return min(DURATION_REQUESTS_CAP, math.ceil(expected * 1.2) + 10)
     per_user = max(20, int(scenario.duration_s))
     return min(DURATION_REQUESTS_CAP, scenario.users * per_user)
+
+
+def plan_ran_out(scenario: Scenario, planned: int, recorded: int, elapsed_s: float) -> str | None:
+    """The line to print when a duration-bound run without ``num_requests`` sent every request
+    :func:`planned_requests` prepared (``planned``; ``recorded`` started) before ``duration_s``
+    ran out (``elapsed_s`` seconds of load), since its load then ended early; else None."""
+    duration = scenario.duration_s
+    if duration is None or scenario.num_requests is not None or recorded < planned:
+        return None
+    if elapsed_s >= duration * 0.99:  # the duration, not the plan, ended it
+        return None
+    return (
+        f"the load ran out of requests after {elapsed_s:.0f} s of duration_s = {duration:g} s: "
+        f"without num_requests a duration-bound plan prepares {planned:,} requests (at most "
+        f"{DURATION_REQUESTS_CAP:,}); set num_requests to send more"
+    )
 
 
 def _common(scenario: Scenario) -> dict[str, Any]:

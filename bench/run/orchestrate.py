@@ -53,9 +53,9 @@ from bench.run.fleet import fleet_engine_fields, preflight_fleet
 from bench.run.launch.engine_launch import collect_nsys_report, launch_reference
 from bench.run.launch.engine_watch import EngineWatch
 from bench.run.live import LiveDisplay
-from bench.run.load_plan import reads_rows, without_ignore_eos
+from bench.run.load_plan import plan_ran_out, reads_rows, without_ignore_eos
 from bench.run.load_runner import LoadError, drive_load, prepare_load, record_load
-from bench.run.messages import print_info, print_note
+from bench.run.messages import print_info, print_note, print_warning
 from bench.run.probing import (
     gpu_scope_of,
     samples_frame,
@@ -588,4 +588,8 @@ async def _drive(
             )  # fmt: skip
         except LoadError as e:
             raise RunError(str(e)) from e
+    if not (stop is not None and stop.is_set()):
+        elapsed_s = clock.now_s()
+        if short := plan_ran_out(scenario, len(plan.requests), result.recorded, elapsed_s):
+            print_warning(console, short)
     return result, info

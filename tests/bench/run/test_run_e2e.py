@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -176,3 +177,21 @@ def _check_no_sampler_shares_the_clients_or_the_engines_interpreter(folder: Path
     for name, report in probes["samplers"].items():
         if report["status"] == "ok":
             assert report["wake_lag_ms"]["p99"] < 1000 * report["interval_s"], (name, report)
+
+
+def test_a_duration_run_that_runs_out_of_requests_says_so(tmp_path: Path, base_url: str) -> None:
+    # One user and 60 s plan 60 short requests, which the tiny engine answers in a few seconds:
+    # the load ends long before its duration, and the run says why and what to set.
+    path = tmp_path / "short.toml"
+    path.write_text(
+        'name = "short"\nusers = 1\nduration_s = 60\nignore_eos = true\n'
+        '[input_len]\nkind = "fixed"\nvalue = 8\n[output_len]\nkind = "fixed"\nvalue = 2\n'
+    )
+    out = io.StringIO()
+    opts = RunOptions(
+        load_scenario(path), base_url, "reference", None, "tiny", tmp_path / "runs", live=False
+    )
+    run_benchmark(opts, Console(file=out, width=300))
+    text = " ".join(out.getvalue().split())
+    assert "the load ran out of requests after" in text and "duration_s = 60 s" in text
+    assert "prepares 60 requests" in text and "set num_requests" in text

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.run.load_plan import build_plan, load_section, planned_requests
+from bench.run.load_plan import build_plan, load_section, plan_ran_out, planned_requests
 from bench.scenario.scenario import (
     OPEN_LOOP_USERS,
     ScenarioError,
@@ -136,6 +136,16 @@ def test_planned_requests_for_duration_runs() -> None:
     open_loop = scenario(num_requests=None, duration_s=10.0,
                          arrival={"kind": "poisson", "rate_rps": 5.0})  # fmt: skip
     assert planned_requests(open_loop) == 70
+
+
+def test_a_plan_that_ran_out_before_its_duration_is_named() -> None:
+    bound = scenario(num_requests=None, duration_s=30.0)
+    line = plan_ran_out(bound, 60, 60, 12.0)
+    assert line is not None and "after 12 s of duration_s = 30 s" in line
+    assert "set num_requests" in line
+    assert plan_ran_out(bound, 60, 60, 30.0) is None  # the duration ended it
+    assert plan_ran_out(bound, 60, 59, 12.0) is None  # requests were left
+    assert plan_ran_out(scenario(duration_s=30.0), 6, 6, 1.0) is None  # num_requests is the end
 
 
 # run.json's "scenario" as bench wrote it before the scenario held loadgen's own types (engine
