@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
@@ -43,7 +45,9 @@ class _Flight:
 
 @dataclass
 class _Loop:
-    """The event loop's state: due sends, requests in flight, records by plan order."""
+    """The event loop's state: due sends, requests in flight, and, without ``on_record``,
+    the final records by plan order (with it, the loop keeps none: a long simulation's memory
+    does not grow with its requests)."""
 
     engine: LLMEngine
     plan: LoadPlan
@@ -56,9 +60,12 @@ class _Loop:
     # Called with each record once it is final (done, refused or cancelled).
     on_record: Callable[[RequestRecord], None] | None = None
 
-    def final(self, record: RequestRecord) -> None:
+    def final(self, record: RequestRecord, order: int) -> None:
+        """``record`` (plan position ``order``) is done, refused or cancelled."""
         if self.on_record is not None:
             self.on_record(record)
+        else:
+            self.records[order] = record
 
     @property
     def now_s(self) -> float:
@@ -70,12 +77,12 @@ class _Loop:
         heapq.heappush(self.events, (t_s, self.counter, user, session, turn))
 
 
-def _order(plan: LoadPlan) -> dict[tuple[int, int], int]:
-    out: dict[tuple[int, int], int] = {}
-    for i, session in enumerate(plan.sessions):
-        for turn in range(len(session)):
-            out[(i, turn)] = len(out)
-    return out
+def _order(plan: LoadPlan) -> np.ndarray:
+    """Each session's first plan position (sessions flattened): session i's turn t is request
+    ``offsets[i] + t``. One int64 a session, where a dict of (session, turn) keys would cost
+    a few hundred bytes a request."""
+    lengths = np.fromiter((len(s) for s in plan.sessions), np.int64, len(plan.sessions))
+    return np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
 
 
 def _prompt_ids(engine: LLMEngine, spec: RequestSpec) -> list[int]:
@@ -106,7 +113,6 @@ def _send(
         seed=spec.seed,
         ignore_eos=spec.ignore_eos,
     )
-    loop.records[order] = record
     try:
         loop.engine.add_request(spec.request_id, ids, params)
     except ValueError as e:  # what the server answers with a 400
@@ -119,7 +125,7 @@ def _send(
 def _finished(loop: _Loop, flight: _Flight) -> None:
     """A request ended at ``done_s``: its user's next send (closed), or a freed slot (open)."""
     plan = loop.plan
-    loop.final(flight.record)
+    loop.final(flight.record, flight.order)
     done = flight.record.done_s if flight.record.done_s is not None else loop.now_s
     if plan.mode == "open":
         if loop.waiting:  # the longest-waiting request takes the freed slot, now
@@ -134,7 +140,7 @@ def _finished(loop: _Loop, flight: _Flight) -> None:
         loop.due(done + plan.think_time_s, flight.user, -1, 0)
 
 
-def _fire(loop: _Loop, orders: dict[tuple[int, int], int]) -> None:
+def _fire(loop: _Loop, orders: np.ndarray) -> None:
     """Send every request due by now."""
     plan = loop.plan
     while loop.events and loop.events[0][0] <= loop.now_s:
@@ -151,7 +157,8 @@ def _fire(loop: _Loop, orders: dict[tuple[int, int], int]) -> None:
                 continue
             loop.next_session += 1
         spec = plan.sessions[session][turn]
-        _send(loop, spec, orders[(session, turn)], user, t_s, t_s, session=session, turn=turn)
+        order = int(orders[session]) + turn
+        _send(loop, spec, order, user, t_s, t_s, session=session, turn=turn)
 
 
 def _cancelled(spec: RequestSpec, user: int, due_s: float) -> RequestRecord:
@@ -160,7 +167,7 @@ def _cancelled(spec: RequestSpec, user: int, due_s: float) -> RequestRecord:
                          "chunks", "cancelled", _CANCELLED, None)  # fmt: skip
 
 
-def _cut(loop: _Loop, end_s: float, orders: dict[tuple[int, int], int]) -> None:
+def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
     """The duration ended during a step: what was in flight, waiting for the open loop's cap,
     or due before the end is cancelled (a client would have sent those); nothing else is sent."""
     plan = loop.plan
@@ -168,7 +175,7 @@ def _cut(loop: _Loop, end_s: float, orders: dict[tuple[int, int], int]) -> None:
         loop.engine.abort_request(rid)
         record = flight.record
         record.status, record.error, record.done_s = "cancelled", _CANCELLED, end_s
-        loop.final(record)
+        loop.final(record, flight.order)
     loop.flights.clear()
     held = [(float(plan.schedule_s[i]), -1, i, 0) for i in loop.waiting]  # type: ignore[index]
     due = []
@@ -177,17 +184,15 @@ def _cut(loop: _Loop, end_s: float, orders: dict[tuple[int, int], int]) -> None:
         due.append((t_s, user, session, turn))
     for t_s, user, session, turn in held + due:
         if plan.mode == "open":
-            loop.records[session] = _cancelled(plan.sessions[session][0], session, t_s)
-            loop.final(loop.records[session])
+            loop.final(_cancelled(plan.sessions[session][0], session, t_s), session)
             continue
         if session < 0:
             session, turn = loop.next_session, 0
             if session >= len(plan.sessions):
                 continue
             loop.next_session += 1
-        order = orders[(session, turn)]
-        loop.records[order] = _cancelled(plan.sessions[session][turn], user, t_s)
-        loop.final(loop.records[order])
+        order = int(orders[session]) + turn
+        loop.final(_cancelled(plan.sessions[session][turn], user, t_s), order)
     loop.events.clear()
 
 
@@ -196,8 +201,9 @@ def run_plan_virtual(
     plan: LoadPlan,
     on_record: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
-    """Play ``plan`` against ``engine`` (virtual clock) to its end; records in plan order.
-    ``on_record`` is called with each record as it becomes final (a record stream)."""
+    """Play ``plan`` against ``engine`` (virtual clock) to its end; the records in plan order,
+    or, with ``on_record`` (a record stream), none: it is called with each record as it
+    becomes final, and the loop keeps no record once it is."""
     loop = _Loop(engine, plan, on_record=on_record)
     orders = _order(plan)
     if plan.mode == "open":
