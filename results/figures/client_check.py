@@ -106,6 +106,10 @@ def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> dict[str, Any]:
     }
 
 
+def _unstamped() -> dict[str, Any]:
+    return {"available": False, "reason": "no chunk had a kernel receive stamp"}
+
+
 def read_delay(
     requests_df: pd.DataFrame | None,
     tokens: pd.DataFrame | TokenSource | None,
@@ -121,11 +125,13 @@ def read_delay(
         return {"available": False, "reason": "no kernel receive stamps recorded"}
     source = token_source(tokens)
     if "read_s" not in source.columns():
-        return {"available": False, "reason": "no chunk had a kernel receive stamp"}
+        return _unstamped()
     kernel_ids = pa.array(
         requests_df.loc[requests_df["stamps"] == "kernel", "request_id"].astype(str).tolist(),
         type=pa.string(),
     )
+    if len(kernel_ids) == 0:  # no request was stamped: no chunk was, and the pass is moot
+        return _unstamped()
     bounded = bool(window) and window.get("start_s") is not None and window.get("end_s") is not None
     parts: list[np.ndarray] = []
     chunks = 0
@@ -142,7 +148,7 @@ def read_delay(
         parts.append((read[stamped] - t[stamped]) * 1e3)
     delay_ms = np.sort(np.concatenate(parts)) if parts else np.empty(0)
     if not delay_ms.size:
-        return {"available": False, "reason": "no chunk had a kernel receive stamp"}
+        return _unstamped()
     return {
         "available": True,
         "ms": distribution(delay_ms, LATENCY_PERCENTILES),

@@ -148,11 +148,24 @@ def _itl_table(con: duckdb.DuckDBPyConnection, tokens: TokenSource) -> None:
     by one ordered pass when its rows are grouped by request (results.figures.itl_gaps), else
     by DuckDB's window."""
     con.execute("CREATE TEMP TABLE itl_raw (v DOUBLE, w BIGINT)")
+    held: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def insert() -> None:
+        # Batches are a row group each: inserted BATCH_ROWS values at a time, not one by one.
+        gaps = pa.table({"v": np.concatenate([v for v, _ in held]),
+                         "w": np.concatenate([w for _, w in held])})  # fmt: skip
+        con.register("_gaps", gaps)
+        con.execute("INSERT INTO itl_raw SELECT v, w FROM _gaps")
+        con.unregister("_gaps")
+        held.clear()
+
     try:
         for values, counts in grouped_gaps(tokens, BATCH_ROWS):
-            con.register("_gaps", pa.table({"v": values, "w": counts}))
-            con.execute("INSERT INTO itl_raw SELECT v, w FROM _gaps")
-            con.unregister("_gaps")
+            held.append((values, counts))
+            if sum(v.size for v, _ in held) >= BATCH_ROWS:
+                insert()
+        if held:
+            insert()
     except NotGrouped:
         con.execute("DROP TABLE itl_raw")
         con.execute(_ITL_SQL)
