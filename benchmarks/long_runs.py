@@ -28,6 +28,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 SCENARIO = """
 name = "long-{n}"
@@ -52,11 +53,20 @@ preset = "llama-3-8b"
 """
 
 
-def _timed(
-    cmd: list[str], code: Path, cwd: Path, ok: tuple[int, ...] = (0,)
-) -> tuple[str, float, float]:
-    """Run ``cmd`` under GNU time; its output, peak RSS (bytes) and wall time (seconds).
-    ``ok``: the exit statuses that count as having run (a gate's verdict is its status)."""
+class Timed(NamedTuple):
+    """One command under GNU time: its output, peak RSS (bytes), wall and CPU (user + system)
+    seconds. On a shared box the wall time is the box's load as much as the command's; the CPU
+    seconds are the command's."""
+
+    stdout: str
+    rss: int
+    wall_s: float
+    cpu_s: float
+
+
+def _timed(cmd: list[str], code: Path, cwd: Path, ok: tuple[int, ...] = (0,)) -> Timed:
+    """Run ``cmd`` under GNU time. ``ok``: the exit statuses that count as having run (a gate's
+    verdict is its status)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     proc = subprocess.run(
         ["/usr/bin/time", "-v", *cmd], cwd=cwd, env=env, capture_output=True, text=True
@@ -64,23 +74,26 @@ def _timed(
     err = proc.stderr
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", err)
-    if proc.returncode not in ok or rss is None or wall is None:
+    cpu = [re.search(rf"{what} time \(seconds\): ([\d.]+)", err) for what in ("User", "System")]
+    if proc.returncode not in ok or rss is None or wall is None or None in cpu:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{err}")
     seconds = 0.0
     for part in wall.group(1).split(":"):
         seconds = seconds * 60 + float(part)
-    return proc.stdout, int(rss.group(1)) * 1024, seconds
+    cpu_s = sum(float(m.group(1)) for m in cpu if m is not None)
+    return Timed(proc.stdout, int(rss.group(1)) * 1024, seconds, cpu_s)
 
 
 def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _row(what: str, n: int, rss: float | None, wall: float | None, size: float | None) -> str:
+def _row(what: str, n: int, timed: Timed | None, size: float | None) -> str:
     mb = f"{size / 1e6:.1f}" if size is not None else "-"
-    mib = f"{rss / 2**20:,.0f}" if rss is not None else "-"
-    seconds = f"{wall:.1f}" if wall is not None else "-"
-    return f"| {what} | {n:,} | {mib} | {seconds} | {mb} |"
+    if timed is None:
+        return f"| {what} | {n:,} | - | - | - | {mb} |"
+    mib = f"{timed.rss / 2**20:,.0f}"
+    return f"| {what} | {n:,} | {mib} | {timed.wall_s:.1f} | {timed.cpu_s:.1f} | {mb} |"
 
 
 def _report_and_gate(
@@ -90,14 +103,14 @@ def _report_and_gate(
     and the command lines."""
     rows, commands = [], []
     cmd = [*bench, "report", str(folder), "--html"]
-    _, rss, wall = _timed(cmd, code, out)
+    timed = _timed(cmd, code, out)
     commands.append(" ".join(cmd[1:]))
-    rows.append(_row("bench report --html", n, rss, wall, (folder / "report.html").stat().st_size))
+    rows.append(_row("bench report --html", n, timed, (folder / "report.html").stat().st_size))
     print(rows[-1], flush=True)
     cmd = [*bench, "gate", str(folder), "--baseline", str(baseline), "--force"]
-    _, rss, wall = _timed(cmd, code, out, ok=(0, 1, 2))  # pass, fail, inconclusive
+    timed = _timed(cmd, code, out, ok=(0, 1, 2))  # pass, fail, inconclusive
     commands.append(" ".join(cmd[1:]))
-    rows.append(_row("bench gate", n, rss, wall, None))
+    rows.append(_row("bench gate", n, timed, None))
     print(rows[-1], flush=True)
     return rows, commands
 
@@ -121,7 +134,8 @@ def main() -> None:
     out, code = args.out.resolve(), args.code.resolve()
     out.mkdir(parents=True, exist_ok=True)
     bench = [sys.executable, "-m", "bench"]
-    rows = ["| command | requests | peak RSS MiB | wall s | output MB |", "|---|---|---|---|---|"]
+    rows = ["| command | requests | peak RSS MiB | wall s | CPU s | output MB |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
     commands: list[str] = []
     baseline: Path | None = None
     first: Path | None = None
@@ -131,10 +145,11 @@ def main() -> None:
         runs = out / f"runs-{n}"
         cmd = [*bench, "simulate", "--scenario", str(scenario), "--gpu", "h100-sxm",
                "--runs-dir", str(runs), "--no-html"]  # fmt: skip
-        _, rss, wall = _timed(cmd, code, out)
-        (folder,) = [p for p in runs.iterdir() if p.is_dir()]
+        timed = _timed(cmd, code, out)
+        # The run's folder; the run history (history.duckdb, .history.rows) sits beside it.
+        (folder,) = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")]
         commands.append(" ".join(cmd[1:]))
-        rows.append(_row("bench simulate", n, rss, wall, _size(folder)))
+        rows.append(_row("bench simulate", n, timed, _size(folder)))
         print(rows[-1], flush=True)
         if baseline is None:
             first, baseline = folder, _save_baseline(bench, folder, code, out)
@@ -149,7 +164,7 @@ def main() -> None:
         _timed(cmd, code, out)
         commands.append(" ".join(cmd[1:]))
         n = args.requests[0] * times
-        rows.append(_row("tiled folder", n, None, None, _size(tiled)))
+        rows.append(_row("tiled folder", n, None, _size(tiled)))
         more_rows, more_commands = _report_and_gate(bench, tiled, n, baseline, code, out)
         rows += more_rows
         commands += more_commands

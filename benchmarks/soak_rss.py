@@ -1,0 +1,180 @@
+"""Does the client's memory stay flat through a long run? `bench run` against the truth server.
+
+    python benchmarks/soak_rss.py --minutes 30 --streams 100 --out soak
+
+Starts benchmarks/truth_server.py on a free port of 127.0.0.1 (first chunk 50 ms after a
+request arrives, then one every ``--itl-ms``), then `bench run` of a closed loop of
+``--streams`` users for ``--minutes`` minutes, ``--tokens`` one-token chunks per request,
+probes on (the CPU probe; the truth server exports no /metrics). Every ``--every-s`` seconds it
+samples the RSS of the `bench run` process and its children (psutil) into ``OUT/rss.csv``.
+
+Printed, and written to ``OUT/soak.json``: the RSS at minute ``--from-minute`` and at the end,
+the least and the most RSS between them (MiB), the spread (most / least - 1), the requests the
+run folder recorded and the chunks the truth server sent. The issue's target: a spread within
+10% from minute 5 to 30.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCENARIO = """
+name = "soak"
+seed = 0
+users = {streams}
+duration_s = {duration_s}
+num_requests = {num_requests}
+think_time_s = 0.0
+api = "completions"
+ignore_eos = true
+temperature = 0.0
+
+[input_len]
+kind = "fixed"
+value = 100
+
+[output_len]
+kind = "fixed"
+value = {tokens}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss(proc: psutil.Process) -> int:
+    """Resident bytes of ``proc`` and its children; 0 once it has gone."""
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += p.memory_info().rss
+    return total
+
+
+def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the truth server exited ({server.returncode})")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit("the truth server did not answer /health within 30 s")
+
+
+def _sample(run: subprocess.Popen[bytes], every_s: float, csv: Path) -> list[tuple[float, int]]:
+    """RSS samples (seconds since start, bytes) of ``run`` until it exits, also to ``csv``."""
+    proc = psutil.Process(run.pid)
+    samples: list[tuple[float, int]] = []
+    t0 = time.monotonic()
+    with csv.open("w") as f:
+        f.write("t_s,rss_bytes\n")
+        while run.poll() is None:
+            t, rss = time.monotonic() - t0, _rss(proc)
+            if rss:
+                samples.append((t, rss))
+                f.write(f"{t:.1f},{rss}\n")
+                f.flush()
+            time.sleep(every_s)
+    return samples
+
+
+def _figures(samples: list[tuple[float, int]], from_s: float) -> dict[str, float]:
+    window = [rss for t, rss in samples if t >= from_s]
+    if not window:
+        raise SystemExit(f"no RSS sample after {from_s:.0f} s: the run ended early")
+    least, most = min(window), max(window)
+    return {
+        "rss_at_from_mib": window[0] / 2**20,
+        "rss_at_end_mib": window[-1] / 2**20,
+        "least_mib": least / 2**20,
+        "most_mib": most / 2**20,
+        "spread": most / least - 1,
+        "growth_from_to_end": window[-1] / window[0] - 1,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--from-minute", type=float, default=5.0)
+    parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--itl-ms", type=float, default=10.0)
+    parser.add_argument("--every-s", type=float, default=5.0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    scenario = out / "soak.toml"
+    # Enough requests to outlast the duration by a fifth (a duration-bound plan is capped at
+    # bench.run.load_plan.DURATION_REQUESTS_CAP); the duration ends the run.
+    request_s = 0.05 + args.tokens * args.itl_ms / 1000
+    num_requests = math.ceil(args.streams * args.minutes * 60 / request_s * 1.2)
+    scenario.write_text(SCENARIO.format(
+        streams=args.streams, duration_s=args.minutes * 60, num_requests=num_requests,
+        tokens=args.tokens,
+    ))  # fmt: skip
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "truth_server.py"), "--port", str(port),
+         "--itl-ms", str(args.itl_ms), "--out", str(out / "truth.json")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait_healthy(url, server)
+        with (out / "bench-run.log").open("w") as log:
+            run = subprocess.Popen(
+                [sys.executable, "-m", "bench", "run", "--scenario", str(scenario), "--url", url,
+                 "--tokenizer", "tiny", "--no-live", "--runs-dir",
+                 str(out / "runs")],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            samples = _sample(run, args.every_s, out / "rss.csv")
+    finally:
+        try:
+            httpx.post(url + "/shutdown", timeout=5)
+        except httpx.HTTPError:
+            server.terminate()
+        server.wait(timeout=300)
+    if run.returncode != 0:
+        raise SystemExit(f"bench run exited {run.returncode}: see {out / 'bench-run.log'}")
+    # The run's folder; the run history (history.duckdb, .history.rows) sits beside it.
+    (folder,) = [p for p in (out / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    figures = {
+        "minutes": args.minutes, "from_minute": args.from_minute, "streams": args.streams,
+        **_figures(samples, args.from_minute * 60),
+        "requests_recorded": pq.ParquetFile(folder / "requests.parquet").metadata.num_rows,
+        "chunks_recorded": pq.ParquetFile(folder / "tokens.parquet").metadata.num_rows,
+        "chunks_sent": json.loads((out / "truth.json").read_text()).get("tokens"),
+    }  # fmt: skip
+    (out / "soak.json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
