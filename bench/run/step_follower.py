@@ -30,14 +30,11 @@ from typing import Any
 import httpx
 import pyarrow as pa
 
+from results.folder.engine_steps import STEPS_CLOCK, STEPS_PATH
 from results.folder.record_stream import FLUSH_S
 from results.folder.step_parts import StepParts
 
-__all__ = ["STEPS_PATH", "StepFollower", "steps_taken"]
-
-STEPS_PATH = "/debug/steps"
-# The clock /debug/steps reports its times on (engine.serving.routes.admin_routes).
-_STEPS_CLOCK = "perf_counter_ns"
+__all__ = ["StepFollower", "steps_taken"]
 
 
 def steps_taken(description: Any) -> int:
@@ -120,7 +117,7 @@ class StepFollower:
         columns = data.get("columns") if isinstance(data, dict) else None
         if (
             not isinstance(columns, dict)
-            or data.get("clock") != _STEPS_CLOCK
+            or data.get("clock") != STEPS_CLOCK
             or not isinstance(columns.get("step"), list)
         ):
             return self._unfollowed(f"HTTP {response.status_code}, not its steps")
@@ -137,7 +134,9 @@ class StepFollower:
         start = bisect.bisect_left(steps, self.next_step)
         if start == len(steps):
             return
-        if steps[start] > self.next_step:
+        # Before the first read, steps not kept are older than the run (the recorder keeps a
+        # million); after it, they are the run's.
+        if steps[start] > self.next_step and self.supported:
             self.notes.append(
                 f"engine steps {self.next_step}..{steps[start] - 1} were dropped by the engine "
                 "before they were read"

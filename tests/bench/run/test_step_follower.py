@@ -6,6 +6,7 @@ when the engine dies; no steps at all from an engine without /debug/steps."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -135,6 +136,27 @@ def test_an_engine_that_dies_midway_leaves_the_steps_read_before(tmp_path: Path)
     steps = sealed(tmp_path, follower)
     pd.testing.assert_frame_equal(steps, before)
     assert "polling went on from step 40" in follower.notes[0], follower.notes
+
+
+def test_steps_the_engine_dropped_before_a_poll_read_them_are_noted(tmp_path: Path) -> None:
+    engine = FakeEngineSteps(StepRecorder(max_steps=10))  # keeps its last 10 or fewer
+    with threaded_server(engine) as (url, _):
+        t0_ns = time.perf_counter_ns()
+        follower = StepFollower(url, tmp_path, poll_s=POLL_S)
+        follower.start(t0_ns)
+        engine.record(5)
+        wait_until(lambda: follower.next_step == 5, "the first steps were read")
+        engine.failing = "503"
+        engine.record(30)  # most of them dropped by the recorder while no poll reads them
+        wait_until(lambda: follower.failures >= 1, "a poll failed")
+        engine.failing = None
+        wait_until(lambda: follower.next_step == 35, "the follower caught up")
+        steps = sealed(tmp_path, follower)
+    (dropped,) = [n for n in follower.notes if "dropped" in n]
+    match = re.search(r"engine steps 5\.\.(\d+) were dropped by the engine", dropped)
+    assert match is not None, dropped
+    kept_from = int(match[1]) + 1
+    assert steps["step"].tolist() == [*range(5), *range(kept_from, 35)]
 
 
 @pytest.mark.parametrize(
