@@ -62,6 +62,7 @@ from bench.run.probing import (
     start_probes,
 )
 from bench.run.remote_workers import RemoteWorkers
+from bench.run.step_follower import StepFollower, steps_taken
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from engine_adapters.base import EngineAdapter
@@ -78,7 +79,7 @@ from probes import nsys
 from probes.session import ProbeResult
 from results.figures.analytic import analytic_section
 from results.figures.engine_facts import engine_folder_name
-from results.folder.engine_steps import fetch_json, fetch_steps, same_host
+from results.folder.engine_steps import fetch_json, same_host
 from results.folder.outcomes import read_outcomes
 from results.folder.record_stream import RecordStream
 from results.folder.redact import redact_command
@@ -315,10 +316,17 @@ def _run_against(
     prepared = _prepare(opts, console, adapter, base_url, tokenizer)
     engine_name = engine_folder_name(adapter.name, prepared.description)
     writer = RunWriter.create(opts.runs_dir, opts.scenario.name, engine_name)
+    follower = (
+        StepFollower(
+            base_url, writer.path, opts.headers.as_dict(), steps_taken(prepared.description)
+        )
+        if _follows_steps(opts, prepared)
+        else None
+    )
 
     def begin(clock: ClientClock) -> RecordStream:
         # The first run.json: what a killed run's folder is read with (bench.run.end.run_writer).
-        return writer.begin(
+        stream = writer.begin(
             scenario=opts.scenario.to_dict(),
             engine=EngineSection(
                 **engine_info, model=prepared.checked.model, description=prepared.description
@@ -331,6 +339,9 @@ def _run_against(
             ended_utc=started_wall.isoformat(),
             client=clock,
         )
+        if follower is not None:
+            follower.start(clock["t0_ns"])  # the engine's steps streamed to the folder too
+        return stream
 
     try:
         measured = _measure(
@@ -338,11 +349,25 @@ def _run_against(
             begin,
         )  # fmt: skip
     except BaseException:
+        if follower is not None:
+            follower.abandon()
         writer.discard_if_empty()
         raise
-    return _write_folder(
-        opts, adapter, base_url, tokenizer, started_wall, engine_info, prepared, measured, writer
-    )
+    try:
+        return _write_folder(
+            opts, adapter, base_url, tokenizer, started_wall, engine_info, prepared, measured,
+            writer, follower,
+        )  # fmt: skip
+    finally:
+        if follower is not None:
+            follower.abandon()  # nothing once _write_folder stopped it; else its thread ends
+
+
+def _follows_steps(opts: RunOptions, prepared: _Prepared) -> bool:
+    """Whether the run records the engine's steps (bench.run.step_follower): only an engine on
+    this host shares the run's clock, and a fleet's replicas each step on their own, so one
+    steps.parquet (and one set of counters) would mix them (bench.run.fleet)."""
+    return prepared.local and len(opts.endpoints) <= 1
 
 
 def _prepare(
@@ -473,22 +498,23 @@ def _write_folder(
     prepared: _Prepared,
     measured: _Measured,
     writer: RunWriter,
+    follower: StepFollower | None,
 ) -> tuple[Path, SummaryJson]:
-    """The run folder (bench.run.end.run_writer): the tables, run.json and the summary."""
+    """The run folder (bench.run.end.run_writer): the tables, run.json and the summary;
+    steps.parquet sealed from what ``follower`` streamed."""
     scenario, result, t0_ns = opts.scenario, measured.result, measured.clock["t0_ns"]
     headers = opts.headers.as_dict()
     fleet = len(opts.endpoints) > 1
     prefix_cache = prepared.cache.finish()
-    # A fleet's replicas each step on their own: one steps.parquet and one set of counters
-    # would mix them, so a fleet run records neither (bench.run.fleet).
-    local_steps = prepared.local and not fleet
-    steps = fetch_steps(base_url, t0_ns, headers) if local_steps else None
+    steps_parts = follower.stop() if follower is not None else None
     engine_end = None if fleet else fetch_json(base_url, "/debug/engine", headers=headers)
     probe_result = measured.probe_result
     samples = None
     if probe_result is not None and probe_result.num_samples > 0:
         samples = samples_frame(probe_result, t0_ns)
-    writer.write_tables(None, steps, samples)
+    writer.write_tables(None, None, samples)
+    if steps_parts is not None:
+        writer.seal_steps(steps_parts)
     load_info = record_load(
         writer.path, result, prepared.plan, opts.driver, opts.workers, opts.remote_workers,
         scenario,
@@ -530,7 +556,9 @@ def _write_folder(
         ),
         probes={
             **(probe_result.to_json() if probe_result else {}),
-            "messages": measured.probe_messages + (probe_result.messages() if probe_result else []),
+            "messages": measured.probe_messages
+            + (probe_result.messages() if probe_result else [])
+            + (follower.notes if follower is not None else []),
         },
         versions=package_versions(),
         git_commit=git_commit(),

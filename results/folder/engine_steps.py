@@ -23,6 +23,10 @@ from results.folder.table_columns import (
     STEP_TIME_COLUMNS,
 )
 
+# The engine's route of its per-step records (engine.serving.routes.admin_routes), and the clock
+# its answer says its times are on.
+STEPS_PATH = "/debug/steps"
+STEPS_CLOCK = "perf_counter_ns"
 # The host names of a base URL that reach this machine.
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -87,9 +91,11 @@ def steps_frame(columns: dict[str, list[int]], t0_ns: int) -> pd.DataFrame:
 def fetch_steps(
     base_url: str, t0_ns: int, headers: Mapping[str, str] | None = None
 ) -> pd.DataFrame | None:
-    """The engine's steps during the run, or None if it does not expose /debug/steps."""
-    data = fetch_json(base_url, "/debug/steps", headers=headers)
-    if not isinstance(data, dict) or data.get("clock") != "perf_counter_ns":
+    """The engine's steps since ``t0_ns``, as far back as it keeps them, in one read; None if it
+    does not expose /debug/steps. (`bench run` follows them during the load instead,
+    bench.run.step_follower, whose steps.parquet is this table.)"""
+    data = fetch_json(base_url, STEPS_PATH, headers=headers)
+    if not isinstance(data, dict) or data.get("clock") != STEPS_CLOCK:
         return None
     return steps_frame(data.get("columns", {}), t0_ns)
 

@@ -40,6 +40,7 @@ __all__ = [
     "FLUSH_ROWS",
     "FLUSH_S",
     "REQUESTS_PARTS",
+    "STEPS_PARTS",
     "TOKENS_PARTS",
     "RecordStream",
     "has_parts",
@@ -51,6 +52,8 @@ __all__ = [
 
 REQUESTS_PARTS = "requests.parts"
 TOKENS_PARTS = "tokens.parts"
+# Engine steps streamed in parts likewise (results.folder.step_parts), sealed into steps.parquet.
+STEPS_PARTS = "steps.parts"
 # The two bounds of an unflushed buffer: seconds since its oldest record, and rows in it.
 FLUSH_S = 2.0
 FLUSH_ROWS = 100_000

@@ -35,6 +35,7 @@ from results.folder.record_stream import (
     FLUSH_ROWS,
     FLUSH_S,
     REQUESTS_PARTS,
+    STEPS_PARTS,
     TOKENS_PARTS,
     RecordStream,
     has_parts,
@@ -304,6 +305,16 @@ def _read_streamed(path: Path, schema: pa.Schema, parts: str, name: str) -> pd.D
         raise RunFolderError(f"{path / parts}: the parts of {name} cannot be read: {exc}") from exc
 
 
+def _read_steps(path: Path) -> pd.DataFrame | None:
+    """steps.parquet, else the steps streamed to steps.parts of a run killed before it sealed
+    them (bench.run.step_follower, results.folder.step_parts); None: the run has no steps."""
+    if (path / STEPS_PARQUET).is_file():
+        return _read_parquet(path / STEPS_PARQUET, STEPS_SCHEMA)
+    if part_files(path, STEPS_PARTS):
+        return _read_streamed(path, STEPS_SCHEMA, STEPS_PARTS, STEPS_PARQUET)
+    return None
+
+
 def load_run(path: Path | str) -> RunData:
     """Read a run folder. Raises RunFolderError naming the missing files if it is not one, and
     the file and key when one does not fit its schema.
@@ -312,7 +323,8 @@ def load_run(path: Path | str) -> RunData:
     JSON documents come back upgraded to their current schema_version (results.schema). A
     folder whose run was killed before it sealed its streamed records
     (results.folder.record_stream) is read from its parts, with run.json's ``incomplete``
-    saying so and no summary (a summary.json there is not of these records).
+    saying so and no summary (a summary.json there is not of these records); its engine
+    steps, likewise, from steps.parts when steps.parquet was never sealed.
     """
     path = Path(path)
     if not path.is_dir():
@@ -328,7 +340,6 @@ def load_run(path: Path | str) -> RunData:
             f"(a run folder holds {', '.join(required)} and {SUMMARY_JSON})"
         )
     summary_path = path / SUMMARY_JSON
-    steps_path = path / STEPS_PARQUET
     samples_path = path / SAMPLES_PARQUET
     run_json = read_run_json(path / RUN_JSON)
     if streamed:
@@ -347,6 +358,6 @@ def load_run(path: Path | str) -> RunData:
         summary=read_summary_json(summary_path)
         if summary_path.is_file() and not streamed
         else None,
-        steps=_read_parquet(steps_path, STEPS_SCHEMA) if steps_path.is_file() else None,
+        steps=_read_steps(path),
         samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
     )

@@ -16,12 +16,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from results.folder.engine_steps import STEPS_SCHEMA, steps_frame
-from results.folder.record_stream import seal_parts, sync_write
+from results.folder.record_stream import STEPS_PARTS, seal_parts, sync_write
 from results.folder.run_folder import STEPS_PARQUET
 
 __all__ = ["STEPS_PARTS", "STEPS_PART_STEPS", "StepParts"]
 
-STEPS_PARTS = "steps.parts"
 # Steps per part: the most a drained recorder holds (one int64 a column: 144 bytes a step).
 STEPS_PART_STEPS = 50_000
 
@@ -40,10 +39,13 @@ class StepParts:
         self.steps_written = 0
 
     def __call__(self, columns: dict[str, list[int]]) -> None:
-        """Write one part of ``columns`` (engine.core.telemetry.StepRecorder.since's form)."""
+        """Write one part of ``columns`` (engine.core.telemetry.StepRecorder.since's form);
+        none when no step of them began at or after t0_ns."""
         table = pa.Table.from_pandas(
             steps_frame(columns, self.t0_ns), schema=STEPS_SCHEMA, preserve_index=False
         )
+        if table.num_rows == 0:
+            return
         sync_write(self.folder / STEPS_PARTS / f"part-{self.parts_written:06d}.parquet", table)
         self.parts_written += 1
         self.steps_written += table.num_rows

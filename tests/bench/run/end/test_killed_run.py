@@ -5,7 +5,8 @@ it is there: the test runs the real command against the reference engine it laun
 127.0.0.1, notes how many requests the engine has answered, waits more than one flush interval
 (results.folder.record_stream.FLUSH_S) and kills the whole process group. The folder must keep
 at least those requests, each with all its chunks, and `bench report` must read it, saying it is
-incomplete.
+incomplete. The engine's steps, polled while the load went on (bench.run.step_follower), are
+there too, in parts: every step from the run's first on, none missing.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from results.folder.record_stream import FLUSH_S, REQUESTS_PARTS
-from results.folder.run_folder import load_run
+from results.folder.record_stream import FLUSH_S, REQUESTS_PARTS, STEPS_PARTS
+from results.folder.run_folder import STEPS_PARQUET, load_run
 from tests.support.bench_process import BenchProcess, requests_succeeded
 
 SCENARIO = """
@@ -85,6 +86,15 @@ def test_a_sigkilled_run_keeps_every_request_flushed_before_the_kill(
     # Each flushed request has every chunk it received (tokens are written before requests).
     chunk_tokens = run.tokens.groupby("request_id")["n_tokens"].sum()
     assert (chunk_tokens.reindex(ok["request_id"]).to_numpy() == ok["output_tokens"]).all()
+    # The steps polled before the kill, read from their parts: consecutive from the run's start,
+    # and every request done by the last of them has all its decode steps there.
+    assert not (folder / STEPS_PARQUET).exists() and (folder / STEPS_PARTS).is_dir()
+    steps = run.steps
+    assert steps is not None and len(steps) > 0 and steps["start_s"].min() >= 0
+    assert steps["step"].diff().dropna().eq(1).all()
+    done = ok[ok["done_s"] <= steps["end_s"].max()]
+    assert len(done) > 0
+    assert steps["num_decode_tokens"].sum() >= (done["output_tokens"] - 1).sum()
 
     result = CliRunner().invoke(app, ["report", str(folder), "--html"])
     assert result.exit_code == 0, result.output
