@@ -5,6 +5,8 @@ calibration, a baseline, a page) goes through :func:`atomic_write`: the bytes la
 file beside the target, which is renamed over it (``os.replace``, atomic on one filesystem), so
 a reader, a concurrent writer or an interrupt never leaves a torn file. The temporary name
 carries the writer's pid: two processes writing one path never share a temporary file.
+:func:`sync_write` writes a parquet table so, synced to the disk before the rename (the parts a
+run streams into its folder, which must survive a kill or a power cut).
 
 :func:`json_safe` is the one encoder of the JSON files: what it returns ``json.dumps`` writes
 with ``allow_nan=False``. On the ground floor so that every layer may write through it.
@@ -25,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_write", "atomic_write_text", "json_safe", "json_text", "write_json"]
+__all__ = [
+    "atomic_write",
+    "atomic_write_text",
+    "json_safe",
+    "json_text",
+    "sync_write",
+    "write_json",
+]
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:
@@ -43,6 +52,22 @@ def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:
             tmp.unlink()
         raise
     return path
+
+
+def sync_write(path: Path | str, table: Any) -> Path:
+    """A pyarrow Table to ``path`` as parquet (atomically), flushed to the disk before the
+    rename: a part of a run folder's stream is there whole after a kill or a power cut, or not
+    at all. Returns ``path``."""
+    # Imported here: the ground floor loads pyarrow only for a writer of parquet.
+    import pyarrow.parquet as pq
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    return atomic_write(path, write)
 
 
 def atomic_write_text(path: Path | str, text: str) -> Path:

@@ -7,10 +7,13 @@ as that process's CPU time, which is reported.
 
 Protocol over the child's stdin/stdout, one JSON object a line: the parent writes the ProbeSpec,
 the headers of the engine's /metrics (``--api-key``/``--header``: through the pipe, never a
-file, the environment or argv) and the path of a result file; the child answers
-{"event": "started", "reasons": [...]} once its samplers run; any line (or end of input: the
-parent died) on stdin stops it; it writes the ProbeResult as JSON to the result file and
-answers {"event": "stopped"}. It runs in a session of its own and ignores SIGINT: an
+file, the environment or argv), the path of a result file and, for a run that streams its
+samples, the parts folder and flush interval (the child then writes the readings there as it
+takes them, probes.sample_stream, and holds none); the child answers
+{"event": "started", "reasons": [...]} once its samplers run; any line on stdin stops it; it
+writes the ProbeResult as JSON to the result file and answers {"event": "stopped"}. End of input
+(the parent died, killed) stops it too: it writes its last part, removes the result file nobody
+will read, and exits. It runs in a session of its own and ignores SIGINT: an
 interrupted `bench run` stops it through this protocol, after the load, so its readings still
 reach the run folder. A plain subprocess, not multiprocessing, so that nothing re-imports the
 parent's __main__ (the `bench` CLI).
@@ -50,11 +53,21 @@ def _failed(reason: str) -> ProbeResult:
 class ProbeProcess:
     """Run ``spec``'s samplers in a child process: ``start()`` before the load, ``stop()`` after.
 
-    ``engine_headers`` go with each /metrics scrape (module docstring: how they travel)."""
+    ``engine_headers`` go with each /metrics scrape (module docstring: how they travel).
+    ``parts``: the folder the child streams the readings to, every ``flush_s`` seconds
+    (probes.sample_stream); None: they come back in the result."""
 
-    def __init__(self, spec: ProbeSpec, engine_headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        spec: ProbeSpec,
+        engine_headers: Mapping[str, str] | None = None,
+        parts: Path | None = None,
+        flush_s: float = 0.0,
+    ) -> None:
         self.spec = spec
         self._engine_headers = dict(engine_headers or {})
+        self._parts = None if parts is None else str(Path(parts).resolve())
+        self._flush_s = flush_s
         self._process: subprocess.Popen[str] | None = None
         fd, name = tempfile.mkstemp(prefix="probes-", suffix=".json")
         os.close(fd)
@@ -103,6 +116,8 @@ class ProbeProcess:
                 "spec": self.spec.to_json(),
                 "engine_headers": self._engine_headers,
                 "result": str(self._result_path),
+                "parts": self._parts,
+                "flush_s": self._flush_s,
             },
         )
         try:
@@ -121,7 +136,9 @@ class ProbeProcess:
             self._readline(timeout_s)
             data = json.loads(self._result_path.read_text())
             self._process.wait(timeout_s)
-            return ProbeResult(data["columns"], data["reports"], data.get("process"))
+            return ProbeResult(
+                data["columns"], data["reports"], data.get("process"), data.get("stream")
+            )
         except (OSError, RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
             self._kill()
             return _failed(f"the probe process failed: {type(exc).__name__}: {exc}")
@@ -141,14 +158,27 @@ def main() -> None:
     cpu0, t0 = time.process_time(), time.perf_counter()
     request = json.loads(sys.stdin.readline())
     spec = ProbeSpec.from_json(request["spec"])
-    session = ProbeSession(spec.build(request.get("engine_headers") or None))
+    parts = request.get("parts")
+    session = ProbeSession(
+        spec.build(request.get("engine_headers") or None),
+        Path(parts) if parts else None,
+        request.get("flush_s") or 0.0,
+    )
     _send(sys.stdout, {"event": "started", "reasons": session.start()})
-    sys.stdin.readline()  # a stop message, or "" when the parent has gone
+    stopped = sys.stdin.readline()  # a stop message, or "" when the parent has gone
     result = session.stop()
+    if not stopped:  # killed: the parts are what remains of the readings
+        Path(request["result"]).unlink(missing_ok=True)
+        return
     process = {"pid": os.getpid(), "cpu_s": time.process_time() - cpu0}
     process["wall_s"] = time.perf_counter() - t0
     process["cpu_fraction_of_one_core"] = process["cpu_s"] / process["wall_s"]
-    payload = {"columns": result.columns, "reports": result.reports, "process": process}
+    payload = {
+        "columns": result.columns,
+        "reports": result.reports,
+        "process": process,
+        "stream": result.stream,
+    }
     Path(request["result"]).write_text(json.dumps(payload))
     _send(sys.stdout, {"event": "stopped"})
 

@@ -8,7 +8,9 @@ the lag between a deadline and the tick's start is kept too. The thread ticks on
 once more at stop, so counters (energy, token totals) have readings spanning the whole run.
 
 Readings go to a columnar :class:`SampleBuffer` owned by the thread: t_ns (perf_counter_ns of
-the reading), source, name, value (float) and labels (a JSON object as text, '' when none).
+the reading), source, name, value (float) and labels (a JSON object as text, '' when none). A
+run that streams its samples to its folder (probes.sample_stream) takes them out of the buffer
+as it goes (:meth:`SampleBuffer.take`), so the buffer holds only those not yet written.
 """
 
 from __future__ import annotations
@@ -70,15 +72,21 @@ class Sampler(ABC):
 
 
 class SampleBuffer:
-    """Columnar readings of one sampler; appended to by its thread only."""
+    """Columnar readings of one sampler; appended to by its thread only, taken by any."""
 
     def __init__(self) -> None:
+        self._clear()
+        self.appended = 0  # every reading ever appended, taken or not
+        self._label_text: dict[tuple[tuple[str, str], ...], str] = {}
+        # A reading's five columns are appended, and taken, together.
+        self._lock = threading.Lock()
+
+    def _clear(self) -> None:
         self.t_ns = array("q")
         self.value = array("d")
         self.source: list[str] = []
         self.name: list[str] = []
         self.labels: list[str] = []
-        self._label_text: dict[tuple[tuple[str, str], ...], str] = {}
 
     def append(
         self, t_ns: int, source: str, name: str, value: float, labels: Mapping[str, str] | None
@@ -88,14 +96,25 @@ class SampleBuffer:
         if text is None:
             text = json.dumps(dict(key), separators=(",", ":")) if key else ""
             self._label_text[key] = text
-        self.t_ns.append(t_ns)
-        self.value.append(float(value))
-        self.source.append(source)
-        self.name.append(name)
-        self.labels.append(text)
+        with self._lock:
+            self.t_ns.append(t_ns)
+            self.value.append(float(value))
+            self.source.append(source)
+            self.name.append(name)
+            self.labels.append(text)
+            self.appended += 1
 
     def __len__(self) -> int:
+        """The readings held now (appended and not taken)."""
         return len(self.t_ns)
+
+    def take(self) -> tuple[array, array, list[str], list[str], list[str]]:
+        """The readings held (t_ns, value, source, name, labels, in append order), which the
+        buffer then no longer holds."""
+        with self._lock:
+            taken = (self.t_ns, self.value, self.source, self.name, self.labels)
+            self._clear()
+        return taken
 
     def columns(self) -> dict[str, list[Any]]:
         return {
@@ -221,7 +240,7 @@ class SamplerThread:
             "interval_s": self.sampler.interval_s,
             "ticks": self.ticks,
             "missed_ticks": self.missed_ticks,
-            "samples": len(self.buffer),
+            "samples": self.buffer.appended,
             "errors": self.errors,
             "first_error": self.first_error,
             "tick_wall_ms": _ms_stats(self._tick_ns),

@@ -6,7 +6,9 @@ parent): the load generator's event loop then never waits on the interpreter loc
 sampler parses a large /metrics page, and the probes' whole cost is one process's CPU, which is
 measured. Both return a :class:`ProbeResult`: the readings (columns t_ns, source, name, value,
 labels, as probes.sampler) and one report per sampler (status, reason, ticks, missed ticks,
-errors, cost per tick).
+errors, cost per tick). Given a parts folder (a run folder's ``samples.parts``), either streams
+the readings there as they are taken (probes.sample_stream), from the process that takes them,
+and its result holds none of them: only their count and the stream's report.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from probes.sample_stream import SampleStream
 from probes.sampler import SAMPLE_COLUMNS, Sampler, SamplerThread
 from probes.sampler_kinds import SAMPLER_KINDS
 
@@ -87,15 +91,19 @@ class ProbeSpec:
 
 @dataclass
 class ProbeResult:
-    """What the probes recorded: columnar readings and a report per sampler."""
+    """What the probes recorded: columnar readings and a report per sampler; or, when they were
+    streamed to the run folder, no readings and the stream's report
+    (probes.sample_stream.SampleStream.report)."""
 
     columns: dict[str, list[Any]]
     reports: list[dict[str, Any]]
     process: dict[str, Any] | None = None  # the probe process's own cost, when there was one
+    stream: dict[str, Any] | None = None
 
     @property
     def num_samples(self) -> int:
-        return len(self.columns["t_ns"])
+        """Readings taken: those held, plus those written to the folder's parts."""
+        return len(self.columns["t_ns"]) + (self.stream["samples"] if self.stream else 0)
 
     def messages(self) -> list[str]:
         """One line per sampler that failed while running (unavailable ones were said at
@@ -106,6 +114,11 @@ class ProbeResult:
                 lines.append(f"probe {r['source']}: {r['status']}: {r['reason']}")
             elif r["errors"]:
                 lines.append(f"probe {r['source']}: {r['errors']} failed ticks: {r['first_error']}")
+        if self.stream and self.stream["errors"]:
+            lines.append(
+                f"probe samples: {self.stream['errors']} failed writes of a part, "
+                f"{self.stream['unwritten']} readings never written: {self.stream['first_error']}"
+            )
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -121,14 +134,22 @@ class ProbeResult:
             },
             "process": self.process,
             "samples": self.num_samples,
+            **({"stream": self.stream} if self.stream else {}),
         }
 
 
 class ProbeSession:
-    """Samplers as threads of this process: ``start()``, then ``stop()`` for the result."""
+    """Samplers as threads of this process: ``start()``, then ``stop()`` for the result.
 
-    def __init__(self, samplers: Sequence[Sampler]) -> None:
+    ``parts``: a folder the readings are streamed to as parts every ``flush_s`` seconds
+    (probes.sample_stream); None holds them all for the result.
+    """
+
+    def __init__(
+        self, samplers: Sequence[Sampler], parts: Path | None = None, flush_s: float = 0.0
+    ) -> None:
         self.threads = [SamplerThread(s) for s in samplers]
+        self.stream = SampleStream(self.threads, parts, flush_s) if parts is not None else None
 
     def start(self) -> list[str]:
         """Open and start every sampler; returns why each unavailable one cannot run."""
@@ -137,13 +158,21 @@ class ProbeSession:
             reason = thread.start()
             if reason is not None:
                 reasons.append(f"probe {thread.sampler.source}: {reason}")
+        if self.stream is not None:
+            self.stream.start()
         return reasons
 
     def stop(self) -> ProbeResult:
+        """Stop every sampler (each after a closing tick) and, when streaming, write the last
+        part; the result."""
         for thread in self.threads:
             thread.stop()
         columns: dict[str, list[Any]] = {name: [] for name in SAMPLE_COLUMNS}
+        reports = [t.report() for t in self.threads]
+        if self.stream is not None:
+            self.stream.close()
+            return ProbeResult(columns, reports, stream=self.stream.report())
         for thread in self.threads:
             for name, values in thread.buffer.columns().items():
                 columns[name].extend(values)
-        return ProbeResult(columns, [t.report() for t in self.threads])
+        return ProbeResult(columns, reports)

@@ -58,7 +58,6 @@ from bench.run.load_runner import LoadError, drive_load, prepare_load, record_lo
 from bench.run.messages import print_info, print_note, print_warning
 from bench.run.probing import (
     gpu_scope_of,
-    samples_frame,
     start_probes,
 )
 from bench.run.remote_workers import RemoteWorkers
@@ -346,7 +345,7 @@ def _run_against(
     try:
         measured = _measure(
             opts, console, adapter, base_url, tokenizer, prepared, engine_pid, engine_process,
-            begin,
+            begin, writer.path,
         )  # fmt: skip
     except BaseException:
         if follower is not None:
@@ -435,8 +434,10 @@ def _measure(
     engine_pid: int | None,
     engine_process: subprocess.Popen[bytes] | None,
     begin: Callable[[ClientClock], RecordStream],
+    folder: Path,
 ) -> _Measured:
-    """The load, between the probes' start and stop and the fingerprint's two snapshots.
+    """The load, between the probes' start and stop and the fingerprint's two snapshots; the
+    probes stream their readings into ``folder``.
 
     Raises RunInterrupted when a signal came before the first request went out.
     """
@@ -452,6 +453,7 @@ def _measure(
             opts.gpus,
             opts.endpoints,
             opts.metrics_urls,
+            folder,
         )
         if opts.probes
         else (None, ["probes disabled"])
@@ -509,10 +511,8 @@ def _write_folder(
     steps_parts = follower.stop() if follower is not None else None
     engine_end = None if fleet else fetch_json(base_url, "/debug/engine", headers=headers)
     probe_result = measured.probe_result
-    samples = None
-    if probe_result is not None and probe_result.num_samples > 0:
-        samples = samples_frame(probe_result, t0_ns)
-    writer.write_tables(None, None, samples)
+    writer.write_tables(None)
+    writer.seal_samples(t0_ns)  # streamed by the probes, stopped by now
     if steps_parts is not None:
         writer.seal_steps(steps_parts)
     load_info = record_load(

@@ -1,4 +1,4 @@
-"""The probes of one `bench run`: which samplers, and samples.parquet.
+"""The probes of one `bench run`: which samplers, and where their readings go.
 
 - :func:`probe_spec`: NVML and CPU samplers when the engine runs on this host, engine /metrics
   through the adapter's name map always: the load URL's, or, with ``--metrics-url``
@@ -11,8 +11,10 @@
   and its probe process) and "engine" (the engine bench launched, or the process listening on
   a local ``--url``'s port: :func:`listening_pid`), each with every child it starts.
 - :func:`gpu_scope_of`: that scope, for run.json's analytic section (the engine's GPUs' roofs).
-- :func:`samples_frame`: the probes' readings on the run's clock (t_s = seconds since t0_ns).
-- :func:`start_probes`: the probe process, each unavailable probe said once.
+- :func:`start_probes`: the probe process, each unavailable probe said once; it streams the
+  readings into the run folder's ``samples.parts`` as it takes them (probes.sample_stream), which
+  the folder's writer seals into samples.parquet at the end
+  (bench.run.end.run_writer.RunWriter.seal_samples).
 
 Starting the engine itself (and Nsight Systems around it) is bench.run.launch.engine_launch;
 run.json's
@@ -24,11 +26,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import numpy as np
-import pandas as pd
 import psutil
 from rich.console import Console
 
@@ -37,6 +38,7 @@ from engine_adapters.base import EngineAdapter
 from probes.probe_process import ProbeProcess
 from probes.session import ProbeResult, ProbeSpec
 from results.folder import sample_sources
+from results.folder.record_stream import FLUSH_S, SAMPLES_PARTS
 
 # `--metrics-url LABEL=URL`: a label is a short name, the URL http(s).
 _LABELLED = re.compile(r"(?P<label>[A-Za-z0-9_.:-]+)=(?P<url>https?://.+)")
@@ -143,32 +145,20 @@ def gpu_scope_of(result: ProbeResult | None) -> dict[str, Any] | None:
     return None
 
 
-def samples_frame(result: ProbeResult, t0_ns: int) -> pd.DataFrame:
-    """The readings as samples.parquet's columns, ordered by time (stable)."""
-    cols = result.columns
-    frame = pd.DataFrame(
-        {
-            "t_s": (np.asarray(cols["t_ns"], dtype=np.int64) - t0_ns) / 1e9,
-            "source": pd.Series(cols["source"], dtype=object),
-            "name": pd.Series(cols["name"], dtype=object),
-            "value": np.asarray(cols["value"], dtype=np.float64),
-            "labels": pd.Series(cols["labels"], dtype=object),
-        }
-    )
-    return frame.sort_values("t_s", kind="mergesort").reset_index(drop=True)
-
-
 def start_probes(
     console: Console, adapter: EngineAdapter, base_url: str, engine_pid: int | None, local: bool,
     headers: Mapping[str, str] | None = None, gpus: str | None = None,
     endpoints: Sequence[str] = (), metrics_urls: Sequence[tuple[str, str]] = (),
+    folder: Path | None = None,
 ) -> tuple[ProbeProcess | None, list[str]]:  # fmt: skip
     """Start the probe process; a probe that cannot run is said once, and the run goes on.
     ``headers`` (``--api-key``/``--header``) go with each /metrics scrape; ``gpus``: --gpus;
     ``endpoints``: a fleet's replicas; ``metrics_urls``: the ``--metrics-url`` targets
-    (:func:`probe_spec`)."""
+    (:func:`probe_spec`); ``folder``: the run folder, whose ``samples.parts`` the readings are
+    streamed to every FLUSH_S seconds (None: they come back in the probes' result)."""
     spec = probe_spec(adapter, base_url, engine_pid, local, gpus, endpoints, metrics_urls)
-    probes = ProbeProcess(spec, headers)
+    parts = folder / SAMPLES_PARTS if folder is not None else None
+    probes = ProbeProcess(spec, headers, parts, FLUSH_S)
     try:
         reasons = probes.start()
     except RuntimeError as e:

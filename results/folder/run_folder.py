@@ -35,13 +35,16 @@ from results.folder.record_stream import (
     FLUSH_ROWS,
     FLUSH_S,
     REQUESTS_PARTS,
+    SAMPLES_PARTS,
     STEPS_PARTS,
     TOKENS_PARTS,
     RecordStream,
     has_parts,
     part_files,
     read_parts,
+    read_sample_parts,
     seal_parts,
+    seal_samples,
 )
 from results.folder.redact import redact_command
 from results.folder.tables import (
@@ -229,6 +232,11 @@ class RunFolder:
         _write_parquet(self.path / SAMPLES_PARQUET, table)
         return to_frame(table, SAMPLES_SCHEMA, SAMPLES_PARQUET)
 
+    def seal_samples(self, t0_ns: int) -> Path | None:
+        """samples.parquet from the probes' streamed ``samples.parts`` (removed), on the clock
+        of the run that began at ``t0_ns`` (perf_counter_ns); None when there are none."""
+        return seal_samples(self.path, SAMPLES_PARQUET, t0_ns)
+
     def write_summary(self, summary: SummaryJson) -> Path:
         """Write summary.json (indent 2). Raises results.schema.SchemaError (nothing written)
         when ``summary`` does not fit results.schema.SummaryJson, naming the key."""
@@ -315,6 +323,29 @@ def _read_steps(path: Path) -> pd.DataFrame | None:
     return None
 
 
+def _read_samples(path: Path, run_json: RunJson) -> pd.DataFrame | None:
+    """samples.parquet, else the probes' parts of a run killed before it sealed them, on the
+    run's clock (run.json's ``client.t0_ns``); None when the folder has neither."""
+    if (path / SAMPLES_PARQUET).is_file():
+        return _read_parquet(path / SAMPLES_PARQUET, SAMPLES_SCHEMA)
+    if not part_files(path, SAMPLES_PARTS):
+        return None
+    t0_ns = (run_json.get("client") or {}).get("t0_ns")
+    if not isinstance(t0_ns, int):
+        raise RunFolderError(
+            f"{path / RUN_JSON}: client.t0_ns is missing, so the readings of "
+            f"{path / SAMPLES_PARTS} cannot be put on the run's clock; move the parts away to "
+            "read the rest"
+        )
+    try:
+        table = read_sample_parts(path, t0_ns)
+        return to_frame(table, SAMPLES_SCHEMA, str(path / SAMPLES_PARTS))
+    except (OSError, pa.ArrowException, TableError) as exc:
+        raise RunFolderError(
+            f"{path / SAMPLES_PARTS}: the parts of {SAMPLES_PARQUET} cannot be read: {exc}"
+        ) from exc
+
+
 def load_run(path: Path | str) -> RunData:
     """Read a run folder. Raises RunFolderError naming the missing files if it is not one, and
     the file and key when one does not fit its schema.
@@ -324,7 +355,8 @@ def load_run(path: Path | str) -> RunData:
     folder whose run was killed before it sealed its streamed records
     (results.folder.record_stream) is read from its parts, with run.json's ``incomplete``
     saying so and no summary (a summary.json there is not of these records); its engine
-    steps, likewise, from steps.parts when steps.parquet was never sealed.
+    steps, likewise, from steps.parts when steps.parquet was never sealed, and its samples
+    from the probes' parts, ``incomplete`` counting them.
     """
     path = Path(path)
     if not path.is_dir():
@@ -340,12 +372,14 @@ def load_run(path: Path | str) -> RunData:
             f"(a run folder holds {', '.join(required)} and {SUMMARY_JSON})"
         )
     summary_path = path / SUMMARY_JSON
-    samples_path = path / SAMPLES_PARQUET
     run_json = read_run_json(path / RUN_JSON)
+    samples = _read_samples(path, run_json)
     if streamed:
         requests = _read_streamed(path, REQUESTS_SCHEMA, REQUESTS_PARTS, REQUESTS_PARQUET)
         tokens = _token_files(path, part_files(path, TOKENS_PARTS))
         incomplete = {**(run_json.get("incomplete") or {}), "requests_flushed": len(requests)}
+        if samples is not None and not (path / SAMPLES_PARQUET).is_file():
+            incomplete["samples_flushed"] = len(samples)
         run_json = {**run_json, "incomplete": incomplete}  # type: ignore[typeddict-item]
     else:
         requests = _read_parquet(path / REQUESTS_PARQUET, REQUESTS_SCHEMA)
@@ -359,5 +393,5 @@ def load_run(path: Path | str) -> RunData:
         if summary_path.is_file() and not streamed
         else None,
         steps=_read_steps(path),
-        samples=_read_parquet(samples_path, SAMPLES_SCHEMA) if samples_path.is_file() else None,
+        samples=samples,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "SAMPLE_COLUMNS",
+    "SAMPLE_PART_SAMPLER",
     "STEP_COUNT_COLUMNS",
     "STEP_RECORD_COLUMNS",
     "STEP_TIME_COLUMNS",
@@ -54,3 +55,9 @@ SAMPLE_COLUMNS: dict[str, type] = {
     "value": float,
     "labels": str,
 }
+
+# A part of samples.parts (probes.sample_stream) holds the readings as taken (SAMPLE_COLUMNS)
+# and, in this int32 column, the index of the sampler that took each in its probe session:
+# samples.parquet orders readings of one time by it, as a table of every sampler's readings, one
+# sampler after another in session order, sorted stably by time would.
+SAMPLE_PART_SAMPLER = "sampler"

@@ -29,11 +29,12 @@ from results.folder.records import (
     ChunkRecord,
     RequestRecord,
 )
-from results.folder.table_columns import SAMPLE_COLUMNS
+from results.folder.table_columns import SAMPLE_COLUMNS, SAMPLE_PART_SAMPLER
 
 __all__ = [
     "REQUESTS_SCHEMA",
     "SAMPLES_SCHEMA",
+    "SAMPLE_PART_SCHEMA",
     "TOKENS_SCHEMA",
     "TableError",
     "backfill_frame",
@@ -96,6 +97,17 @@ SAMPLES_SCHEMA = pa.schema(
     [
         pa.field("t_s", pa.float64(), nullable=False),
         *(plain_field(name, kind) for name, kind in SAMPLE_COLUMNS.items() if name != "t_ns"),
+    ]
+)
+
+# A part of samples.parts, as the probes write it during the run: the readings on their own
+# clock (t_ns, perf_counter_ns) and the index of the sampler that took each
+# (results.folder.table_columns.SAMPLE_PART_SAMPLER); results.folder.record_stream seals the
+# parts into samples.parquet.
+SAMPLE_PART_SCHEMA = pa.schema(
+    [
+        *(plain_field(name, kind) for name, kind in SAMPLE_COLUMNS.items()),
+        pa.field(SAMPLE_PART_SAMPLER, pa.int32(), nullable=False),
     ]
 )
 

@@ -13,7 +13,8 @@ all write their folders in the same steps, here:
 3. :meth:`RunWriter.write_tables`: requests.parquet and tokens.parquet (from the records, or
    sealed from the stream's parts), and steps.parquet and samples.parquet when the run has
    them (a served run writes client.parquet and arrival_plan.parquet beside them,
-   bench.run.load_runner.record_load);
+   bench.run.load_runner.record_load); :meth:`RunWriter.seal_samples`: samples.parquet sealed
+   from the parts the probes streamed to the folder (probes.sample_stream);
 4. :meth:`RunWriter.finish`: run.json (its ``schema_version`` and ``run_id`` the folder's, its
    ``recorded`` from :meth:`RunWriter.recorded`), then summary.json, computed from the written files
    (results.run_summary), never from memory, so recomputing it from the folder agrees; and
@@ -125,6 +126,14 @@ class RunWriter:
         path = parts.seal()
         self._steps = True
         return path
+
+    def seal_samples(self, t0_ns: int) -> bool:
+        """samples.parquet sealed from the probes' ``samples.parts``, on the clock of the run
+        that began at ``t0_ns`` (perf_counter_ns); call once the probes stopped. Returns whether
+        there was any reading (then run.json's ``recorded`` has samples)."""
+        sealed = self.folder.seal_samples(t0_ns) is not None
+        self._samples = self._samples or sealed
+        return sealed
 
     def recorded(self) -> Recorded:
         """run.json's ``recorded``: which optional tables the folder holds."""

@@ -86,6 +86,10 @@ def test_a_run_records_probes_and_attributes_its_time(
         assert report["status"] == "ok" and report["errors"] == 0 and report["ticks"] >= 2
         assert report["tick_cpu_ms"]["mean"] is not None and report["missed_ticks"] >= 0
     assert probes["process"]["cpu_s"] > 0
+    # Streamed to the folder as they were taken, then sealed: every reading, no part left.
+    assert probes["stream"]["samples"] == probes["samples"] == len(samples)
+    assert probes["stream"]["errors"] == 0 and probes["stream"]["parts"] >= 1
+    assert not (folder / "samples.parts").exists()
     if probes["samplers"]["nvml"]["status"] == "unavailable":  # no GPU here: said once
         reason = probes["samplers"]["nvml"]["reason"]
         assert printed.count(reason) == 1 and f"probe nvml: {reason}" in probes["messages"]

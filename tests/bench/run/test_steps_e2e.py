@@ -9,7 +9,6 @@ import io
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
@@ -17,7 +16,7 @@ from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from results.folder.engine_steps import fetch_steps
 from results.folder.record_stream import FLUSH_S, STEPS_PARTS
-from results.folder.run_folder import STEPS_PARQUET, load_run
+from results.folder.run_folder import load_run
 from tests.support.server_fixture import bench_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -63,6 +62,7 @@ def test_a_served_run_streams_every_step_of_its_load(tmp_path: Path) -> None:
     assert (req["status"] == "ok").all() and len(req) == 24
     assert steps["num_prefill_tokens"].sum() == req["prompt_tokens"].sum()
     assert steps["num_decode_tokens"].sum() == (req["output_tokens"] - 1).sum()
-    # Sealed from parts (one row group each) written while the load went on, not one read.
-    assert pq.ParquetFile(folder / STEPS_PARQUET).num_row_groups >= 2
+    # That the parts are written while the load goes on (not only at its end), a load shorter
+    # than one poll on a fast machine cannot show: tests/bench/run/end/test_killed_run.py
+    # reads them back from a run killed mid-load.
     assert not any("engine steps" in m for m in data.run_json["probes"]["messages"])

@@ -120,6 +120,9 @@ def check_partial_run(tmp_path: Path, name: str, report: bool, min_cancelled: in
     assert summary["partial"].startswith(f"partial run: interrupted by {name}")
     assert summary["interrupted"] == section
     assert (folder / "tokens.parquet").is_file()
+    # The probes' readings, streamed during the load, are sealed too: every one, no part left.
+    assert run.samples is not None and not (folder / "samples.parts").exists()
+    assert run_json["recorded"]["samples"] and run_json["probes"]["samples"] == len(run.samples)
     assert (folder / "report.html").is_file() == report
     if report:
         assert summary["partial"] in (folder / "report.html").read_text()

@@ -15,11 +15,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from results.folder.record_stream import FLUSH_S, REQUESTS_PARTS, STEPS_PARTS
+from results.folder.record_stream import (
+    FLUSH_S,
+    REQUESTS_PARTS,
+    SAMPLES_PARTS,
+    STEPS_PARTS,
+    part_files,
+)
 from results.folder.run_folder import STEPS_PARQUET, load_run
 from tests.support.bench_process import BenchProcess, requests_succeeded
 
@@ -68,13 +75,21 @@ def test_a_sigkilled_run_keeps_every_request_flushed_before_the_kill(
     url = proc.wait_for(ENGINE_READY, 90.0).group(1)
     proc.wait_engine_progress(url, 8, 60.0)
     answered = requests_succeeded(url)
+    (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    mark_ns, parts_at_mark = time.perf_counter_ns(), len(part_files(folder, SAMPLES_PARTS))
     # Every request answered by now is flushed within one interval (plus the part's write).
     time.sleep(2 * FLUSH_S + 2.0)
+    # Two more parts of readings: the second holds only readings taken after the mark.
+    deadline = time.monotonic() + 60.0
+    while len(part_files(folder, SAMPLES_PARTS)) < parts_at_mark + 2:
+        assert time.monotonic() < deadline, "the probes wrote no part of their readings"
+        time.sleep(0.1)
+    flushed = part_files(folder, SAMPLES_PARTS)
     assert proc.process.poll() is None, proc.output  # still mid-load: 400 requests take longer
+    proc.note_children()  # the probe process too: it runs in a session of its own
     proc.kill()  # SIGKILL to bench, its engine and every process they started
     assert proc.process.returncode == -9
 
-    (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert not (folder / "requests.parquet").exists() and (folder / REQUESTS_PARTS).is_dir()
     assert not (folder / "summary.json").exists()
     run = load_run(folder)
@@ -95,6 +110,14 @@ def test_a_sigkilled_run_keeps_every_request_flushed_before_the_kill(
     done = ok[ok["done_s"] <= steps["end_s"].max()]
     assert len(done) > 0
     assert steps["num_decode_tokens"].sum() >= (done["output_tokens"] - 1).sum()
+    # Every reading of the parts written before the kill, on the run's clock, in time order.
+    samples = run.samples
+    assert not (folder / "samples.parquet").exists() and samples is not None
+    assert len(samples) >= sum(pq.read_metadata(p).num_rows for p in flushed) > 0
+    assert incomplete["samples_flushed"] == len(samples)
+    assert samples["t_s"].is_monotonic_increasing and "cpu" in set(samples["source"])
+    mark_s = (mark_ns - run.run_json["client"]["t0_ns"]) / 1e9
+    assert samples["t_s"].min() < 0 < mark_s < samples["t_s"].max()
 
     result = CliRunner().invoke(app, ["report", str(folder), "--html"])
     assert result.exit_code == 0, result.output
@@ -103,3 +126,4 @@ def test_a_sigkilled_run_keeps_every_request_flushed_before_the_kill(
     assert "incomplete run" in (folder / "report.html").read_text(encoding="utf-8")
     # Reading it changed nothing: it is still the killed run's folder.
     assert not (folder / "summary.json").exists() and (folder / REQUESTS_PARTS).is_dir()
+    assert (folder / SAMPLES_PARTS).is_dir() and not (folder / "samples.parquet").exists()
