@@ -39,11 +39,18 @@ class LiveDisplay:
         self._live: Live | None = None
 
     def on_record(self, record: RequestRecord) -> None:
-        self._recent.append((time.monotonic(), record.output_tokens))
+        now = time.monotonic()
+        self._recent.append((now, record.output_tokens))
+        # Pruned here too, not only when drawn: without a terminal nothing draws it, and a
+        # long run's records would pile up.
+        self._prune(now)
 
-    def _recent_rate(self, now: float) -> float:
+    def _prune(self, now: float) -> None:
         while self._recent and now - self._recent[0][0] > _RATE_WINDOW_S:
             self._recent.popleft()
+
+    def _recent_rate(self, now: float) -> float:
+        self._prune(now)
         span = min(_RATE_WINDOW_S, now - self._t0)
         return sum(n for _, n in self._recent) / span if span > 0 else 0.0
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from perfmodel.files import atomic_write, json_safe
 from results.figures.summary import LATENCY_PERCENTILES, distribution
-from results.folder.client_samples import ClientSamples
+from results.folder.client_samples import CLIENT_COLUMNS, ClientSamples
 from results.folder.tables import plain_field
 from results.folder.token_source import TokenSource, token_source
 
@@ -54,10 +54,8 @@ __all__ = [
 ]
 
 CLIENT_PARQUET = "client.parquet"
-# One column per field of ClientSamples (results.folder.client_samples), of its items' type.
-CLIENT_SCHEMA = pa.schema(
-    [plain_field(name, get_args(hint)[0]) for name, hint in get_type_hints(ClientSamples).items()]
-)
+# One column per client-table column (results.folder.client_samples), of its type.
+CLIENT_SCHEMA = pa.schema([plain_field(name, kind) for name, kind in CLIENT_COLUMNS.items()])
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "schedule_lag_p99_ms": 20.0,
     "loop_lag_p99_ms": 20.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -20,8 +21,10 @@ from bench.experiments.sweep import SweepPoint, SweepResult
 from bench.gate.report import render_gate
 from bench.gate.verdict import GateReport, MetricResult
 from bench.run.end.report import render_summary
+from bench.run.live import LiveDisplay
 from bench.run.terminal import fit_table, print_table
 from results.figures.summary import LATENCY_PERCENTILES, TPS_PERCENTILES
+from results.folder.records import RequestRecord
 
 REPO = Path(__file__).resolve().parents[3]
 WIDE = 12_345.67  # a figure as wide as a long-context run's ITL max in ms
@@ -189,3 +192,16 @@ def test_bench_run_at_80_columns_cuts_no_cell(tmp_path: Path) -> None:
     """The issue's check, verbatim: ``COLUMNS=80 bench run --scenario 1-user --no-live``."""
     out = _bench("run", "--scenario", "1-user", "--no-live", cwd=tmp_path)
     _assert_whole(out, "p99.9", "Per-user TPS", "run folder:")
+
+
+def test_the_live_rate_forgets_old_records_without_a_terminal() -> None:
+    # Nothing draws a display without a terminal; the records it rates must not pile up.
+    display = LiveDisplay(Console(file=io.StringIO()), total=None, duration_s=None)
+    assert not display.enabled
+    record = RequestRecord("r", 0, 0.0, 0.0, 0.1, 0.2, 8, 4, "usage", "ok", None, 200)
+    for _ in range(100):
+        display.on_record(record)
+    assert len(display._recent) == 100  # all within the rate's window
+    display._recent = type(display._recent)((t - 60.0, n) for t, n in display._recent)
+    display.on_record(record)
+    assert len(display._recent) == 1
