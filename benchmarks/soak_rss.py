@@ -6,7 +6,8 @@ Starts benchmarks/truth_server.py on a free port of 127.0.0.1 (first chunk 50 ms
 request arrives, then one every ``--itl-ms``), then `bench run` of a closed loop of
 ``--streams`` users for ``--minutes`` minutes, ``--tokens`` one-token chunks per request,
 probes on (the CPU probe; the truth server exports no /metrics). Every ``--every-s`` seconds it
-samples the RSS of the `bench run` process and its children (psutil) into ``OUT/rss.csv``.
+samples the RSS of the `bench run` process and of its children (the probe process;
+psutil) into ``OUT/rss.csv``, the two together and apart.
 
 Printed, and written to ``OUT/soak.json``: the RSS at minute ``--from-minute`` and at the end,
 the least and the most RSS between them (MiB), the spread (most / least - 1), the requests the
@@ -59,17 +60,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _rss(proc: psutil.Process) -> int:
-    """Resident bytes of ``proc`` and its children; 0 once it has gone."""
+def _rss(proc: psutil.Process) -> tuple[int, int]:
+    """Resident bytes of ``proc`` and of its children (the probe process) together; (0, 0)
+    once it has gone."""
     try:
         procs = [proc, *proc.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0
-    total = 0
+        return 0, 0
+    sizes = []
     for p in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
-            total += p.memory_info().rss
-    return total
+            sizes.append(p.memory_info().rss)
+    return (sizes[0], sum(sizes[1:])) if sizes else (0, 0)
 
 
 def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
@@ -85,36 +87,44 @@ def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the truth server did not answer /health within 30 s")
 
 
-def _sample(run: subprocess.Popen[bytes], every_s: float, csv: Path) -> list[tuple[float, int]]:
-    """RSS samples (seconds since start, bytes) of ``run`` until it exits, also to ``csv``."""
+def _sample(
+    run: subprocess.Popen[bytes], every_s: float, csv: Path
+) -> list[tuple[float, int, int]]:
+    """RSS samples (seconds since start, bytes of `bench run`, bytes of its children) of
+    ``run`` until it exits, also to ``csv``."""
     proc = psutil.Process(run.pid)
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, int]] = []
     t0 = time.monotonic()
     with csv.open("w") as f:
-        f.write("t_s,rss_bytes\n")
+        f.write("t_s,rss_bytes,bench_bytes,children_bytes\n")
         while run.poll() is None:
-            t, rss = time.monotonic() - t0, _rss(proc)
-            if rss:
-                samples.append((t, rss))
-                f.write(f"{t:.1f},{rss}\n")
+            t, (own, children) = time.monotonic() - t0, _rss(proc)
+            if own:
+                samples.append((t, own, children))
+                f.write(f"{t:.1f},{own + children},{own},{children}\n")
                 f.flush()
             time.sleep(every_s)
     return samples
 
 
-def _figures(samples: list[tuple[float, int]], from_s: float) -> dict[str, float]:
-    window = [rss for t, rss in samples if t >= from_s]
+def _figures(samples: list[tuple[float, int, int]], from_s: float) -> dict[str, float]:
+    """The RSS figures (MiB) from ``from_s`` on: of both processes together, and apart."""
+    window = [(own, children) for t, own, children in samples if t >= from_s]
     if not window:
         raise SystemExit(f"no RSS sample after {from_s:.0f} s: the run ended early")
-    least, most = min(window), max(window)
-    return {
-        "rss_at_from_mib": window[0] / 2**20,
-        "rss_at_end_mib": window[-1] / 2**20,
-        "least_mib": least / 2**20,
-        "most_mib": most / 2**20,
-        "spread": most / least - 1,
-        "growth_from_to_end": window[-1] / window[0] - 1,
-    }
+    out: dict[str, float] = {}
+    for what, pick in (("", lambda o, c: o + c), ("bench_", lambda o, c: o),
+                       ("children_", lambda o, c: c)):  # fmt: skip
+        series = [pick(own, children) for own, children in window]
+        least, most = min(series), max(series)
+        out |= {
+            f"{what}rss_at_from_mib": series[0] / 2**20,
+            f"{what}rss_at_end_mib": series[-1] / 2**20,
+            f"{what}least_mib": least / 2**20,
+            f"{what}most_mib": most / 2**20,
+            f"{what}spread": most / least - 1 if least else float("nan"),
+        }
+    return out
 
 
 def main() -> None:
