@@ -9,9 +9,11 @@ probes on (the CPU probe; the truth server exports no /metrics). Every ``--every
 samples the RSS of the `bench run` process and of its children (the probe process;
 psutil) into ``OUT/rss.csv``, the two together and apart.
 
-Printed, and written to ``OUT/soak.json``: the RSS at minute ``--from-minute`` and at the end,
-the least and the most RSS between them (MiB), the spread (most / least - 1), the requests the
-run folder recorded and the chunks the truth server sent. The issue's target: a spread within
+Printed, and written to ``OUT/soak.json``: the RSS at minute ``--from-minute`` and when the load
+ended (its ``load done`` line), the least and the most RSS between them (MiB), the spread (most
+/ least - 1), of the two processes together and apart; the peak of the whole command, whose
+end (sealing the tables, the summary, report.html) reads the run back; the requests the run
+folder recorded and the chunks the truth server sent. The issue's target: a spread within
 10% from minute 5 to 30.
 """
 
@@ -88,28 +90,33 @@ def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
 
 
 def _sample(
-    run: subprocess.Popen[bytes], every_s: float, csv: Path
-) -> list[tuple[float, int, int]]:
+    run: subprocess.Popen[bytes], every_s: float, csv: Path, log: Path
+) -> tuple[list[tuple[float, int, int]], float | None]:
     """RSS samples (seconds since start, bytes of `bench run`, bytes of its children) of
-    ``run`` until it exits, also to ``csv``."""
+    ``run`` until it exits, also to ``csv``; and when its load ended (its ``load done`` line
+    in ``log``; None if it never printed one), after which it summarizes and draws the run."""
     proc = psutil.Process(run.pid)
     samples: list[tuple[float, int, int]] = []
+    load_done_s = None
     t0 = time.monotonic()
     with csv.open("w") as f:
         f.write("t_s,rss_bytes,bench_bytes,children_bytes\n")
         while run.poll() is None:
             t, (own, children) = time.monotonic() - t0, _rss(proc)
+            if load_done_s is None and "load done:" in log.read_text(errors="replace"):
+                load_done_s = t
             if own:
                 samples.append((t, own, children))
                 f.write(f"{t:.1f},{own + children},{own},{children}\n")
                 f.flush()
             time.sleep(every_s)
-    return samples
+    return samples, load_done_s
 
 
-def _figures(samples: list[tuple[float, int, int]], from_s: float) -> dict[str, float]:
-    """The RSS figures (MiB) from ``from_s`` on: of both processes together, and apart."""
-    window = [(own, children) for t, own, children in samples if t >= from_s]
+def _figures(samples: list[tuple[float, int, int]], from_s: float, to_s: float) -> dict[str, float]:
+    """The RSS figures (MiB) from ``from_s`` to ``to_s``: of both processes together, and
+    apart."""
+    window = [(own, children) for t, own, children in samples if from_s <= t <= to_s]
     if not window:
         raise SystemExit(f"no RSS sample after {from_s:.0f} s: the run ended early")
     out: dict[str, float] = {}
@@ -164,7 +171,8 @@ def main() -> None:
                  str(out / "runs")],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
-            samples = _sample(run, args.every_s, out / "rss.csv")
+            log_path = out / "bench-run.log"
+            samples, load_done_s = _sample(run, args.every_s, out / "rss.csv", log_path)
     finally:
         try:
             httpx.post(url + "/shutdown", timeout=5)
@@ -175,9 +183,12 @@ def main() -> None:
         raise SystemExit(f"bench run exited {run.returncode}: see {out / 'bench-run.log'}")
     # The run's folder; the run history (history.duckdb, .history.rows) sits beside it.
     (folder,) = [p for p in (out / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    if load_done_s is None:
+        raise SystemExit(f"bench run printed no 'load done' line: see {out / 'bench-run.log'}")
     figures = {
         "minutes": args.minutes, "from_minute": args.from_minute, "streams": args.streams,
-        **_figures(samples, args.from_minute * 60),
+        "load_done_s": load_done_s, **_figures(samples, args.from_minute * 60, load_done_s),
+        "end_of_run_peak_mib": max(own + kids for _, own, kids in samples) / 2**20,
         "requests_recorded": pq.ParquetFile(folder / "requests.parquet").metadata.num_rows,
         "chunks_recorded": pq.ParquetFile(folder / "tokens.parquet").metadata.num_rows,
         "chunks_sent": json.loads((out / "truth.json").read_text()).get("tokens"),
