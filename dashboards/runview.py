@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -236,21 +237,30 @@ def _labels_text(labels: Any) -> str:
     return str(labels)
 
 
-def load_run_view(path: Path | str, label: str | None = None) -> RunView:
-    """Read ``path`` for drawing. Raises RunFolderError if it is not a run folder at all."""
+def _request_summary(path: Path, data: RunData) -> dict[str, Any]:
+    """The request figures of a folder without summary.json, and the words for a run that
+    ended early (a killed run's folder has none)."""
+    try:
+        summary: dict[str, Any] = dict(request_summary(data))
+    except ValueError as exc:
+        raise RunFolderError(f"{path}: no summary.json and it cannot be recomputed: {exc}") from exc
+    summary.update(run_end_summary(data.run_json))
+    return summary
+
+
+def load_run_view(
+    path: Path | str, label: str | None = None, summary: Mapping[str, Any] | None = None
+) -> RunView:
+    """Read ``path`` for drawing; ``summary``: the folder's summary, computed by the caller
+    from its tables, for a folder without summary.json (else its request figures are computed
+    here). Raises RunFolderError if it is not a run folder at all."""
     path = Path(path)
     data, unreadable = _load(path)
     notes: list[Note] = []
-    summary = data.summary
-    if summary is None:
-        try:
-            summary = request_summary(data)
-            # The words for a run that ended early (a killed run's folder has no summary.json).
-            summary.update(run_end_summary(data.run_json))  # type: ignore[typeddict-item]
-        except ValueError as exc:
-            raise RunFolderError(
-                f"{path}: no summary.json and it cannot be recomputed: {exc}"
-            ) from exc
+    if data.summary is not None:
+        summary = data.summary
+    else:
+        summary = dict(summary) if summary is not None else _request_summary(path, data)
         why = "is missing" if unreadable is None else f"could not be read ({unreadable})"
         notes.append(
             Note("run", f"summary.json {why}; its figures were recomputed from the tables.")

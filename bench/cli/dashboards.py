@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -21,8 +22,11 @@ from bench.run.terminal import print_table, terminal_console
 __all__ = ["compare", "deltas_table", "register", "report_after_run", "write_report_html"]
 
 
-def write_report_html(run_folder: Path, console: Console) -> Path:
-    """Write ``run_folder/report.html`` and print where (`bench report RUN --html`).
+def write_report_html(
+    run_folder: Path, console: Console, summary: Mapping[str, Any] | None = None
+) -> Path:
+    """Write ``run_folder/report.html`` and print where (`bench report RUN --html`);
+    ``summary``: the folder's, computed by the caller when it has no summary.json.
 
     Raises typer.Exit(2) with a message when ``run_folder`` is not a run folder.
     """
@@ -30,7 +34,7 @@ def write_report_html(run_folder: Path, console: Console) -> Path:
     from results.folder.run_folder import RunFolderError
 
     try:
-        path = write_run_report(run_folder)
+        path = write_run_report(run_folder, summary)
     except RunFolderError as e:
         print_error(console, e)
         raise typer.Exit(2) from e

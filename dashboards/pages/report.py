@@ -389,11 +389,12 @@ def build_run_page(view: RunView) -> Page:
     )
 
 
-def write_run_report(run_folder: Path) -> Path:
-    """Write ``run_folder/report.html`` and return its path.
+def write_run_report(run_folder: Path, summary: Mapping[str, Any] | None = None) -> Path:
+    """Write ``run_folder/report.html`` and return its path; ``summary``: the folder's, when it
+    has no summary.json and the caller computed it (results.run_summary.summarize_run).
 
     Raises results.folder.run_folder.RunFolderError when ``run_folder`` is not a run folder; any
     optional file it lacks (summary.json, steps.parquet, samples.parquet) is a note in the page.
     """
-    view = load_run_view(run_folder)
+    view = load_run_view(run_folder, summary=summary)
     return write_page(build_run_page(view), Path(run_folder) / REPORT_HTML)
