@@ -490,6 +490,18 @@ def _measure(
     return _Measured(result, clock_info, probe_result, probe_messages, section, watch, stop)
 
 
+def _probes_section(measured: _Measured, follower: StepFollower | None) -> dict[str, Any]:
+    """run.json's "probes": the probes' own section, and every line the probes and the step
+    follower had to say."""
+    probe_result = measured.probe_result
+    return {
+        **(probe_result.to_json() if probe_result else {}),
+        "messages": measured.probe_messages
+        + (probe_result.messages() if probe_result else [])
+        + (follower.notes if follower is not None else []),
+    }
+
+
 def _write_folder(
     opts: RunOptions,
     adapter: EngineAdapter,
@@ -554,12 +566,7 @@ def _write_folder(
             notes=prepared.calibration_notes,
             gpu_scope=gpu_scope_of(probe_result),
         ),
-        probes={
-            **(probe_result.to_json() if probe_result else {}),
-            "messages": measured.probe_messages
-            + (probe_result.messages() if probe_result else [])
-            + (follower.notes if follower is not None else []),
-        },
+        probes=_probes_section(measured, follower),
         versions=package_versions(),
         git_commit=git_commit(),
         started_utc=started_wall.isoformat(),
