@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from truth_server import spawned
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -215,21 +215,9 @@ def _ours(
 def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[str, Any]:
     """One client against a fresh truth server; its figures beside the truth's."""
     work = Path(tempfile.mkdtemp(prefix=f"timing-{name}-"))
-    url = f"http://127.0.0.1:{port}"
     truth_path = work / "truth.json"
-    server = subprocess.Popen(
-        ["taskset", "-c", SERVER_CPU, sys.executable, str(ROOT / "benchmarks" / "truth_server.py"),
-         "--port", str(port), "--out", str(truth_path), "--ttft-ms", str(args.ttft_ms),
-         "--itl-ms", str(args.itl_ms), "--per-stream"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        for _ in range(100):
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    args_ = ["--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms), "--per-stream"]
+    with spawned(port, truth_path, args_, prefix=["taskset", "-c", SERVER_CPU]) as url:
         cmd, parse = build(url, args, work)
         cpu0, t0 = _cpu_children_s(), time.monotonic()
         done = subprocess.run(["taskset", "-c", CLIENT_CPU, *cmd], capture_output=True,
@@ -237,12 +225,6 @@ def measure(name: str, build: Any, args: argparse.Namespace, port: int) -> dict[
         cpu_s, wall_s = _cpu_children_s() - cpu0, time.monotonic() - t0
         if done.returncode != 0:
             return {"client": name, "error": (done.stderr or done.stdout)[-1500:]}
-    finally:
-        try:
-            httpx.post(url + "/shutdown", timeout=5)
-        except httpx.HTTPError:
-            server.terminate()
-        server.wait(timeout=60)
     truth = json.loads(truth_path.read_text())
     figures = parse(truth)
     truth.pop("streams", None)

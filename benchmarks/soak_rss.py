@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 import pyarrow.parquet as pq
+from truth_server import spawned
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,19 +76,6 @@ def _rss(proc: psutil.Process) -> tuple[int, int]:
     return (sizes[0], sum(sizes[1:])) if sizes else (0, 0)
 
 
-def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the truth server exited ({server.returncode})")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit("the truth server did not answer /health within 30 s")
-
-
 def _sample(
     run: subprocess.Popen[bytes], every_s: float, csv: Path, log: Path
 ) -> tuple[list[tuple[float, int, int]], float | None]:
@@ -110,6 +97,8 @@ def _sample(
                 f.write(f"{t:.1f},{own + children},{own},{children}\n")
                 f.flush()
             time.sleep(every_s)
+    if load_done_s is None and samples and "load done:" in log.read_text(errors="replace"):
+        load_done_s = samples[-1][0]  # the run ended before the next sample
     return samples, load_done_s
 
 
@@ -155,30 +144,17 @@ def main() -> None:
         streams=args.streams, duration_s=args.minutes * 60, num_requests=num_requests,
         tokens=args.tokens,
     ))  # fmt: skip
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [sys.executable, str(ROOT / "benchmarks" / "truth_server.py"), "--port", str(port),
-         "--itl-ms", str(args.itl_ms), "--out", str(out / "truth.json")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _wait_healthy(url, server)
-        with (out / "bench-run.log").open("w") as log:
-            run = subprocess.Popen(
-                [sys.executable, "-m", "bench", "run", "--scenario", str(scenario), "--url", url,
-                 "--tokenizer", "tiny", "--no-live", "--runs-dir",
-                 str(out / "runs")],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            log_path = out / "bench-run.log"
-            samples, load_done_s = _sample(run, args.every_s, out / "rss.csv", log_path)
-    finally:
-        try:
-            httpx.post(url + "/shutdown", timeout=5)
-        except httpx.HTTPError:
-            server.terminate()
-        server.wait(timeout=300)
+    truth = ["--itl-ms", str(args.itl_ms)]
+    with (
+        spawned(_free_port(), out / "truth.json", truth) as url,
+        (out / "bench-run.log").open("w") as log,
+    ):
+        run = subprocess.Popen(
+            [sys.executable, "-m", "bench", "run", "--scenario", str(scenario), "--url", url,
+             "--tokenizer", "tiny", "--no-live", "--runs-dir", str(out / "runs")],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        samples, load_done_s = _sample(run, args.every_s, out / "rss.csv", Path(log.name))
     if run.returncode != 0:
         raise SystemExit(f"bench run exited {run.returncode}: see {out / 'bench-run.log'}")
     # The run's folder; the run history (history.duckdb, .history.rows) sits beside it.

@@ -27,11 +27,15 @@ import contextlib
 import heapq
 import json
 import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 _NS = 1_000_000_000
@@ -247,6 +251,44 @@ async def serve(
         out.write_text(
             json.dumps(server.truth(per_stream), indent=None if per_stream else 2) + "\n"
         )
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextlib.contextmanager
+def spawned(
+    port: int, out: Path, args: Sequence[str] = (), prefix: Sequence[str] = ()
+) -> Iterator[str]:
+    """This server in a process of its own on 127.0.0.1:``port`` (``args``: its options beyond
+    --port and --out; ``prefix``: what runs it, e.g. taskset), for a benchmark's client: yields
+    its URL once /health answers, then asks it to shut down, which writes the truth to ``out``.
+    """
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [*prefix, sys.executable, str(Path(__file__).resolve()), "--port", str(port), "--out",
+         str(out), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not _healthy(url):
+            if server.poll() is not None:
+                raise SystemExit(f"the truth server exited ({server.returncode})")
+            if time.monotonic() > deadline:
+                raise SystemExit("the truth server did not answer /health within 30 s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        try:
+            httpx.post(url + "/shutdown", timeout=5)
+        except httpx.HTTPError:
+            server.terminate()
+        server.wait(timeout=300)
 
 
 def main() -> None:
