@@ -91,7 +91,8 @@ def _sample(
         while run.poll() is None:
             t, (own, children) = time.monotonic() - t0, _rss(proc)
             if load_done_s is None and "load done:" in log.read_text(errors="replace"):
-                load_done_s = t
+                # The load ended after the sample before this one: the window ends there.
+                load_done_s = samples[-1][0] if samples else t
             if own:
                 samples.append((t, own, children))
                 f.write(f"{t:.1f},{own + children},{own},{children}\n")
