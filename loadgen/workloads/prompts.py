@@ -72,7 +72,7 @@ def exact_length_prompt(
     if n_tokens < 1:
         raise WorkloadError(f"prompt length: expected >= 1 tokens, got {n_tokens}")
     # A draw whose fix-up cycles (a truncation that re-merges, a top-up that merges again) is
-    # rare, about one prompt in 50,000 with the tiny test tokenizer: a soak of many requests
+    # rare, about one prompt in 12,000 with the tiny preset's tokenizer: a soak of many requests
     # meets it, so a fresh draw follows. The first draw is the same as ever, so every prompt
     # that converged before is unchanged.
     for _ in range(_MAX_DRAWS):

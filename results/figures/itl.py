@@ -149,8 +149,10 @@ def _itl_table(con: duckdb.DuckDBPyConnection, tokens: TokenSource) -> None:
     by DuckDB's window."""
     con.execute("CREATE TEMP TABLE itl_raw (v DOUBLE, w BIGINT)")
     held: list[tuple[np.ndarray, np.ndarray]] = []
+    held_values = 0
 
     def insert() -> None:
+        nonlocal held_values
         # Batches are a row group each: inserted BATCH_ROWS values at a time, not one by one.
         gaps = pa.table({"v": np.concatenate([v for v, _ in held]),
                          "w": np.concatenate([w for _, w in held])})  # fmt: skip
@@ -158,11 +160,13 @@ def _itl_table(con: duckdb.DuckDBPyConnection, tokens: TokenSource) -> None:
         con.execute("INSERT INTO itl_raw SELECT v, w FROM _gaps")
         con.unregister("_gaps")
         held.clear()
+        held_values = 0
 
     try:
         for values, counts in grouped_gaps(tokens, BATCH_ROWS):
             held.append((values, counts))
-            if sum(v.size for v, _ in held) >= BATCH_ROWS:
+            held_values += values.size
+            if held_values >= BATCH_ROWS:
                 insert()
         if held:
             insert()
