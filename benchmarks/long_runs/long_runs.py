@@ -8,11 +8,11 @@ GNU time (``/usr/bin/time -v``), whose "Maximum resident set size" is the peak R
 picks the checkout whose code runs (its folder goes first on PYTHONPATH), so the same script
 measures two versions of the lab:
 
-    python benchmarks/long_runs.py --requests 10000 100000 --out /tmp/after
-    python benchmarks/long_runs.py --requests 10000 --code ../other-checkout --out /tmp/before
-    python benchmarks/long_runs.py --requests 10000 --tile 10 100 --out tiled
+    python benchmarks/long_runs/long_runs.py --requests 10000 100000 --out /tmp/after
+    python benchmarks/long_runs/long_runs.py --requests 10000 --code ../other --out /tmp/before
+    python benchmarks/long_runs/long_runs.py --requests 10000 --tile 10 100 --out tiled
 
-``--tile K ...`` also makes a folder of K copies of the first run (benchmarks/tile_run.py:
+``--tile K ...`` also makes a folder of K copies of the first run (benchmarks/long_runs/tile_run.py:
 10^6 requests without an hour of simulation) and times report and gate on it; the baseline is
 always saved from the first run.
 
@@ -126,9 +126,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, nargs="+", required=True)
     parser.add_argument("--tile", type=int, nargs="*", default=[],
-                        help="also tile the first run this many times (benchmarks/tile_run.py)"
+                        help="also tile the first run this many times (tile_run.py beside this)"
                         " and time report and gate on each tiled folder")  # fmt: skip
-    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[2])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     out, code = args.out.resolve(), args.code.resolve()

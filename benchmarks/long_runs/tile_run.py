@@ -9,7 +9,7 @@ never overlap and every id stays unique. run.json is the source's with the reque
 multiplied. Tables are copied one row group at a time, so memory holds one row group
 whatever K is:
 
-    python benchmarks/tile_run.py RUN_FOLDER --times 10 --out TILED_FOLDER
+    python benchmarks/long_runs/tile_run.py RUN_FOLDER --times 10 --out TILED_FOLDER
 
 The tiled folder has no summary.json: `bench report TILED_FOLDER` computes it.
 """
