@@ -341,6 +341,7 @@ def paged_attention(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     gather_budget_bytes: int = DECODE_GATHER_BUDGET_BYTES,
+    round_through: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Write this step's K/V into `kv_cache`, then attend every query to its sequence's context.
 
@@ -352,10 +353,11 @@ def paged_attention(
     into the softmax scale, v_scale into the attention output (both exact rewrites). A first
     prefill chunk attends to its own fresh K/V, so it never sees the cache's rounding.
     `gather_budget_bytes` bounds one decode group's gathered K/V (module docstring).
+    `round_through`: an fp8 dtype whose storage a cache of q's dtype emulates (write_kv_cache).
     """
     head_dim = q.shape[2]
     num_kv_heads = k.shape[1]
-    write_kv_cache(kv_cache, meta.slot_mapping, k, v, k_scale, v_scale)
+    write_kv_cache(kv_cache, meta.slot_mapping, k, v, k_scale, v_scale, round_through)
     if meta.naive:
         return naive_paged_attention(
             q, kv_cache, meta.block_tables, meta.query_start_loc, meta.seq_lens,
@@ -441,15 +443,21 @@ def write_kv_cache(
     v: torch.Tensor,
     k_scale: float = 1.0,
     v_scale: float = 1.0,
+    round_through: torch.dtype | None = None,
 ) -> None:
     """Store k and v [T, Hkv, D] at flat slots `slot_mapping` [T] of `kv_cache`, in its dtype.
 
     An fp8 cache stores K / k_scale and V / v_scale saturated to the format's range
     (`encode_kv`), written through a uint8 view: CPU torch has no fp8 `index_copy_`.
+    `round_through` (an fp8 dtype, with a cache in the model's dtype) stores exactly what such
+    an fp8 cache would give back on a read: the fake-quantized reference that the fp8 path
+    must equal (engine/model/kv_dtype.py, `emulate_kv_storage`).
     """
     num_tokens = k.shape[0]
     num_slots = kv_cache.shape[1] * kv_cache.shape[2]
     new_kv = torch.stack((k, v))
+    if round_through is not None and not is_fp8(kv_cache.dtype):
+        new_kv = decode_kv(encode_kv(new_kv, round_through, k_scale, v_scale), kv_cache.dtype)
     if is_fp8(kv_cache.dtype):
         new_kv = encode_kv(new_kv, kv_cache.dtype, k_scale, v_scale).view(torch.uint8)
         kv_cache = kv_cache.view(torch.uint8)

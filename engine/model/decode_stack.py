@@ -47,6 +47,8 @@ def why_not(model: LlamaForCausalLM, kv_caches: list[torch.Tensor]) -> str | Non
             return f"the KV cache is {cache.dtype}, not the model's {dtype}"
         if attn.k_scale != 1.0 or attn.v_scale != 1.0:
             return "the KV cache has scales (an fp8 cache)"
+        if attn.kv_round_through is not None:
+            return "it emulates an fp8 cache (LlamaForCausalLM.emulate_kv_storage)"
     return None
 
 

@@ -124,6 +124,9 @@ class LlamaAttention(nn.Module):
         # Plain floats, not buffers: no weight bytes, and never cast by model.to().
         self.k_scale = 1.0
         self.v_scale = 1.0
+        # An fp8 dtype whose cache a cache in the model's dtype emulates (None: store as is):
+        # the reference an fp8 cache's logits are checked against (emulate_kv_storage).
+        self.kv_round_through: torch.dtype | None = None
         qkv_rows = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
         self.qkv_proj = SmallBatchLinear(config.hidden_size, qkv_rows, bias=False)
         self.o_proj = SmallBatchLinear(
@@ -144,8 +147,9 @@ class LlamaAttention(nn.Module):
         qk = apply_rotary(qkv[:, :qk_heads], cos, sin)  # q and k rotated in one pass
         q, k, v = qk[:, : self.num_heads], qk[:, self.num_heads :], qkv[:, qk_heads:]
         attended = paged_attention(
-            q, k, v, kv_cache, meta, self.scale, k_scale=self.k_scale, v_scale=self.v_scale
-        )
+            q, k, v, kv_cache, meta, self.scale, k_scale=self.k_scale, v_scale=self.v_scale,
+            round_through=self.kv_round_through,
+        )  # fmt: skip
         return self.o_proj(attended.reshape(num_tokens, -1))
 
 
@@ -248,6 +252,15 @@ class LlamaForCausalLM(nn.Module):
             if not (k > 0 and v > 0):
                 raise ValueError(f"layer {i}: KV scales must be positive, got k={k}, v={v}")
             layer.self_attn.k_scale, layer.self_attn.v_scale = float(k), float(v)
+
+    def emulate_kv_storage(self, dtype: torch.dtype | None) -> None:
+        """Store every layer's K/V rounded through fp8 ``dtype`` (with the layers' K and V
+        scales) in a cache of the model's own dtype, so that attention reads what an fp8 cache
+        would give back: the fake-quantized reference of ``kv_cache_dtype="fp8"``. None
+        stores K/V as they are. Needs the torch attention path: the C decode stack writes its
+        cache itself (engine/model/decode_stack.py)."""
+        for layer in self.layers:
+            layer.self_attn.kv_round_through = dtype
 
     def kv_scales(self) -> tuple[list[float], list[float]]:
         """The per-layer (K scales, V scales) the attention layers use."""

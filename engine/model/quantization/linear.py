@@ -80,6 +80,19 @@ def quantize_int4(
     return q.to(torch.int32).view(out_features, in_features), scales, zeros
 
 
+def dequantize_int8(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The fp32 weight [N, K] that `quantize_int8`'s codes stand for: q * s."""
+    return q.float() * scales.float()[:, None]
+
+
+def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    """The fp32 weight [N, K] that `quantize_int4`'s codes stand for: (q - 8) * s + z per
+    group (the module docstring's formula)."""
+    out_features, in_features = q.shape
+    groups = q.float().view(out_features, scales.shape[1], -1) - _INT4_OFFSET
+    return (groups * scales[..., None] + zeros[..., None]).view(out_features, in_features)
+
+
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
     """int4 values [N, K] (0..15) -> uint8 [N, K / 2], even column in the high nibble (the
     layout torch's CUDA packer takes)."""

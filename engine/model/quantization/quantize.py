@@ -31,7 +31,11 @@ from engine.model.quantization.linear import (
     Int4Linear,
     Int8Linear,
     KernelChoice,
+    dequantize_int4,
+    dequantize_int8,
     probe_kernel,
+    quantize_int4,
+    quantize_int8,
 )
 from engine.model.quantization.timing import Timer, limit_to_faster_sizes, timed_kernel
 
@@ -180,6 +184,34 @@ def quantize_model(
     )
 
 
+def fake_quantize_model(model: LlamaForCausalLM, method: str, group_size: int) -> int:
+    """Round every decoder linear weight of a float ``model`` to what ``method`` ("int8" or
+    "int4" with ``group_size``) stores, keeping it a float layer: w <- dequantize(quantize(w)),
+    computed in fp32 from the same codes `quantize_model` packs. The result is the fake-
+    quantized reference of the ``quantization`` switch: the same arithmetic in the model's
+    dtype, with no packing and no kernel, so a quantized model's logits must match it up to
+    the kernels' rounding (bench.experiments.switch_quality). Returns how many weights were
+    rounded. Raises ValueError as `quantize_model` does."""
+    if method not in ("int8", "int4"):
+        raise ValueError(f"fake quantization takes int8 or int4, got {method!r}")
+    linears = list(decoder_linears(model))
+    if any(not isinstance(layer, nn.Linear) for _, _, _, layer in linears):
+        raise ValueError("fake quantization needs a float model; this one is quantized")
+    if method == "int4":
+        _check_group_size(group_size, linears)
+    count = 0
+    with torch.no_grad():
+        for _, _, _, linear in linears:
+            weight = linear.weight
+            if method == "int8":
+                rounded = dequantize_int8(*quantize_int8(weight))
+            else:
+                rounded = dequantize_int4(*quantize_int4(weight, group_size))
+            weight.copy_(rounded.to(weight.dtype))
+            count += weight.numel()
+    return count
+
+
 def _quantized(
     weight: torch.Tensor, method: str, group: int | None, choice: KernelChoice
 ) -> Int8Linear | Int4Linear:
@@ -216,6 +248,7 @@ __all__ = [
     "DEQUANT",
     "QUANT_METHODS",
     "QuantReport",
+    "fake_quantize_model",
     "quantize_model",
     "weight_bytes",
 ]
