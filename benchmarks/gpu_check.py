@@ -7,14 +7,15 @@ The lines (benchmarks/gpu_checks/runner.py): NVML readings (energy, power, SM) a
 (tensor, DRAM) during a matmul loop, on the GPU this process's cuda:0 is; the engine's logits
 on CUDA against the CPU (tiny, fp32); Llama-3-8B-shaped random bf16 decode: batch-1 MBU
 (target >= 0.75) eager and with CUDA graphs, batch 32 within 2x its roofline time; CUDA graphs
-on against off; forward_s against torch.profiler's device times, on steps that sample and
-steps that do not, with the host's share of a step; fp8 KV, int8 and int4 against bf16
-(logit error; slower is expected where the engine refused the kernel); speculation with a
-draft that is the target (acceptance ~100%, the target's tokens); a short `bench run` with
+on against off (float32 tokens, bf16 logits, speed); forward_s against torch.profiler's device
+times, on steps that sample and steps that do not, with the host's share of a step; fp8 KV,
+int8 and int4 against their emulation, their cost against bf16 (slower is expected where the
+engine refused the kernel); speculation in float32 with a draft that is the target (acceptance
+~100%, the target's tokens); a short `bench run` with
 probes (GPU series, energy per token, MFU, MBU); `bench run --nsys` where nsys exists.
 
 Each line is printed as it finishes, under its own budget (what it started is killed when it
-runs over), the whole under an explicit deadline (7.5 minutes by default, --deadline). On a
+runs over), the whole under an explicit deadline (545 s by default, --deadline). On a
 MIG instance the roofs and KV budgets are scaled to the slice, and what does not fit is
 skipped with what it needs. Exit status: 0 when no line is a MISS, 1 when one is; without a
 usable CUDA device every line is SKIP with torch's reason and the status is 0, or 3 under

@@ -24,6 +24,14 @@ class NsysUnavailable(RuntimeError):
     """nsys is not on PATH; the message says so and how to get it."""
 
 
+# Which packages bring nsys: said wherever it is missing.
+NSYS_INSTALL = (
+    "Install Nsight Systems' command line (the package nsight-systems-cli of NVIDIA's CUDA "
+    "apt repository, cuda-nsight-systems-<version> with the CUDA toolkit, or Debian "
+    "non-free's nsight-systems) and put its bin/ on PATH."
+)
+
+
 def find_nsys() -> str | None:
     """The nsys executable on PATH, or None."""
     return shutil.which("nsys")
@@ -43,8 +51,8 @@ def nsys_command(
     executable = nsys or find_nsys()
     if executable is None:
         raise NsysUnavailable(
-            "--nsys: nsys (Nsight Systems) is not on PATH; the engine runs without it. Install "
-            "Nsight Systems (it ships with the CUDA toolkit) and put its bin/ on PATH."
+            f"--nsys: nsys (Nsight Systems) is not on PATH; the engine runs without it. "
+            f"{NSYS_INSTALL}"
         )
     if not command:
         raise ValueError("nsys_command needs the engine's command line")

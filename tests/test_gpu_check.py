@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -26,7 +25,7 @@ from benchmarks.gpu_checks.engine_runs import (
     run_greedy,
     run_profiled,
 )
-from benchmarks.gpu_checks.figures import decode_mbu, logit_error, token_agreement
+from benchmarks.gpu_checks.figures import decode_mbu
 from benchmarks.gpu_checks.rows import Row, passed, render_line, render_table, to_json
 from benchmarks.gpu_checks.runner import CHECKS
 from perfmodel import cache
@@ -108,22 +107,10 @@ def test_mbu_is_the_analytic_bytes_over_the_step_time_and_the_roof() -> None:
     assert decode_mbu(_decode_steps(0.008, 1, 64), {**analytic, "roofs": None}, 1)["mbu"] is None
 
 
-def test_logit_error_and_token_agreement() -> None:
-    ref = np.array([[1.0, -2.0, 3.0]])
-    assert logit_error(ref, ref) == 0.0
-    assert logit_error(ref * 1.01, ref) == pytest.approx(0.01)
-    assert token_agreement([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 6]]) == 1.0
-    # The second sequence differs at its second token: what follows is not counted.
-    assert token_agreement([[1, 2, 3], [4, 9, 6]], [[1, 2, 3], [4, 5, 6]]) == pytest.approx(4 / 6)
-
-
-def test_the_engine_harness_runs_a_greedy_batch_and_keeps_its_logits() -> None:
+def test_the_engine_harness_runs_a_greedy_batch_and_records_its_steps() -> None:
     engine = build({"model": "tiny", "dtype": "float32", "device": "cpu", "seed": 0})
-    run = run_greedy(engine, prompts(3, 16, 4096), 5, capture_logits=2)
+    run = run_greedy(engine, prompts(3, 16, 4096), 5)
     assert [len(t) for t in run.tokens] == [5, 5, 5]
-    assert len(run.logits) == 2 and run.logits[0].shape == (3, 4096)
-    # Greedy: each sequence's first token is the argmax of the prefill's logits.
-    assert [t[0] for t in run.tokens] == run.logits[0].argmax(-1).tolist()
     assert run.steps["num_decode_seqs"].iloc[-1] == 3 and len(run.steps) == 5
     assert median_forward_s(run.steps, "decode") > 0
     assert run.analytic["model_config"]["name"] == "tiny"
@@ -186,7 +173,10 @@ def test_the_engine_lines_run_end_to_end_with_the_tiny_preset_on_the_cpu(
     assert rows["batch 32"].values["steps"] == 5 and rows["batch 32"].values["ratio"] > 0
     kinds = rows["timing"].values["kinds"]
     assert kinds["sampling"]["steps"] > 0 and kinds["not sampling"]["steps"] > 0, kinds
-    assert 0 <= rows["int8"].values["max_rel_logit_error"] < 1, rows["int8"]
+    # int8 on the tiny preset: right (near its emulation), at a small cost against float32.
+    assert rows["int8"].status == "PASS", rows["int8"]
+    assert rows["int8"].values["right"], rows["int8"]
+    assert 0 < rows["int8"].values["rel_logit_error"] < 0.2, rows["int8"]
     assert rows["int8"].values["decode_time_ratio"] > 0
     # A draft that is the target, in fp32 on the CPU: every draft token accepted.
     assert rows["spec"].status == "PASS", rows["spec"]

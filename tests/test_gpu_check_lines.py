@@ -14,6 +14,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from bench.experiments.forced_runs import LogitComparison
+from bench.experiments.switch_quality import judge
 from benchmarks.gpu_checks import device_checks, engine_checks
 from benchmarks.gpu_checks.device_time import StepSpan, step_spans, timing_against_device
 from benchmarks.gpu_checks.engine_runs import GreedyRun
@@ -43,12 +45,28 @@ def _nvml_lines(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu]) -> tuple[A
     return device_checks.check_nvml(None, "nvml"), device_checks.check_gpm(None, "gpm")
 
 
-def _two_gpus(gpm: str = "supported") -> list[FakeGpu]:
+# What NVML_FI_DEV_POWER_INSTANT reads under BUSY (the fake adds 5 W to the average).
+BUSY_INSTANT_W = BUSY["power_mw"] / 1000 + 5
+
+
+def _busy(spike_w: float | None = None, energy_rate: float = 1.0) -> Any:
+    """BUSY readings whose energy counter grows at ``energy_rate`` times the instant power in
+    real time (1.0: the counter a real GPU keeps); ``spike_w``: one tick's power instead."""
+
+    def readings(tick: int) -> dict[str, float]:
+        watts = BUSY_INSTANT_W * energy_rate
+        power = BUSY["power_mw"] if spike_w is None or tick != 6 else (spike_w - 5) * 1000
+        return {**BUSY, "power_mw": power, "energy_mj": watts * 1000 * time.perf_counter()}
+
+    return readings
+
+
+def _two_gpus(gpm: str = "supported", readings: Any = None) -> list[FakeGpu]:
     # GPU 0 idle; this process on GPU 1, which the load keeps busy.
     idle = FakeGpu(uuid="GPU-00000000-0000-0000-0000-000000000000")
     busy = FakeGpu(uuid="GPU-11111111-1111-1111-1111-111111111111", gpm=gpm,
                    processes=[FakeProcess(os.getpid(), "python3")],
-                   readings=lambda tick: BUSY)  # fmt: skip
+                   readings=readings or _busy())  # fmt: skip
     return [idle, busy]
 
 
@@ -59,6 +77,34 @@ def test_nvml_reads_the_gpu_this_process_is_on(monkeypatch: pytest.MonkeyPatch) 
     assert nvml.values["sm_source"] == "GPM SM utilization"
     assert gpm.status == "PASS", gpm
     assert "tensor and DRAM from GPM" in gpm.detail
+
+
+def test_power_is_judged_by_its_mean_and_the_energy_counter_by_integrated_power(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A moment over the 700 W limit is normal (an H200 read 749 W under this loop; 2301656
+    judged the peak and failed it); a mean over it is not, nor an energy counter that
+    disagrees with the power it integrates."""
+    spike, _ = _nvml_lines(monkeypatch, _two_gpus(readings=_busy(spike_w=760.0)))
+    assert spike.status == "PASS", spike
+    assert spike.values["mean_power_w"] < 700 < 760
+    assert spike.values["energy_disagreement"] < device_checks.ENERGY_TOLERANCE
+    hot = _two_gpus(readings=_busy())
+    hot[1].power_limit_mw = 400_000  # the loop's mean, 455 W, over a 400 W limit
+    over, _ = _nvml_lines(monkeypatch, hot)
+    assert over.status == "MISS" and "mean power within limit" in over.detail, over
+    wrong, _ = _nvml_lines(monkeypatch, _two_gpus(readings=_busy(energy_rate=3.0)))
+    assert wrong.status == "MISS", wrong
+    assert "energy counter matches integrated power" in wrong.detail
+    assert wrong.values["energy_disagreement"] > 0.5  # (3 - 1) / 3 of the counter
+
+
+def test_integrated_energy_is_the_trapezoid_held_at_the_ends() -> None:
+    power = [(1.0, 100.0), (2.0, 300.0), (3.0, 300.0)]
+    assert device_checks.integrated_energy_j(power, 1.0, 3.0) == pytest.approx(200 + 300)
+    # Held at the nearest reading beyond the readings inside: 0.5 s of 100 W, 0.5 of 300 W.
+    assert device_checks.integrated_energy_j(power, 0.5, 3.5) == pytest.approx(50 + 500 + 150)
+    assert device_checks.integrated_energy_j([], 0.0, 1.0) == 0.0
 
 
 def test_a_gpm_refusal_makes_the_gpm_line_a_miss(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,17 +202,36 @@ def test_a_slowed_batch_32_step_is_a_miss() -> None:
     assert row.status == "MISS" and "not in the table" in row.detail
 
 
+def _storage(off: float, emulation: float) -> tuple[Any, Any, tuple[bool, str]]:
+    against_off, against_emulation = (
+        LogitComparison(off, 0.8, 64),
+        LogitComparison(emulation, 1.0, 64),
+    )
+    return against_off, against_emulation, judge("lossy", "bfloat16", False, against_off,
+                                                 against_emulation)  # fmt: skip
+
+
 def test_a_quantized_engine_slower_than_bf16_is_expected_where_it_was_refused() -> None:
     slow = {"prefill": 1.8, "decode": 1.3}
     refused = "int8pack refused, slower than bfloat16 matmul (...)"
-    row = quantized_row("int8", "int8 weights", 0.01, 1.0, slow, refused)
+    row = quantized_row("int8", *_storage(0.05, 0.01), slow, refused)
     assert row.status == "PASS" and "refused by the engine, as designed" in row.detail
-    assert quantized_row("int8", "int8 weights", 0.01, 1.0, slow, None).status == "MISS"
-    wrong = quantized_row("int8", "int8 weights", 0.3, 0.2, {"prefill": 0.9, "decode": 0.8},
-                          refused)  # fmt: skip
-    assert wrong.status == "MISS" and "wrong logits" in wrong.detail
-    fast = quantized_row("int4", "int4 weights", 0.1, 0.9, {"prefill": 1.0, "decode": 0.7}, None)
+    assert quantized_row("int8", *_storage(0.05, 0.01), slow, None).status == "MISS"
+    fast = quantized_row("int4", *_storage(0.4, 0.02), {"prefill": 1.0, "decode": 0.7}, None)
     assert fast.status == "PASS"
+
+
+def test_a_right_storage_passes_at_8b_figures_and_a_misread_one_is_a_miss() -> None:
+    """The H200's right fp8 cache at 8B shapes: 0.28 from bf16 (every rounding amplified
+    through 32 random layers), bit-exact to its emulation; 2301656's 0.1 bound failed it. A
+    path that misreads its storage is as far from its emulation as from bf16."""
+    fast = {"prefill": 1.0, "decode": 0.9}
+    right = quantized_row("fp8", *_storage(0.278, 0.0), fast, None)
+    assert right.status == "PASS", right
+    assert right.values["rel_logit_error"] == 0.278 and right.values["right"]
+    misread = quantized_row("int4", *_storage(1.02, 1.05), fast, None)
+    assert misread.status == "MISS" and "wrong logits" in misread.detail
+    assert "misreads its storage" in misread.detail
 
 
 def test_a_draft_that_is_the_target_must_be_accepted() -> None:

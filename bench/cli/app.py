@@ -209,6 +209,14 @@ def ablate(
     max_error_rate: MaxErrorRate,
     history: HistoryPath,
     no_history: NoHistory,
+    quality: Annotated[
+        bool,
+        typer.Option(
+            "--quality/--no-quality",
+            help="Also judge each setting's output against the first's, in this process in "
+            "float32 (teacher-forced logits; docs/reference-engine.md, 'Is the output right?').",
+        ),
+    ] = True,
 ) -> None:
     """Run a scenario once per engine setting, each on a fresh reference engine."""
     from bench.cli.interrupted import end_interrupted
@@ -234,7 +242,7 @@ def ablate(
 
     use_history(history, no_history, runs_dir)
     try:
-        path = run_ablation(spec, switches, runs_dir, console, live, max_error_rate)
+        path = run_ablation(spec, switches, runs_dir, console, live, max_error_rate, quality)
     except AblationError as e:
         print_error(console, e)
         raise typer.Exit(EXIT_REFUSED) from e

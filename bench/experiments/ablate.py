@@ -19,12 +19,20 @@ from rich.console import Console
 from rich.text import Text
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
+from bench.experiments.switch_quality import (
+    QUALITY_TOKENS,
+    judged_settings,
+    measure_switch_quality,
+    quality_prompts,
+    quality_text,
+)
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
 from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_and_report
 from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
+from engine.model.weights import load_model_spec
 from perfmodel.files import atomic_write_text
 from results.folder.run_folder import load_run, sanitize_name
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
@@ -101,8 +109,12 @@ def run_ablation(
     console: Console,
     live: bool = True,
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    quality: bool = True,
 ) -> Path:
     """Run every setting; write <runs_dir>/<UTC>-ablate-<scenario>/ablation.json; return it.
+
+    With ``quality``, each setting but the baseline is also judged against it in this process
+    (ablation_quality: is its output right, what does it cost in logits), in float32.
 
     Each row keeps its run's usability verdict (summary.json's ``usability``), so a setting whose
     run is not usable is named after all of them ran. A signal ends it: ablation.json keeps the
@@ -129,6 +141,11 @@ def run_ablation(
                      **ablation_row(load_run(folder)),
                      "usability": summary.get("usability")})  # fmt: skip
     baseline = rows[0]
+    if quality:
+        for row in rows[1:]:
+            row["quality"], row["quality_missing"] = ablation_quality(
+                scenario, baseline["setting"], row["setting"]
+            )
     for row in rows:
         row["ratios"] = {
             key: (row[key] / baseline[key]) if row[key] is not None and baseline[key] else None
@@ -148,6 +165,28 @@ def run_ablation(
         doc["interrupted"] = interrupted
     atomic_write_text(path, json.dumps(doc, indent=2, default=str) + "\n")
     return path
+
+
+def ablation_quality(
+    scenario: Scenario, baseline: dict[str, Any], setting: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(the quality of ``setting`` against ``baseline``, bench.experiments.switch_quality's
+    SwitchQuality as a dict, or None and why not). Engines of the scenario's model are built
+    in this process, in float32, one at a time: a model too large for this host's memory
+    says so instead."""
+    flat = reference_settings(scenario, baseline)
+    on = {k: v for k, v in setting.items() if baseline.get(k) != v}
+    judged = judged_settings(flat, on)
+    if judged is None:
+        return None, "another model, dtype or device"
+    base, switched = judged
+    try:
+        model = EngineConfig.from_flat(base).model.model
+        prompts = quality_prompts(load_model_spec(model, shape_only=True)[0].vocab_size)
+        got = measure_switch_quality(base, switched, prompts, QUALITY_TOKENS)
+    except (MemoryError, RuntimeError, ValueError) as exc:
+        return None, f"could not be measured here: {str(exc).splitlines()[0][:120]}"
+    return got.to_dict(), None
 
 
 def ablation_verdicts(path: Path) -> list[tuple[str, Path, dict[str, Any]]]:
@@ -178,6 +217,7 @@ def render_ablation(path: Path, console: Console) -> None:
     table.add_column("setting", overflow="fold", min_width=28)
     for col in doc["columns"]:
         table.add_column(col["title"], justify="right")
+    table.add_column("quality against the first", overflow="fold", max_width=36)
     for i, row in enumerate(doc["rows"]):
         cells = [row["label"]]
         for col in doc["columns"]:
@@ -186,6 +226,8 @@ def render_ablation(path: Path, console: Console) -> None:
             if i and ratio is not None:
                 text += f"\n×{ratio:.2f}"
             cells.append(text)
+        missing = row.get("quality_missing") or "not measured"
+        cells.append(quality_text(row.get("quality"), missing) if i else "(baseline)")
         table.add_row(*cells)
     print_table(console, table)
     print_path(console, "ablation", path)

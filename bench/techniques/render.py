@@ -13,8 +13,10 @@ from rich.text import Text
 
 from bench.experiments.ablate import format_figure
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS
+from bench.experiments.switch_quality import quality_text
 from bench.run.messages import print_path
 from bench.run.terminal import print_table
+from bench.techniques.quality import WRONG_OUTPUT
 
 _UNITS = {key: (title, unit) for key, title, unit in ABLATION_COLUMNS}
 
@@ -31,7 +33,14 @@ def claimed_text(row: dict[str, Any]) -> str:
     return f"{row['claim']} [{span} {row['metric_title']} {row['ratio']}]"
 
 
+def wrong_output(row: dict[str, Any]) -> bool:
+    """Whether the row's technique gave a wrong answer (bench.techniques.quality)."""
+    return row.get("placement") == WRONG_OUTPUT
+
+
 def measured_text(row: dict[str, Any]) -> str:
+    if wrong_output(row):
+        return "wrong output: no speedup shown (see quality)"
     m = row["measured"]
     unit = row["unit"]
     parts = [
@@ -62,6 +71,7 @@ def cell_texts(doc: dict[str, Any]) -> dict[str, Any]:
         row["text"] = {
             "claimed": claimed_text(row),
             "measured": measured_text(row),
+            "quality": quality_text(row.get("quality")),
             "predicted": [predicted_text(p) for p in row["predictions"]],
             "reason": row["reason"] or "agrees",
         }
@@ -76,6 +86,7 @@ def render_techniques(path: Path, console: Console) -> None:
     table.add_column("technique", min_width=12)
     table.add_column("claim", overflow="fold", max_width=34)
     table.add_column("measured here", overflow="fold", max_width=40)
+    table.add_column("quality", overflow="fold", max_width=40)
     for device in doc["devices"]:
         table.add_column(f"predicted {device}", justify="right", max_width=14, overflow="fold")
     table.add_column("why they differ", overflow="fold", max_width=48)
@@ -85,6 +96,7 @@ def render_techniques(path: Path, console: Console) -> None:
             row["title"],
             text["claimed"],
             text["measured"],
+            text["quality"],
             *text["predicted"],
             text["reason"],
         ]

@@ -22,6 +22,7 @@ from bench.experiments.ablation_metrics import ABLATION_COLUMNS
 from bench.run.endpoint.environment import hardware
 from bench.techniques.claims import CLAIMS, Claim
 from bench.techniques.predictions import DEVICES, SimCache, predict
+from bench.techniques.quality import WRONG_OUTPUT, row_quality
 from bench.techniques.reasons import verdict
 from bench.techniques.render import cell_texts
 from bench.techniques.speculation_estimate import speculation_estimate
@@ -130,6 +131,13 @@ def build_row(
     bounds = claim.bounds(_scale_value(claim, facts))
     predictions = predict(claim, study_, study_.scenario(quick), off, on, measured, sims)
     placement, reason = verdict(claim, bounds, measured, predictions)
+    quality = row_quality(study_, off, on)
+    if quality is not None and not quality.right:
+        # A speedup of a wrong answer is no speedup: the row says what is wrong instead, and
+        # its ratio is kept apart, out of the table and the chart.
+        placement, reason = WRONG_OUTPUT, f"{WRONG_OUTPUT}: {quality.reason}"
+        measured["value_of_wrong_output"] = measured["value"]
+        measured["value"] = None
     title, unit = _TITLES[claim.metric]
     return {
         "technique": claim.technique,
@@ -145,6 +153,7 @@ def build_row(
         "claimed": list(bounds),
         "measured": measured,
         "placement": placement,
+        "quality": quality.to_dict() if quality is not None else None,
         "predictions": predictions,
         "reason": reason,
         "ablation": doc["path"],

@@ -1,6 +1,5 @@
-"""One reference engine on the GPU, driven offline (LLMEngine.generate's loop), with logit
-capture and, for the timing line, torch.profiler around its executor: what the engine checks
-measure with.
+"""One reference engine on the GPU, driven offline (LLMEngine.generate's loop), with
+torch.profiler around its executor for the timing line: what the engine checks measure with.
 
 The profiled run wraps each ``execute_model`` call that computes something in a range named
 ``device_time.STEP_MARK#i`` and notes whether it sampled (returned tokens); the profiler's own
@@ -18,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -52,13 +50,12 @@ def prompts(num_seqs: int, prompt_tokens: int, vocab_size: int, seed: int = 0) -
 @dataclass
 class GreedyRun:
     """What one greedy batch through an engine gave: each sequence's tokens, the engine's step
-    records of the batch (results.folder.engine_steps' table), the logits of the first captured
-    ``compute_logits`` calls (fp32, on the host) and the run's analytic section
-    (results.figures.analytic, its roofs scaled to a MIG instance by ``gpu_scope``), for MBU."""
+    records of the batch (results.folder.engine_steps' table) and the run's analytic section
+    (results.figures.analytic, its roofs scaled to a MIG instance by ``gpu_scope``), for MBU.
+    (Logits: bench.experiments.forced_runs.greedy_logits.)"""
 
     tokens: list[list[int]]
     steps: pd.DataFrame
-    logits: list[np.ndarray] = field(default_factory=list)
     analytic: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -92,39 +89,17 @@ def _profiled_executor(engine: LLMEngine, sampled: list[bool]) -> Callable[[], N
     return lambda: setattr(runner, "execute_model", inner)
 
 
-def _captured_logits(engine: LLMEngine, calls: int, into: list[np.ndarray]) -> Callable[[], None]:
-    """Copy the first ``calls`` outputs of the model's compute_logits to the host (each copy
-    waits for the GPU: capture only in runs that are not timed); returns the undo."""
-    model = engine.executor.model  # type: ignore[attr-defined]
-    inner = model.compute_logits
-
-    def capture(hidden: torch.Tensor) -> torch.Tensor:
-        logits = inner(hidden)
-        if len(into) < calls:
-            into.append(logits.float().cpu().numpy())
-        return logits
-
-    model.compute_logits = capture
-    return lambda: setattr(model, "compute_logits", inner)
-
-
 def run_greedy(
-    engine: LLMEngine, batch: list[list[int]], max_tokens: int, capture_logits: int = 0,
+    engine: LLMEngine, batch: list[list[int]], max_tokens: int,
     gpu_scope: dict[str, Any] | None = None,
 ) -> GreedyRun:  # fmt: skip
     """Generate ``max_tokens`` greedy tokens (ignore_eos) for each prompt of ``batch`` at once;
     ``gpu_scope``: the check's Target scope (probes.gpu_scope JSON), for a MIG instance's roofs."""
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
     first_step = engine.steps.num_steps
-    logits: list[np.ndarray] = []
     on_gpu = engine.device.type == "cuda"
-    undo = [_captured_logits(engine, capture_logits, logits)] if capture_logits else []
     t0 = time.perf_counter()
-    try:
-        tokens = engine.generate(batch, params)
-    finally:
-        for restore in undo:
-            restore()
+    tokens = engine.generate(batch, params)
     if on_gpu:
         torch.cuda.synchronize(engine.device)
     seconds = time.perf_counter() - t0
@@ -132,7 +107,7 @@ def run_greedy(
     gpus = [torch.cuda.get_device_name(engine.device)] if on_gpu else []
     analytic = analytic_section(engine.describe(), None, True, gpus, cpu_name(),
                                 gpu_scope=gpu_scope if on_gpu else None)  # fmt: skip
-    return GreedyRun(tokens, steps, logits, analytic, seconds)
+    return GreedyRun(tokens, steps, analytic, seconds)
 
 
 @dataclass

@@ -6,7 +6,7 @@ step_costs a run folder's attribution uses) / its forward time / the part's peak
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -67,31 +67,3 @@ def roofline_bound(
     ratio = forward / roofline
     return {**out, "forward_s": forward, "roofline_s": roofline, "ratio": ratio,
             "within": ratio <= factor}  # fmt: skip
-
-
-def logit_error(candidate: np.ndarray, reference: np.ndarray) -> float:
-    """Relative error of a logits array: ||candidate - reference||_2 / ||reference||_2."""
-    if candidate.shape != reference.shape:
-        raise ValueError(f"logits of shape {candidate.shape} against {reference.shape}")
-    ref = reference.astype(np.float64)
-    return float(np.linalg.norm(candidate.astype(np.float64) - ref) / np.linalg.norm(ref))
-
-
-def token_agreement(
-    candidate: Sequence[Sequence[int]], reference: Sequence[Sequence[int]]
-) -> float:
-    """The share of each sequence's tokens, up to its first difference from the reference,
-    over all reference tokens (1.0: identical outputs). A greedy run's tokens after a first
-    difference are conditioned on another prefix, so they are not counted as agreeing."""
-    if len(candidate) != len(reference):
-        raise ValueError(f"{len(candidate)} sequences against {len(reference)}")
-    total = sum(len(r) for r in reference)
-    if total == 0:
-        raise ValueError("token_agreement needs reference tokens")
-    same = 0
-    for cand, ref in zip(candidate, reference, strict=True):
-        for a, b in zip(cand, ref, strict=False):
-            if a != b:
-                break
-            same += 1
-    return same / total

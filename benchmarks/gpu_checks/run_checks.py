@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.gpu_checks.budget import run_child
 from benchmarks.gpu_checks.rows import Row, passed, skipped
+from probes.nsys import NSYS_INSTALL
 from results.folder.run_folder import load_run
 
 SCENARIO = """
@@ -141,7 +142,7 @@ def _nvtx_ranges(report: Path) -> tuple[set[str] | None, str]:
 
 def check_nsys(ref: Any, name: str) -> Row:
     if shutil.which("nsys") is None:
-        return skipped(name, "nsys is not on PATH (Nsight Systems, from the CUDA toolkit)")
+        return skipped(name, f"nsys is not on PATH. {NSYS_INSTALL}")
     why = ref.unfit("the --nsys run's 8B engine")
     if why:
         return skipped(name, why)

@@ -63,13 +63,14 @@ def _figure(doc: dict[str, Any]) -> go.Figure:
 
 def build_techniques_page(doc: dict[str, Any]) -> Page:
     """The page of one techniques.json document."""
-    header = ["technique", "claim", "measured here", *(f"predicted: {d}" for d in doc["devices"]),
-              "why they differ"]  # fmt: skip
+    header = ["technique", "claim", "measured here", "quality",
+              *(f"predicted: {d}" for d in doc["devices"]), "why they differ"]  # fmt: skip
     rows = [
         [
             r["title"],
             r["text"]["claimed"],
             r["text"]["measured"],
+            r["text"].get("quality", "-"),
             *r["text"]["predicted"],
             r["text"]["reason"],
         ]

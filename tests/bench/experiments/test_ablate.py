@@ -124,3 +124,8 @@ def test_ablation_runs_each_setting_on_a_fresh_engine(tmp_path: Path) -> None:
     assert contiguous["kv_reserved_peak_bytes"] > 10 * paged["kv_reserved_peak_bytes"]
     assert contiguous["kv_waste"] > 0.9 > paged["kv_waste"]
     assert "Ablation" in proc.stdout
+    # The quality column: contiguous KV changes where K/V live, never what is computed.
+    quality = contiguous["quality"]
+    assert quality["kind"] == "exact" and quality["right"] and quality["greedy_identical"]
+    assert quality["against_off"]["rel_error"] <= 1e-4
+    assert "quality" in proc.stdout and "right (exact)" in proc.stdout

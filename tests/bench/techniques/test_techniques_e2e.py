@@ -47,7 +47,10 @@ def test_json_shape(ran: tuple[Any, Path]) -> None:
         assert row["measured"]["value"] > 0
         assert len(row["predictions"]) == len(DEVICES)
         assert all(p["value"] > 0 for p in row["predictions"])
-        assert set(row["text"]) == {"claimed", "measured", "predicted", "reason"}
+        assert set(row["text"]) == {"claimed", "measured", "quality", "predicted", "reason"}
+        # Both rows' techniques are exact: float32 tokens identical to the technique off.
+        assert row["quality"]["kind"] == "exact" and row["quality"]["right"], row["quality"]
+        assert row["text"]["quality"].startswith("right (exact)")
         assert len(row["text"]["predicted"]) == len(DEVICES)
         # A reason is given exactly where a figure falls outside the claimed range.
         low, high = row["claimed"]

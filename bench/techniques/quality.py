@@ -1,0 +1,47 @@
+"""The quality column of `bench techniques`: is a technique's output right, and what does it
+cost in logits, before any of its speed is shown?
+
+Per row, the study's engine (its model, dtype float32 so that an exact technique can be held
+to identical tokens, its fixed settings) runs the same prompts with the technique off and on
+in this process (bench.experiments.switch_quality: teacher-forced logits, greedy agreement, and
+for a lossy storage its emulation). A row whose output is wrong shows "wrong output" and no
+speedup; a technique that swaps the model itself (GQA's presets) has no quality to compare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.experiments.switch_quality import (
+    QUALITY_TOKENS,
+    SwitchQuality,
+    measure_switch_quality,
+    numeric_switch,
+    quality_prompts,
+)
+from bench.techniques.studies import Study
+from perfmodel.presets import get_preset
+
+# The placement of a row whose technique answered wrong (its speed is then not shown).
+WRONG_OUTPUT = "wrong output"
+# The model the studies' scenarios serve (the reference engine's default preset).
+_STUDY_MODEL = "tiny"
+
+
+def quality_settings(study_: Study, off: Any) -> dict[str, Any]:
+    """The flat engine settings of the row's comparison with the technique ``off``."""
+    settings: dict[str, Any] = {"model": _STUDY_MODEL, "device": "cpu", "seed": 0,
+                                **study_.fixed, **study_.measured_only}  # fmt: skip
+    # float32 last: a study's own dtype would hold exact techniques to a rounding bound only.
+    settings.update({"dtype": "float32", "max_model_len": 256, study_.switch: off})
+    return settings
+
+
+def row_quality(study_: Study, off: Any, on: Any) -> SwitchQuality | None:
+    """The technique's quality (module docstring), or None where the switch changes the model
+    itself rather than how it is computed."""
+    if numeric_switch(study_.switch) is None:
+        return None
+    settings = quality_settings(study_, off)
+    prompts = quality_prompts(get_preset(str(settings["model"])).vocab_size)
+    return measure_switch_quality(settings, {study_.switch: on}, prompts, QUALITY_TOKENS)
