@@ -22,10 +22,11 @@ import numpy as np
 
 from bench.scenario.models import ModelShare
 from bench.scenario.scenario import Scenario
+from loadgen.api_kinds import POOLING_APIS
 from loadgen.client.apportion import largest_remainder
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import POOLING_APIS, RequestSpec
+from loadgen.request_spec import RequestSpec
 from loadgen.request_tools import ToolOffer
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions

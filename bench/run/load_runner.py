@@ -87,7 +87,7 @@ def prepare_load(
 
 def refuse_for_locust(plan: LoadPlan) -> None:
     """Raise LoadError naming what of ``plan`` Locust's workers cannot send."""
-    apis = {spec.api for spec in plan.requests} - {"completions", "chat"}
+    apis = {spec.api for spec in plan.requests if not spec.kind.openai_chunks}
     if apis:
         # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
         raise LoadError(

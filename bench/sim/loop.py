@@ -25,8 +25,9 @@ import numpy as np
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
+from loadgen.api_kinds import CHAT_APIS
 from loadgen.drivers.driver import LoadPlan
-from loadgen.request_spec import CHAT_APIS, RequestSpec, message_text
+from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
 
 _CANCELLED = "cancelled: the run ended while the request was in flight"

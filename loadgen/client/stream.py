@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -43,19 +43,18 @@ from loadgen.client.answers import (
     read_timeout_message,
     request_timeout_message,
 )
-from loadgen.client.apis import API_PATHS, accumulator_for, api_headers, request_body
+from loadgen.client.apis import API_CLIENTS, api_client, request_body
 from loadgen.client.limits import (
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
     MAX_ERROR_BODY_BYTES,
 )
 from loadgen.client.readers.openai_stream import (
-    StreamAccumulator,
     StreamError,
     error_message_from_body,
     feed_read,
 )
-from loadgen.client.readers.pooling import PoolingAccumulator
+from loadgen.client.readers.reader import AnswerReader, BodyReader, StreamReader
 from loadgen.client.readers.sse import SSEParser
 from loadgen.client.transport.connection_slots import ConnectionSlots
 from loadgen.client.transport.raw_http import (
@@ -111,13 +110,14 @@ def raw_heads(
             + "".join(f"{k}: {v}\r\n" for k, v in api_headers[api].items())
             + "Content-Length: "
         ).encode()
-        for api, tail in API_PATHS.items()
+        for api, client in API_CLIENTS.items()
+        for tail in (client.kind.path,)
     }
 
 
 def stream_body_reader(
     parser: SSEParser,
-    acc: StreamAccumulator,
+    acc: StreamReader,
     failures: list[str],
     read_ns: Callable[[], int | None],
 ) -> Callable[[bytes, int], None]:
@@ -233,12 +233,12 @@ class StreamingClient:
         self.connect_timeout_s = float(connect_timeout_s)
         self.tokenizer = tokenizer
         self._extra_body = dict(extra_body or {})
-        self._urls = {api: self.api_root + tail for api, tail in API_PATHS.items()}
+        self._urls = {api: self.api_root + c.kind.path for api, c in API_CLIENTS.items()}
         self._headers = sent = request_headers(api_key, headers)
         # What error messages must never show, even when a server echoes it back.
         self._secrets = [*(headers or {}).values(), *([api_key] if api_key else [])]
         # Each API's own headers (loadgen.client.apis): JSON answers, Anthropic's key header.
-        self._api_headers = {api: api_headers(api, sent) for api in API_PATHS}
+        self._api_headers = {api: c.headers(sent) for api, c in API_CLIENTS.items()}
         self._trust_env = trust_env
         self._slots_pool: ConnectionSlots | None = None
         self._raw: RawPool | None = None
@@ -314,11 +314,15 @@ class StreamingClient:
                 spec.abandon, acc, lambda: self._send(spec, user_id, scheduled_s, clock, acc),
                 scheduled_s, clock,
             )  # fmt: skip
-        return await self._send(spec, user_id, scheduled_s, clock, accumulator_for(spec))
+        client = api_client(spec)
+        if client.body_reader is not None:
+            return await self._send(spec, user_id, scheduled_s, clock, client.body_reader(spec))
+        assert client.stream_reader is not None
+        return await self._send(spec, user_id, scheduled_s, clock, client.stream_reader(spec))
 
     async def _send(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator | PoolingAccumulator,
+        acc: StreamReader | BodyReader,
     ) -> RequestRecord:  # fmt: skip
         """:meth:`send`, reading into ``acc``."""
         url = self._urls[spec.api]
@@ -338,7 +342,7 @@ class StreamingClient:
                 async with asyncio.timeout(self.request_timeout_s):
                     async with http.stream("POST", url, content=body, headers=headers) as response:
                         http_status = response.status_code
-                        error = await self._read(response, acc, url)
+                        error = await self._read(response, acc, url, spec.kind.pooling)
             finally:
                 self._slots.release(http)
         except asyncio.CancelledError:
@@ -355,12 +359,16 @@ class StreamingClient:
 
     async def _send_raw(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
-        body: bytes, acc: StreamAccumulator | PoolingAccumulator,
+        body: bytes, acc: StreamReader | BodyReader,
     ) -> RequestRecord:  # fmt: skip
         """:meth:`send` over loadgen.client.transport.raw_http (same outcomes, same record)."""
         assert self._raw is not None
-        if isinstance(acc, PoolingAccumulator):
-            return await self._send_pooling_raw(spec, user_id, scheduled_s, clock, url, body, acc)
+        if spec.kind.pooling:
+            reader = cast(BodyReader, acc)
+            return await self._send_pooling_raw(
+                spec, user_id, scheduled_s, clock, url, body, reader
+            )
+        acc = cast(StreamReader, acc)
         parser = SSEParser()
         failures: list[str] = []
         http_status: int | None = None
@@ -416,7 +424,7 @@ class StreamingClient:
         return text
 
     @staticmethod
-    def _ending_problem(parser: SSEParser, acc: StreamAccumulator) -> str | None:
+    def _ending_problem(parser: SSEParser, acc: AnswerReader) -> str | None:
         """What is wrong with a stream that ended (cut short before its end), or None."""
         if not parser.done and acc.finish_reason is None:
             return cut_short_message(parser, len(acc.texts))
@@ -430,7 +438,7 @@ class StreamingClient:
 
     async def _send_pooling_raw(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
-        body: bytes, acc: PoolingAccumulator,
+        body: bytes, acc: BodyReader,
     ) -> RequestRecord:  # fmt: skip
         """:meth:`send` of a pooling request (readers.pooling) over raw_http: one JSON
         body, whose reads end at ``acc.done_ns``."""
@@ -451,12 +459,10 @@ class StreamingClient:
             finally:
                 http_status = conn.status
                 self._raw.release(conn)
-            problem = None
             if http_status is not None and (http_status >= 300 or kept):
-                problem = answer_problem(
+                error = answer_problem(
                     http_status, conn.content_type, conn.location, kept, url, self._headers
                 )
-            error = problem or acc.finish()
         except asyncio.CancelledError:
             status, error = "cancelled", "cancelled: the run ended while the request was in flight"
         except ReadTimeout:
@@ -486,7 +492,7 @@ class StreamingClient:
 
     def _record(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator | PoolingAccumulator, sent_ns: int, http_status: int | None,
+        acc: AnswerReader, sent_ns: int, http_status: int | None,
         status: Status, error: str | None,
     ) -> RequestRecord:  # fmt: skip
         end_ns = perf_counter_ns()
@@ -535,13 +541,12 @@ class StreamingClient:
             raise httpx.PoolTimeout("all connection slots stayed busy") from None
 
     async def _read(
-        self, response: httpx.Response, acc: StreamAccumulator | PoolingAccumulator, url: str
+        self, response: httpx.Response, acc: StreamReader | BodyReader, url: str, pooling: bool
     ) -> str | None:
         """Consume the response into ``acc``; return an error message, or None when complete."""
         kept = b""
         headers = response.headers
         content_type = headers.get("content-type", "")
-        pooling = isinstance(acc, PoolingAccumulator)
         json_answer = pooling and content_type.lower().startswith("application/json")
         if response.status_code >= 300 or not (is_stream(content_type) or json_answer):
             async for raw in response.aiter_raw():
@@ -554,14 +559,16 @@ class StreamingClient:
             )  # fmt: skip
             if problem is not None:
                 return problem
-        if isinstance(acc, PoolingAccumulator):
+        if pooling:
+            body_reader = cast(BodyReader, acc)
             async for raw in response.aiter_bytes():
-                acc.add_body(raw, perf_counter_ns())
-            return acc.finish()
+                body_reader.add_body(raw, perf_counter_ns())
+            return None  # the body is judged with the record (AnswerReader.problem)
         parser = SSEParser()
         drained: int | None = 0
+        stream_reader = cast(StreamReader, acc)
         async for raw in response.aiter_bytes():
-            drained = feed_read(parser, acc, raw, perf_counter_ns(), drained)
+            drained = feed_read(parser, stream_reader, raw, perf_counter_ns(), drained)
             if drained is None:
                 break
         return self._ending_problem(parser, acc)

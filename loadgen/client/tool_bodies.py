@@ -22,7 +22,15 @@ from typing import Any
 
 from loadgen.request_spec import content_text
 
-__all__ = ["anthropic_turns", "responses_input", "tool_fields"]
+__all__ = [
+    "ToolChoice",
+    "Tools",
+    "anthropic_tools",
+    "anthropic_turns",
+    "chat_tools",
+    "responses_input",
+    "responses_tools",
+]
 
 _ANTHROPIC_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 
@@ -38,32 +46,40 @@ def _chosen(choice: str | Mapping[str, Any]) -> str | None:
     return None if isinstance(choice, str) else str(choice["function"]["name"])
 
 
-def tool_fields(
-    api: str, tools: Sequence[Mapping[str, Any]], choice: str | Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The body fields offering ``tools`` with ``choice`` to ``api`` (module docstring); {}
-    without tools."""
-    if not tools:
-        return {}
-    out: dict[str, Any]
-    if api == "responses":
-        out = {"tools": [{"type": "function", **_function(t)} for t in tools]}
-        if choice is not None:
-            name = _chosen(choice)
-            out["tool_choice"] = choice if name is None else {"type": "function", "name": name}
-    elif api == "messages":
-        out = {"tools": [_anthropic_tool(_function(t)) for t in tools]}
-        if choice is not None:
-            name = _chosen(choice)
-            out["tool_choice"] = (
-                {"type": _ANTHROPIC_CHOICE[str(choice)]}
-                if name is None
-                else {"type": "tool", "name": name}
-            )
-    else:
-        out = {"tools": [dict(t) for t in tools]}
-        if choice is not None:
-            out["tool_choice"] = choice
+# The request's tools in OpenAI's form and its tool choice (None: the server's default).
+Tools = Sequence[Mapping[str, Any]]
+ToolChoice = str | Mapping[str, Any] | None
+
+
+def chat_tools(tools: Tools, choice: ToolChoice) -> dict[str, Any]:
+    """The body fields offering ``tools`` with ``choice`` on OpenAI's chat API: as held."""
+    out: dict[str, Any] = {"tools": [dict(t) for t in tools]}
+    if choice is not None:
+        out["tool_choice"] = choice
+    return out
+
+
+def responses_tools(tools: Tools, choice: ToolChoice) -> dict[str, Any]:
+    """The body fields offering ``tools`` with ``choice`` on the Responses API (module
+    docstring)."""
+    out: dict[str, Any] = {"tools": [{"type": "function", **_function(t)} for t in tools]}
+    if choice is not None:
+        name = _chosen(choice)
+        out["tool_choice"] = choice if name is None else {"type": "function", "name": name}
+    return out
+
+
+def anthropic_tools(tools: Tools, choice: ToolChoice) -> dict[str, Any]:
+    """The body fields offering ``tools`` with ``choice`` on Anthropic's Messages API (module
+    docstring)."""
+    out: dict[str, Any] = {"tools": [_anthropic_tool(_function(t)) for t in tools]}
+    if choice is not None:
+        name = _chosen(choice)
+        out["tool_choice"] = (
+            {"type": _ANTHROPIC_CHOICE[str(choice)]}
+            if name is None
+            else {"type": "tool", "name": name}
+        )
     return out
 
 

@@ -36,7 +36,7 @@ from locust.exception import StopUser
 from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
-from loadgen.client.apis import API_PATHS, request_body
+from loadgen.client.apis import request_body
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.routing import Router
 from loadgen.clock import RunClock
@@ -281,9 +281,9 @@ def _send_to(
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
     base_url = config.urls[index]
-    # Completions and chat only (bench.run.load_runner refuses the other APIs for Locust).
-    api = "chat" if spec.api == "chat" else "completions"
-    url = base_url.rstrip("/") + "/v1" + API_PATHS[api]
+    # OpenAI's streams only (bench.run.load_runner refuses the other APIs for Locust).
+    api = spec.api
+    url = base_url.rstrip("/") + "/v1" + spec.kind.path
     acc = StreamAccumulator(spec.api, spec.max_tokens)
     scheduled_s = clock.now_s() if scheduled_s is None else scheduled_s
     sent_ns = time.perf_counter_ns()

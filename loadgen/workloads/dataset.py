@@ -46,15 +46,9 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from loadgen.api_kinds import CHAT_APIS, Api, api_kind
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import (
-    CHAT_APIS,
-    RESERVED_FIELDS,
-    Api,
-    Message,
-    RequestSpec,
-    message_text,
-)
+from loadgen.request_spec import RESERVED_FIELDS, Message, RequestSpec, message_text
 from loadgen.request_tools import ToolError, as_tool_choice, as_tools
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowRefused, RowReport, chat_message, repeat_to, row_images
@@ -204,7 +198,7 @@ def _read_row(
     """One row to send, and its reference answer's tokens (None without one)."""
     prompt, messages, answer = row.get(source.column("prompt")), None, None
     raw_messages = row.get(source.column("messages"))
-    if api in CHAT_APIS and raw_messages is not None:
+    if api_kind(api).conversation and raw_messages is not None:
         messages, answer = _conversation(raw_messages)
         prompt = "\n".join(message_text(m)[1] for m in messages)
     elif raw_messages is not None and prompt is None:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_images import ImageError, as_images
-from loadgen.request_spec import CHAT_APIS, Message
+from loadgen.request_spec import Message
 from loadgen.workloads.spec import WorkloadError
 
 __all__ = [

@@ -48,9 +48,10 @@ import httpx
 import numpy as np
 
 from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
-from loadgen.client.image_bodies import with_images
+from loadgen.api_kinds import APIS
+from loadgen.client.image_bodies import CHAT_IMAGES, with_images
 from loadgen.client.readers.openai_stream import error_message_from_body
-from loadgen.client.tool_bodies import tool_fields
+from loadgen.client.tool_bodies import chat_tools
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
@@ -131,9 +132,16 @@ def _probes(plan: LoadPlan) -> list[RequestSpec]:
     return list(seen.values())
 
 
+def _as_chat(spec: RequestSpec) -> bool:
+    """Whether ``spec`` is checked as a chat request: the check speaks OpenAI's chat and
+    completions only, so a chat request's body goes as chat, every other API's as a completion
+    (without the tools and images only a conversation takes)."""
+    return spec.kind.conversation and spec.kind.openai_chunks
+
+
 def _tools(spec: RequestSpec) -> dict[str, Any]:
-    """The tool fields checked: a chat request's (the check speaks chat or completions only)."""
-    return tool_fields("chat", spec.tools, spec.tool_choice) if spec.api == "chat" else {}
+    """The tool fields checked: a chat request's (:func:`_as_chat`)."""
+    return chat_tools(spec.tools, spec.tool_choice) if _as_chat(spec) and spec.tools else {}
 
 
 @functools.cache
@@ -144,7 +152,7 @@ def _probe_image() -> str:
 
 def _images(spec: RequestSpec) -> tuple[str, ...]:
     """The image a check of a chat request with images sends (module docstring), or ()."""
-    if spec.api != "chat" or not spec.images:
+    if not _as_chat(spec) or not spec.images:
         return ()
     first = spec.images[0]
     return (first if first.startswith(("http://", "https://")) else _probe_image(),)
@@ -159,9 +167,9 @@ def _names(spec: RequestSpec) -> list[str]:
 def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
                             "temperature": spec.temperature, "stream": False}  # fmt: skip
-    if spec.api == "chat":
+    if _as_chat(spec):
         turns = [{"role": "user", "content": PROBE_PROMPT}]
-        body["messages"] = with_images("chat", turns, _images(spec))
+        body["messages"] = with_images(CHAT_IMAGES, turns, _images(spec))
     else:
         body["prompt"] = PROBE_PROMPT
     if ignore_eos:
@@ -182,7 +190,7 @@ def _send(url: str, body: dict[str, Any], headers: Mapping[str, str]) -> httpx.R
 def _url(base_url: str, spec: RequestSpec) -> str:
     root = base_url.rstrip("/")
     root = root if root.endswith("/v1") else root + "/v1"
-    return root + ("/chat/completions" if spec.api == "chat" else "/completions")
+    return root + (APIS["chat"] if _as_chat(spec) else APIS["completions"]).path
 
 
 def _eos_outcome(answer: Any) -> _Outcome:
