@@ -33,8 +33,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from probes.probe_spec import ProbeSpec
 from probes.sampler import SAMPLE_COLUMNS
-from probes.session import ProbeResult, ProbeSession, ProbeSpec
+from probes.sampler_kinds import build_samplers
+from probes.session import ProbeResult, ProbeSession
 
 _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 30.0
@@ -160,7 +162,7 @@ def main() -> None:
     spec = ProbeSpec.from_json(request["spec"])
     parts = request.get("parts")
     session = ProbeSession(
-        spec.build(request.get("engine_headers") or None),
+        build_samplers(spec, request.get("engine_headers") or None),
         Path(parts) if parts else None,
         request.get("flush_s") or 0.0,
     )

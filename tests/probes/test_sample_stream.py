@@ -18,9 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from probes.probe_process import ProbeProcess
+from probes.probe_spec import ProbeSpec
 from probes.sample_stream import SampleStream
 from probes.sampler import Emit, Sampler, SamplerThread
-from probes.session import ProbeSession, ProbeSpec
+from probes.session import ProbeSession
 from results.folder import record_stream
 from results.folder.record_stream import (
     SAMPLES_PARTS,
