@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust_job import (
     CLIENT_FILE,
@@ -43,6 +42,7 @@ from loadgen.drivers.locust_job import (
     record_from_wire,
     write_job,
 )
+from loadgen.drivers.sending import LiveCounters
 from loadgen.drivers.stop import LoadStop
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord

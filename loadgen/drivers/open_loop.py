@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _counter
+from loadgen.drivers.sending import LiveCounters, RequestSender, ScheduleHook, prompt_counter
 from loadgen.drivers.session_turns import SessionRunner
 from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
@@ -173,7 +173,7 @@ def _session_sender(
                 main.cancel()
 
     runner = SessionRunner(
-        client, clock, live, finish, stop, count=_counter(client), planned=True, cap=cap,
+        client, clock, live, finish, stop, count=prompt_counter(client), planned=True, cap=cap,
     )  # fmt: skip
 
     async def one(i: int, due_s: float) -> None:

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
+from loadgen.drivers.sending import LiveCounters
 from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from results.folder.client_samples import ClientSamples
