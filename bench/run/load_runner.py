@@ -8,7 +8,7 @@
 
 Drivers: ``asyncio`` (this process, or ``workers`` processes sharing the users, see
 loadgen.drivers.workers) and ``locust`` (a Locust master with ``workers`` local workers, or
-workers joining from other machines: loadgen.drivers.locust_driver, bench.run.remote_workers).
+workers joining from other machines: loadgen.drivers.locust.driver, bench.run.remote_workers).
 Every driver returns the same records and self-check samples.
 """
 
@@ -32,7 +32,7 @@ from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.client.transport.kernel_clock import run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
-from loadgen.drivers.locust_driver import LocustError, run_locust
+from loadgen.drivers.locust.driver import LocustError, run_locust
 from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
@@ -89,7 +89,7 @@ def refuse_for_locust(plan: LoadPlan) -> None:
     """Raise LoadError naming what of ``plan`` Locust's workers cannot send."""
     apis = {spec.api for spec in plan.requests if not spec.kind.openai_chunks}
     if apis:
-        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
+        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust.worker).
         raise LoadError(
             f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
             "the asyncio driver (the default)"

@@ -14,7 +14,7 @@ import pytest
 
 from loadgen.api_kinds import Api
 from loadgen.client.stream import StreamingClient
-from loadgen.drivers.locust_job import spec_from_wire, spec_to_wire
+from loadgen.drivers.locust.job import spec_from_wire, spec_to_wire
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowReport

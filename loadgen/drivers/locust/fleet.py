@@ -1,6 +1,6 @@
 """The master's book of its workers: who joined, what each was given, what came back, who was lost.
 
-Plain bookkeeping, no Locust and no gevent, so that loadgen.drivers.locust_master stays the glue
+Plain bookkeeping, no Locust and no gevent, so that loadgen.drivers.locust.master stays the glue
 and the rules here are tested alone. Worker ``i`` of ``W`` (numbered in the order they joined)
 is given sessions ``i, i + W, i + 2W, ...`` of the plan. Each worker reports every request as it
 sends it and again when it ends; so when a worker is lost (its heartbeats stop: killed, crashed,
@@ -81,7 +81,7 @@ class WorkerSlot:
         first_clock: the offset measured before the load (drift is measured against it).
         resyncs: how many times its clock was measured again during the run.
         stamps: its connections' stamp records, per replica, sent with its last message
-            (loadgen.drivers.locust_raw.WorkerStamps; empty for a worker lost before).
+            (loadgen.drivers.locust.raw.WorkerStamps; empty for a worker lost before).
     """
 
     index: int

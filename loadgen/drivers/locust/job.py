@@ -1,7 +1,7 @@
 """What travels in a Locust run: the master's job, and the messages between master and workers.
 
 `bench run --driver locust` pickles a :class:`LocustJob` into a private temporary folder of the
-machine it runs on and starts the master (loadgen.drivers.locust_master) with it; nothing else
+machine it runs on and starts the master (loadgen.drivers.locust.master) with it; nothing else
 reads that file. Workers, on this machine or others, are given nothing but the master's address
 (`bench worker --master HOST:PORT`): everything they need reaches them as Locust custom messages
 (``runner.send_message``), in the plain msgpack-able "wire" forms below, so the two ends need only
@@ -31,7 +31,7 @@ message             direction        data
 ``MSG_CLIENT``      worker -> master the self-check samples' columns
 ``MSG_DONE``        worker -> master ``{"stamps"}``: the worker has no session left (or was
                                      stopped); its connections' stamp records, per replica
-                                     (loadgen.drivers.locust_raw)
+                                     (loadgen.drivers.locust.raw)
 ``MSG_STOP``        master -> worker the run's duration is over: cancel what is in flight
 ==================  ===============  ============================================================
 
