@@ -18,10 +18,11 @@ from rich.console import Console
 
 from bench.ab.outputs import pairs_line, write_page
 from bench.ab.paired import judge_pairs
-from bench.ab.session import AB_JSON, AbResult
+from bench.ab.session import AbResult
 from bench.gate.report import render_gate
 from bench.gate.rules import load_rules
 from bench.run.messages import print_error, print_path
+from results.folder.folder_kinds import AB_JSON
 
 __all__ = ["load_ab_result", "report_ab_folder"]
 

@@ -36,11 +36,11 @@ from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_and_report
 from perfmodel.files import write_json
+from results.folder.folder_kinds import AB_JSON
 from results.folder.run_folder import RunFolder
 
-__all__ = ["AB_FORMAT", "AB_JSON", "AbPlan", "AbResult", "pair_order", "run_ab"]
+__all__ = ["AB_FORMAT", "AbPlan", "AbResult", "pair_order", "run_ab"]
 
-AB_JSON = "ab.json"
 AB_FORMAT = "llm-perf-lab/ab"
 
 

@@ -26,11 +26,11 @@ from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from perfmodel.files import atomic_write_text
+from results.folder.folder_kinds import ABLATION_JSON
 from results.folder.run_folder import load_run, sanitize_name
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 # The file in an ablation's folder that holds its table (run_ablation, render_ablation).
-ABLATION_JSON = "ablation.json"
 
 # Every setting is an ablation switch but the name clients send, which changes no figure.
 _NOT_SWITCHES = ("served_model_name",)

@@ -33,9 +33,9 @@ from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
 from perfmodel.files import json_safe, write_json
 from results.figures.percentile_samples import thin_percentile
+from results.folder.folder_kinds import SWEEP_JSON
 
 __all__ = [
-    "SWEEP_JSON",
     "Axis",
     "RunPoint",
     "SweepPoint",
@@ -57,7 +57,6 @@ _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
 
 
 # The file in a sweep's folder that lists its points (write_sweep, load_sweep).
-SWEEP_JSON = "sweep.json"
 
 
 def parse_values(text: str, axis: Axis) -> list[float]:

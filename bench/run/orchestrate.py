@@ -80,7 +80,7 @@ from results.figures.analytic import analytic_section
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import fetch_json, same_host
 from results.folder.outcomes import read_outcomes
-from results.folder.record_stream import RecordStream
+from results.folder.parts.record_stream import RecordStream
 from results.folder.redact import redact_command
 from results.schema import ClientClock, EngineSection, SummaryJson
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE

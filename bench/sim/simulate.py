@@ -30,7 +30,7 @@ from loadgen.api_kinds import POOLING_APIS
 from loadgen.drivers.driver import LoadPlan
 from results.figures.analytic import simulated_analytic
 from results.figures.engine_facts import engine_folder_name
-from results.folder.step_parts import STEPS_PART_STEPS, StepParts
+from results.folder.parts.step_parts import STEPS_PART_STEPS, StepParts
 from results.schema import (
     ClientClock,
     EngineSection,

@@ -253,7 +253,7 @@ class RunJson(TypedDict):
     engine_died: NotRequired[EngineDeath]
     # Since records are streamed to disk: the run.json written as the load begins says how
     # records are flushed (``flush_s``, ``flush_rows``); the final one has no such key, so a
-    # folder that keeps it is of a run killed before its end (results.folder.record_stream).
+    # folder that keeps it is of a run killed before its end (results.folder.parts.record_stream).
     incomplete: NotRequired[dict[str, Any]]
 
 

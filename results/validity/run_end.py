@@ -60,7 +60,7 @@ def engine_death_line(section: Mapping[str, Any]) -> str:
 
 def incomplete_line(section: Mapping[str, Any]) -> str:
     """ "incomplete run: it stopped without closing its folder (killed, or the machine lost
-    power): 812 requests flushed to disk; ..." (results.folder.record_stream)."""
+    power): 812 requests flushed to disk; ..." (results.folder.parts.record_stream)."""
     flushed = section.get("requests_flushed")
     count = f": {flushed} requests flushed to disk" if flushed is not None else ""
     return (
