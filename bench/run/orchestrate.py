@@ -73,6 +73,7 @@ from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
 from loadgen.drivers.stop import LoadStop
+from loadgen.protocols import TokenizerLike
 from loadgen.workloads.spec import WorkloadError
 from probes import nsys
 from probes.session import ProbeResult
@@ -81,6 +82,7 @@ from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import fetch_json, same_host
 from results.folder.outcomes import read_outcomes
 from results.folder.parts.record_stream import RecordStream
+from results.folder.records import RequestRecord
 from results.folder.redact import redact_command
 from results.schema import ClientClock, EngineSection, SummaryJson
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
@@ -584,7 +586,7 @@ async def _drive(
     opts: RunOptions,
     console: Console,
     base_url: str,
-    tokenizer: Any,
+    tokenizer: TokenizerLike | None,
     plan: LoadPlan,
     model: str,
     stop: LoadStop | None = None,
@@ -605,7 +607,7 @@ async def _drive(
     if begin is not None:
         stream = begin(info)
 
-        def on_record(record: Any) -> None:
+        def on_record(record: RequestRecord) -> None:
             display.on_record(record)
             stream.add(record)
 
