@@ -33,11 +33,13 @@ from loadgen.client.transport.kernel_clock import run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
 from loadgen.drivers.locust.driver import LocustError, run_locust
+from loadgen.drivers.sending import LiveCounters, RecordCallback
 from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
 from results.figures.client_check import write_client_table
 from results.folder.arrival_plan import ARRIVAL_PLAN_PARQUET, write_arrival_plan
+from results.folder.records import RequestRecord
 
 __all__ = [
     "DRIVERS",
@@ -113,8 +115,8 @@ async def drive_load(
     driver: str = "asyncio",
     workers: int = 1,
     headers: RequestHeaders | None = None,
-    on_record: Any = None,
-    counters: Any = None,
+    on_record: RecordCallback | None = None,
+    counters: LiveCounters | None = None,
     remote: RemoteWorkers | None = None,
     console: Console | None = None,
     stop: LoadStop | None = None,
@@ -168,8 +170,8 @@ async def _drive_locust(
     clock: RunClock,
     workers: int,
     *,
-    on_record: Any,
-    counters: Any,
+    on_record: RecordCallback | None,
+    counters: LiveCounters | None,
     remote: RemoteWorkers,
     console: Console | None,
     stop: LoadStop | None,
@@ -187,7 +189,7 @@ async def _drive_locust(
         # before the record is streamed to disk (and again below, for the records returned).
         take = on_record
 
-        def on_record(record: Any) -> None:
+        def on_record(record: RequestRecord) -> None:
             if record.status == "cancelled" and stop.is_set():
                 record.error = stop.message()
             take(record)

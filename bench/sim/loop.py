@@ -17,7 +17,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +26,7 @@ from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.api_kinds import CHAT_APIS
 from loadgen.drivers.driver import LoadPlan
+from loadgen.drivers.sending import RecordCallback
 from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
 
@@ -59,7 +59,7 @@ class _Loop:
     next_session: int = 0
     counter: int = 0
     # Called with each record once it is final (done, refused or cancelled).
-    on_record: Callable[[RequestRecord], None] | None = None
+    on_record: RecordCallback | None = None
 
     def final(self, record: RequestRecord, order: int) -> None:
         """``record`` (plan position ``order``) is done, refused or cancelled."""
@@ -200,7 +200,7 @@ def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
 def run_plan_virtual(
     engine: LLMEngine,
     plan: LoadPlan,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
 ) -> list[RequestRecord]:
     """Play ``plan`` against ``engine`` (virtual clock) to its end; the records in plan order,
     or, with ``on_record`` (a record stream), none: it is called with each record as it

@@ -19,7 +19,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from loadgen.clock import RunClock
-from loadgen.drivers.sending import LiveCounters, RequestSender, ScheduleHook, prompt_counter
+from loadgen.drivers.sending import (
+    LiveCounters,
+    RecordCallback,
+    RequestSender,
+    ScheduleHook,
+    prompt_counter,
+)
 from loadgen.drivers.session_turns import SessionRunner
 from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
@@ -46,7 +52,7 @@ async def run_closed_loop(
     clock: RunClock,
     duration_s: float | None = None,
     think_time_s: float = 0.0,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     *,
     sessions: Sequence[Sequence[RequestSpec]] | None = None,
@@ -148,7 +154,7 @@ def _closed_loop_users(
     think_time_s: float,
     ramp_up_s: float,
     *,
-    on_record: Callable[[RequestRecord], None] | None,
+    on_record: RecordCallback | None,
     on_started: ScheduleHook | None,
     take_next: Callable[[], int] | None,
     user_ids: Sequence[int] | None,

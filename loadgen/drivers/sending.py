@@ -1,5 +1,6 @@
 """What every driver shares about sending requests: the client it drives
-(:class:`RequestSender`), the live counters it keeps (:class:`LiveCounters`), the hook told of
+(:class:`RequestSender`), who is given each record (:data:`RecordCallback`), the live
+counters it keeps (:class:`LiveCounters`), the hook told of
 each request's schedule (:data:`ScheduleHook`) and how a rebuilt turn's prompt is counted
 (:func:`prompt_counter`)."""
 
@@ -13,7 +14,10 @@ from loadgen.clock import RunClock
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord
 
-__all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "prompt_counter"]
+__all__ = ["LiveCounters", "RecordCallback", "RequestSender", "ScheduleHook", "prompt_counter"]
+
+# Given each finished request's record, once (the live display, the stream to the run folder).
+RecordCallback = Callable[[RequestRecord], None]
 
 
 class RequestSender(Protocol):

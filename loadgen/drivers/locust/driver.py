@@ -42,7 +42,7 @@ from loadgen.drivers.locust.job import (
     record_from_wire,
     write_job,
 )
-from loadgen.drivers.sending import LiveCounters
+from loadgen.drivers.sending import LiveCounters, RecordCallback
 from loadgen.drivers.stop import LoadStop
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord
@@ -102,7 +102,7 @@ def run_locust(
     bind: tuple[str, int] | None = None,
     join_timeout_s: float = DEFAULT_JOIN_TIMEOUT_S,
     worker_timeout_s: float = DEFAULT_WORKER_TIMEOUT_S,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     run_time_s: float | None = None,
@@ -162,7 +162,7 @@ def _run(
     job: LocustJob,
     workers: int,
     out: Path,
-    on_record: Callable[[RequestRecord], None] | None,
+    on_record: RecordCallback | None,
     counters: LiveCounters | None,
     on_event: Callable[[dict[str, Any]], None] | None,
     stop: LoadStop | None = None,
