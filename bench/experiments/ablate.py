@@ -21,7 +21,7 @@ from rich.text import Text
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
-from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_and_report
+from bench.run.orchestrate import RunError, RunOptions, reference_engine, run_and_report
 from bench.run.terminal import print_table
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
@@ -74,7 +74,7 @@ def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, 
     """Every combination of the switches' values; the first (all first values) is the baseline.
 
     Each combination is checked now, over the scenario's [engine] table as the run will merge
-    it (bench.run.orchestrate.reference_settings), so a bad one fails before any run.
+    it (bench.run.orchestrate.reference_engine), so a bad one fails before any run.
     """
     names = [s.name for s in switches]
     if len(set(names)) != len(names):
@@ -84,7 +84,7 @@ def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, 
     )]  # fmt: skip
     for setting in grid:
         try:
-            reference_settings(scenario, setting)
+            reference_engine(scenario, setting)
         except RunError as e:
             raise AblationError(f"setting {label(setting)}: {e}") from e
     return grid
