@@ -25,12 +25,11 @@ from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
 from loadgen.api_kinds import CHAT_APIS
+from loadgen.client.failures import CANCELLED
 from loadgen.drivers.driver import LoadPlan
 from loadgen.drivers.sending import RecordCallback
 from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
-
-_CANCELLED = "cancelled: the run ended while the request was in flight"
 
 
 @dataclass
@@ -165,7 +164,7 @@ def _fire(loop: _Loop, orders: np.ndarray) -> None:
 def _cancelled(spec: RequestSpec, user: int, due_s: float) -> RequestRecord:
     """A request the run's end caught before it was answered (as the load generator records)."""
     return RequestRecord(spec.request_id, user, due_s, due_s, None, None, spec.prompt_tokens, 0,
-                         "chunks", "cancelled", _CANCELLED, None)  # fmt: skip
+                         "chunks", "cancelled", CANCELLED, None)  # fmt: skip
 
 
 def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
@@ -175,7 +174,7 @@ def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
     for rid, flight in list(loop.flights.items()):
         loop.engine.abort_request(rid)
         record = flight.record
-        record.status, record.error, record.done_s = "cancelled", _CANCELLED, end_s
+        record.status, record.error, record.done_s = "cancelled", CANCELLED, end_s
         loop.final(record, flight.order)
     loop.flights.clear()
     held = [(float(plan.schedule_s[i]), -1, i, 0) for i in loop.waiting]  # type: ignore[index]

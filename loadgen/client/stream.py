@@ -40,10 +40,9 @@ from loadgen.client.answers import (
     auth_refusal,
     cut_short_message,
     is_stream,
-    read_timeout_message,
-    request_timeout_message,
 )
 from loadgen.client.apis import API_CLIENTS, api_client, request_body
+from loadgen.client.failures import failure
 from loadgen.client.limits import (
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -60,10 +59,7 @@ from loadgen.client.transport.connection_slots import ConnectionSlots
 from loadgen.client.transport.raw_http import (
     BodyRefused,
     PoolTimeout,
-    RawHttpError,
     RawPool,
-    ReadTimeout,
-    RequestTimeout,
 )
 from loadgen.client.transport.tls_layer import client_context
 from loadgen.clock import RunClock
@@ -345,14 +341,8 @@ class StreamingClient:
                         error = await self._read(response, acc, url, spec.kind.pooling)
             finally:
                 self._slots.release(http)
-        except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except TimeoutError:
-            error = self._request_timeout(url)
-        except (httpx.HTTPError, StreamError) as exc:
-            error = self._describe(exc, url, http_status)
-        except Exception as exc:  # a failed request is recorded, never dropped
-            error = f"client error: {type(exc).__name__}: {exc}"
+        except (asyncio.CancelledError, Exception) as exc:  # recorded, never dropped
+            status, error = failure(exc, url, http_status, self)
         return self._record(
             spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
         )
@@ -395,20 +385,8 @@ class StreamingClient:
             )
             if error is None:
                 error = self._ending_problem(parser, acc)
-        except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except BodyRefused as exc:
-            error = failures[0] if failures else f"{exc} (POST {url})"
-        except PoolTimeout as exc:
-            error = f"PoolTimeout: {exc}"
-        except ReadTimeout:
-            error = self._read_timeout(url, http_status)
-        except RequestTimeout:
-            error = self._request_timeout(url)
-        except RawHttpError as exc:
-            error = f"{type(exc).__name__}: {exc} (POST {url})"
-        except Exception as exc:  # a failed request is recorded, never dropped
-            error = f"client error: {type(exc).__name__}: {exc}"
+        except (asyncio.CancelledError, Exception) as exc:  # recorded, never dropped
+            status, error = failure(exc, url, http_status, self, refused=failures)
         record = self._record(
             spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
         )
@@ -429,12 +407,6 @@ class StreamingClient:
         if not parser.done and acc.finish_reason is None:
             return cut_short_message(parser, len(acc.texts))
         return None
-
-    def _read_timeout(self, url: str, http_status: int | None) -> str:
-        return read_timeout_message(url, self.timeout_s, http_status is not None)
-
-    def _request_timeout(self, url: str) -> str:
-        return request_timeout_message(url, self.request_timeout_s)
 
     async def _send_pooling_raw(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
@@ -463,16 +435,8 @@ class StreamingClient:
                 error = answer_problem(
                     http_status, conn.content_type, conn.location, kept, url, self._headers
                 )
-        except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except ReadTimeout:
-            error = self._read_timeout(url, http_status)
-        except RequestTimeout:
-            error = self._request_timeout(url)
-        except RawHttpError as exc:
-            error = f"{type(exc).__name__}: {exc} (POST {url})"
-        except Exception as exc:  # a failed request is recorded, never dropped
-            error = f"client error: {type(exc).__name__}: {exc}"
+        except (asyncio.CancelledError, Exception) as exc:  # recorded, never dropped
+            status, error = failure(exc, url, http_status, self)
         if error is not None:
             acc.done_ns = None  # a failed answer ends when the failure was seen
         return self._record(
@@ -573,25 +537,6 @@ class StreamingClient:
                 break
         return self._ending_problem(parser, acc)
 
-    def _describe(self, exc: Exception, url: str, http_status: int | None) -> str:
-        """An error message that names what failed, where, and the knob that governs it."""
-        name = type(exc).__name__
-        if isinstance(exc, httpx.ConnectTimeout):
-            return f"{name}: no connection to {url} within {self.connect_timeout_s} s"
-        if isinstance(exc, httpx.PoolTimeout):
-            return (
-                f"{name}: no free connection within {self.timeout_s} s; raise max_connections "
-                f"(now {self.max_connections}) to at least the number of concurrent requests"
-            )
-        if isinstance(exc, httpx.TimeoutException):
-            return self._read_timeout(url, http_status)
-        if isinstance(exc, StreamError):
-            return str(exc)
-        if isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
-            where = "in its body" if http_status is not None else "before the response head ended"
-            return f"{name}: the server broke the connection {where} ({_root(exc)}) (POST {url})"
-        return f"{name}: {exc or 'no detail'} (POST {url})"
-
     async def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
         """Ask ``GET <api_root>/models``; return the served model ids (may be empty).
 
@@ -632,14 +577,3 @@ class StreamingClient:
             return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
         except (ValueError, AttributeError, TypeError):
             return []
-
-
-def _root(exc: BaseException) -> str:
-    """The first cause in ``exc``'s chain that says something (httpx wraps an OS error in
-    exceptions with empty messages)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if str(seen):
-            return f"{type(seen).__name__}: {seen}"
-        seen = seen.__cause__ or seen.__context__
-    return type(exc).__name__

@@ -37,6 +37,7 @@ from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
 from loadgen.client.apis import request_body
+from loadgen.client.failures import CANCELLED
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.routing import Router
 from loadgen.clock import RunClock
@@ -294,7 +295,7 @@ def _send_to(
         payload = request_body(spec, config.model, config.extra_body)
         http_status, error, stamps = http.stream(index, api, payload, acc, url)
     except gevent.GreenletExit:
-        status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        status, error = "cancelled", CANCELLED
         raise_after = True
     if error is None and (problem := acc.problem()) is not None:
         acc.usage, status, error = None, "error", problem  # an absurd usage is not used
