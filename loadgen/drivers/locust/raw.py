@@ -27,9 +27,10 @@ from loadgen.client.answers import (
     request_timeout_message,
 )
 from loadgen.client.apis import API_CLIENTS
+from loadgen.client.raw_transport import raw_heads, stream_body_reader
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.readers.sse import SSEParser
-from loadgen.client.stream import raw_heads, request_headers, stream_body_reader
+from loadgen.client.stream import request_headers
 from loadgen.client.transport.blocking_raw import BlockingConnection
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
 from loadgen.client.transport.kernel_stamps import keep_stamping_on
