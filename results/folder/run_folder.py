@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from perfmodel.files import atomic_write, atomic_write_text, json_safe, json_text
+from perfmodel.files import JSONObject, atomic_write, atomic_write_text, json_safe, json_text
 from results.folder.endpoints import fill_endpoints, fill_models
 from results.folder.engine_steps import STEPS_SCHEMA
 from results.folder.parts.record_stream import RecordStream
@@ -250,7 +250,7 @@ class RunFolder:
         return load_run(path)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JSONObject:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
