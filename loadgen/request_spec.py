@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.api_kinds import APIS, CHAT_APIS, POOLING_APIS, Api, ApiKind, api_kind
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = [
     "RESERVED_FIELDS",
@@ -24,7 +25,7 @@ __all__ = [
 
 # One chat message: a (role, text) pair, or the OpenAI message object itself where it carries
 # more than a role and a text (multi-part content, a tool call, a tool's answer, a name).
-Message = tuple[str, str] | Mapping[str, Any]
+Message = tuple[str, str] | JSONView
 
 # Body fields the load generator sets itself, which request fields may not replace: what is
 # measured depends on them (a stream with usage, the planned prompt and output length, one
@@ -45,7 +46,7 @@ RESERVED_FIELDS: dict[str, str] = {
 }
 
 
-def message_dict(message: Message) -> dict[str, Any]:
+def message_dict(message: Message) -> JSONObject:
     """``message`` as the JSON object a chat request sends."""
     if isinstance(message, tuple):
         return {"role": message[0], "content": message[1]}
@@ -167,11 +168,11 @@ class RequestSpec:
     seed: int | None = None
     messages: tuple[Message, ...] | None = None
     abandon: Abandon | None = None
-    fields: Mapping[str, Any] | None = None
+    fields: JSONView | None = None
     model: str | None = None
     inputs: tuple[str, ...] = ()
-    tools: tuple[Mapping[str, Any], ...] = ()
-    tool_choice: str | Mapping[str, Any] | None = None
+    tools: tuple[JSONView, ...] = ()
+    tool_choice: str | JSONView | None = None
     session: SessionTurn | None = None
     images: tuple[str, ...] = ()
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from loadgen.api_kinds import APIS, Api, ApiKind
 from loadgen.client.image_bodies import (
@@ -53,10 +52,11 @@ from loadgen.client.tool_bodies import (
     responses_tools,
 )
 from loadgen.request_spec import RequestSpec, message_dict, message_text
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = ["API_CLIENTS", "ApiClient", "api_client", "generation_body", "request_body"]
 
-Body = dict[str, Any]
+Body = JSONObject
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def _anthropic_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _conversation(spec: RequestSpec) -> list[dict[str, Any]]:
+def _conversation(spec: RequestSpec) -> list[JSONObject]:
     turns = spec.messages or (("user", spec.prompt),)
     return [message_dict(turn) for turn in turns]
 
@@ -195,7 +195,7 @@ def generation_body(spec: RequestSpec, model: str) -> Body:
     return body
 
 
-def request_body(spec: RequestSpec, model: str, extra_body: Mapping[str, Any]) -> bytes:
+def request_body(spec: RequestSpec, model: str, extra_body: JSONView) -> bytes:
     """The JSON bytes every driver sends for ``spec``: :func:`generation_body`, then the run's
     ``extra_body`` and the request's own ``fields`` over it (they may not set the reserved
     fields, request_spec.RESERVED_FIELDS)."""

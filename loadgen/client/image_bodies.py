@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from loadgen.request_images import split_data_url
+from perfmodel.files import JSONObject
 
 __all__ = ["ANTHROPIC_IMAGES", "CHAT_IMAGES", "RESPONSES_IMAGES", "ImageForm", "with_images"]
 
@@ -30,18 +30,18 @@ class ImageForm:
     """How one API sends images: the type of its text parts, and an image URL as its part."""
 
     text_type: str
-    part: Callable[[str], dict[str, Any]]
+    part: Callable[[str], JSONObject]
 
 
-def _chat_image(url: str) -> dict[str, Any]:
+def _chat_image(url: str) -> JSONObject:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _responses_image(url: str) -> dict[str, Any]:
+def _responses_image(url: str) -> JSONObject:
     return {"type": "input_image", "image_url": url}
 
 
-def _anthropic_image(url: str) -> dict[str, Any]:
+def _anthropic_image(url: str) -> JSONObject:
     parts = split_data_url(url)
     if parts is None:
         return {"type": "image", "source": {"type": "url", "url": url}}
@@ -55,8 +55,8 @@ ANTHROPIC_IMAGES = ImageForm("text", _anthropic_image)
 
 
 def with_images(
-    form: ImageForm, turns: list[dict[str, Any]], images: Sequence[str]
-) -> list[dict[str, Any]]:
+    form: ImageForm, turns: list[JSONObject], images: Sequence[str]
+) -> list[JSONObject]:
     """``turns`` (an API's messages or input items) with ``images`` in the last user turn, in
     that API's ``form`` (module docstring); ``turns`` as they are without images. The turns
     are not changed in place: the last user turn is a new object."""

@@ -57,6 +57,7 @@ from loadgen.client.readers.reader import AnswerReader, BodyReader, StreamReader
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import RequestRecord, Status, endpoint_of
 from results.folder.redact import REDACTED
 
@@ -128,7 +129,7 @@ class StreamingClient:
         *,
         connect_timeout_s: float | None = None,
         trust_env: bool = False,
-        extra_body: dict[str, Any] | None = None,
+        extra_body: JSONObject | None = None,
         raw: bool = True,
         headers: Mapping[str, str] | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
@@ -190,7 +191,7 @@ class StreamingClient:
         Connections that fail to open are left closed: their requests will say why."""
         await self._transport.warm_up()
 
-    def receive_stamps(self) -> dict[str, Any]:
+    def receive_stamps(self) -> JSONObject:
         """run.json's record of where this client's chunk times came from, per connection
         (loadgen.client.transport.kernel_stamps.stamp_report); the httpx path says it has none."""
         if self._raw is None:

@@ -51,6 +51,7 @@ from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_images import image_tokens
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSource
 
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body", "feed_read"]
@@ -124,7 +125,7 @@ class StreamAccumulator:
         self.read_ns: list[int] = []  # per chunk: when the client read it (user space)
         self.texts: list[str] = []
         self.reasoning: list[bool] = []  # per chunk: reasoning (True) or answer (False)
-        self.usage: dict[str, Any] | None = None
+        self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
         self.tools = ToolCalls()

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from loadgen.client.readers.token_counts import usage_int
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import RequestRecord, Status
 
 __all__ = [
@@ -41,19 +41,19 @@ MAX_BODY_BYTES = 256 * 1024**2
 _MAX_MESSAGE_CHARS = 200
 
 
-def embeddings_body(spec: RequestSpec, model: str) -> dict[str, Any]:
+def embeddings_body(spec: RequestSpec, model: str) -> JSONObject:
     """The JSON body of an embeddings ``spec``: its prompt and inputs as ``input``."""
     return {"model": model, "input": [spec.prompt, *spec.inputs], "encoding_format": "float"}
 
 
-def rerank_body(spec: RequestSpec, model: str) -> dict[str, Any]:
+def rerank_body(spec: RequestSpec, model: str) -> JSONObject:
     """The JSON body of a rerank ``spec``: ``query`` and ``documents`` (vLLM, Jina and Cohere
     take the same two fields)."""
     documents = list(spec.inputs) or [spec.prompt]
     return {"model": model, "query": spec.prompt, "documents": documents}
 
 
-def embeddings_problem(obj: dict[str, Any], expected: int) -> str | None:
+def embeddings_problem(obj: JSONObject, expected: int) -> str | None:
     """What is wrong with an embeddings answer for ``expected`` inputs, or None."""
     data = obj.get("data")
     if not isinstance(data, list):
@@ -65,7 +65,7 @@ def embeddings_problem(obj: dict[str, Any], expected: int) -> str | None:
     return None
 
 
-def rerank_problem(obj: dict[str, Any], expected: int) -> str | None:
+def rerank_problem(obj: JSONObject, expected: int) -> str | None:
     """What is wrong with a rerank answer for ``expected`` documents, or None."""
     results = obj.get("results", obj.get("data"))
     if not isinstance(results, list):
@@ -78,7 +78,7 @@ def rerank_problem(obj: dict[str, Any], expected: int) -> str | None:
 
 
 # What is wrong with a parsed answer for a number of inputs, or None.
-AnswerCheck = Callable[[dict[str, Any], int], "str | None"]
+AnswerCheck = Callable[[JSONObject, int], "str | None"]
 
 
 class PoolingAccumulator:
@@ -104,7 +104,7 @@ class PoolingAccumulator:
         self._body: list[bytes] = []
         self._size = 0
         self.texts: list[str] = []
-        self.usage: dict[str, Any] | None = None
+        self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
 

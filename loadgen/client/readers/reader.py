@@ -9,11 +9,12 @@ A streamed answer is fed event by event (:class:`StreamReader`: the SSE APIs' re
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import RequestRecord, Status
 
 __all__ = ["AnswerReader", "BodyReader", "StreamReader"]
@@ -29,7 +30,7 @@ class AnswerReader(Protocol):
     """
 
     done_ns: int | None
-    usage: dict[str, Any] | None
+    usage: JSONObject | None
     finish_reason: str | None
     texts: list[str]
 
