@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
 from bench.run.orchestrate import RunError, RunOptions, reference_engine, run_and_report
 from bench.run.terminal import print_table
+from bench.scenario.engine_sets import SettingValue
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from perfmodel.files import atomic_write_text
@@ -70,7 +72,7 @@ def parse_switch(spec: str) -> Switch:
     return Switch(name, parsed)
 
 
-def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, Any]]:
+def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, SettingValue]]:
     """Every combination of the switches' values; the first (all first values) is the baseline.
 
     Each combination is checked now, over the scenario's [engine] table as the run will merge
@@ -90,7 +92,7 @@ def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, 
     return grid
 
 
-def label(setting: dict[str, Any]) -> str:
+def label(setting: Mapping[str, SettingValue]) -> str:
     return ",".join(f"{k}={v}" for k, v in setting.items())
 
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from bench.run.messages import print_note, print_warning
 from loadgen.drivers.locust.driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 from loadgen.drivers.locust.job import parse_address
+from perfmodel.files import JSONObject
 
 __all__ = ["RemoteWorkers", "print_locust_event", "print_loopback_note"]
 
@@ -89,7 +90,7 @@ class RemoteWorkers:
             "worker_timeout_s": self.worker_timeout_s,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's load section's part (the address the master listened on)."""
         bind = f"{self.bind[0]}:{self.bind[1]}" if self.bind else None
         return {"expect_workers": self.expected, "master_bind": bind}
@@ -106,7 +107,7 @@ def print_loopback_note(console: Console, base_url: str, remote: RemoteWorkers) 
         )
 
 
-def print_locust_event(console: Console, event: dict[str, Any], remote: int) -> None:
+def print_locust_event(console: Console, event: JSONObject, remote: int) -> None:
     """Say on ``console`` what the master reported (loadgen.drivers.locust.driver.run_locust's
     ``on_event``); ``remote`` is the number of workers expected from `bench worker`."""
     kind = event["event"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -15,6 +14,7 @@ from bench.experiments.ablate import format_figure
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS
 from bench.run.messages import print_path
 from bench.run.terminal import print_table
+from perfmodel.files import JSONObject
 
 _UNITS = {key: (title, unit) for key, title, unit in ABLATION_COLUMNS}
 
@@ -23,7 +23,7 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def claimed_text(row: dict[str, Any]) -> str:
+def claimed_text(row: JSONObject) -> str:
     low, high = row["claimed"]
     if low is None or high is None:
         return row["claim"]
@@ -31,7 +31,7 @@ def claimed_text(row: dict[str, Any]) -> str:
     return f"{row['claim']} [{span} {row['metric_title']} {row['ratio']}]"
 
 
-def measured_text(row: dict[str, Any]) -> str:
+def measured_text(row: JSONObject) -> str:
     m = row["measured"]
     unit = row["unit"]
     parts = [
@@ -50,13 +50,13 @@ def measured_text(row: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def predicted_text(prediction: dict[str, Any]) -> str:
+def predicted_text(prediction: JSONObject) -> str:
     if prediction.get("value") is None:
         return f"- ({prediction.get('note', 'not predicted')})"
     return _x(prediction["value"])
 
 
-def cell_texts(doc: dict[str, Any]) -> dict[str, Any]:
+def cell_texts(doc: JSONObject) -> JSONObject:
     """``doc`` with each row's ``text``: claimed, measured, one predicted per device, reason."""
     for row in doc["rows"]:
         row["text"] = {

@@ -56,6 +56,7 @@ from loadgen.drivers.driver import LoadPlan
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
+from perfmodel.files import JSONObject, JSONView
 from results.folder.redact import REDACTED, is_secret_flag
 
 __all__ = [
@@ -86,15 +87,15 @@ class FieldCheck:
     ignore_eos: str = "not asked"
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's ``load.request_check``."""
         return {"fields": self.fields, "ignore_eos": self.ignore_eos, "notes": self.notes}
 
 
-def redact_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+def redact_fields(fields: JSONView) -> JSONObject:
     """``fields`` with the value of every secret-looking name (``api_key``, ``*_token``) hidden,
     at any depth."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in fields.items():
         if is_secret_flag(str(key)):
             out[key] = REDACTED
@@ -105,7 +106,7 @@ def redact_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def fields_section(plan: LoadPlan) -> dict[str, Any]:
+def fields_section(plan: LoadPlan) -> JSONObject:
     """run.json's ``load.request_fields``: the fields every request carried (values, secrets
     hidden), and how many requests carried each field that not all of them did."""
     requests = plan.requests
@@ -139,7 +140,7 @@ def _as_chat(spec: RequestSpec) -> bool:
     return spec.kind.conversation and spec.kind.openai_chunks
 
 
-def _tools(spec: RequestSpec) -> dict[str, Any]:
+def _tools(spec: RequestSpec) -> JSONObject:
     """The tool fields checked: a chat request's (:func:`_as_chat`)."""
     return chat_tools(spec.tools, spec.tool_choice) if _as_chat(spec) and spec.tools else {}
 
@@ -164,8 +165,8 @@ def _names(spec: RequestSpec) -> list[str]:
     return [*(spec.fields or {}), *_tools(spec), *(["images"] if _images(spec) else [])]
 
 
-def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
+def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> JSONObject:
+    body: JSONObject = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
                             "temperature": spec.temperature, "stream": False}  # fmt: skip
     if _as_chat(spec):
         turns = [{"role": "user", "content": PROBE_PROMPT}]
@@ -179,7 +180,7 @@ def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
     return body
 
 
-def _send(url: str, body: dict[str, Any], headers: Mapping[str, str]) -> httpx.Response | str:
+def _send(url: str, body: JSONObject, headers: Mapping[str, str]) -> httpx.Response | str:
     """The answer, or a note of why none came."""
     try:
         return httpx.post(url, json=body, headers=dict(headers), timeout=4 * PREFLIGHT_TIMEOUT_S)
