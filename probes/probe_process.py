@@ -31,8 +31,9 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from perfmodel.files import JSONObject
 from probes.probe_spec import ProbeSpec
 from probes.sampler import SAMPLE_COLUMNS
 from probes.sampler_kinds import build_samplers
@@ -42,7 +43,7 @@ _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 30.0
 
 
-def _send(stream: IO[str], message: dict[str, Any]) -> None:
+def _send(stream: IO[str], message: JSONObject) -> None:
     stream.write(json.dumps(message) + "\n")
     stream.flush()
 
@@ -79,7 +80,7 @@ class ProbeProcess:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def _readline(self, timeout_s: float) -> dict[str, Any]:
+    def _readline(self, timeout_s: float) -> JSONObject:
         assert self._process is not None and self._process.stdout is not None
         # One line is pending at a time in this protocol, so select-then-readline cannot strand
         # a buffered line.

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = ["ProbeSpec"]
 
@@ -44,7 +45,7 @@ class ProbeSpec:
     engine_endpoints: tuple[str, ...] = ()
     engine_scrapes: tuple[tuple[str, str], ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             **dataclasses.asdict(self),
             "processes": dict(self.processes),
@@ -52,7 +53,7 @@ class ProbeSpec:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ProbeSpec:
+    def from_json(cls, data: JSONView) -> ProbeSpec:
         names = {k: tuple(v) for k, v in data.get("engine_metric_names", {}).items()}
         endpoints = tuple(data.get("engine_endpoints") or ())
         scrapes = tuple((str(label), str(url)) for label, url in data.get("engine_scrapes") or ())

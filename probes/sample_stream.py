@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from perfmodel.files import JSONObject
 from probes.sampler import SamplerThread
 from results.folder.parts.writer import PartWriter
 from results.folder.table_columns import SAMPLE_PART_SAMPLER
@@ -103,7 +104,7 @@ class SampleStream:
             self._timer.join(timeout=self.flush_s + 10.0)
         self.flush()
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> JSONObject:
         """What run.json's "probes" says of the stream."""
         return {
             "flush_s": self.flush_s,

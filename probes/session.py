@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfmodel.files import JSONObject
 from probes.sample_stream import SampleStream
 from probes.sampler import SAMPLE_COLUMNS, Sampler, SamplerThread
 
@@ -29,9 +30,9 @@ class ProbeResult:
     (probes.sample_stream.SampleStream.report)."""
 
     columns: dict[str, list[Any]]
-    reports: list[dict[str, Any]]
-    process: dict[str, Any] | None = None  # the probe process's own cost, when there was one
-    stream: dict[str, Any] | None = None
+    reports: list[JSONObject]
+    process: JSONObject | None = None  # the probe process's own cost, when there was one
+    stream: JSONObject | None = None
 
     @property
     def num_samples(self) -> int:
@@ -54,7 +55,7 @@ class ProbeResult:
             )
         return lines
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's "probes" section."""
         return {
             # A fleet's /metrics samplers share a source: each is keyed by its replica too, and
