@@ -80,7 +80,7 @@ def run_ours(
     cpu0 = time.process_time()
     config = ClientConfig(url, "truth", kernel_stamps=kernel)
     if locust:
-        from loadgen.drivers.locust_driver import run_locust
+        from loadgen.drivers.locust.driver import run_locust
 
         result = run_locust(plan, config, clock, 1, run_time_s=1200)
     else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.itl import itl_cdf
 from results.folder.records import REQUEST_BACKFILLS
 from results.folder.run_folder import (
@@ -73,11 +73,11 @@ class RunView:
 
     path: Path
     label: str
-    run_json: dict[str, Any]
+    run_json: JSONObject
     requests: pd.DataFrame
     # tokens.parquet's rows, or where they lie: read by DuckDB a batch at a time.
     tokens: pd.DataFrame | TokenSource
-    summary: dict[str, Any]
+    summary: JSONObject
     steps: pd.DataFrame | None
     samples: pd.DataFrame | None
     notes: list[Note] = field(default_factory=list)
@@ -108,7 +108,7 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
     return frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _derive(requests: pd.DataFrame, window: dict[str, Any]) -> pd.DataFrame:
+def _derive(requests: pd.DataFrame, window: JSONObject) -> pd.DataFrame:
     """Per-request figures by docs/metrics.md's definitions, and the measured-window mask."""
     req = backfill_frame(requests, REQUEST_BACKFILLS).copy()
     sched, sent = _floats(req, "scheduled_s"), _floats(req, "sent_s")
@@ -237,11 +237,11 @@ def _labels_text(labels: Any) -> str:
     return str(labels)
 
 
-def _request_summary(path: Path, data: RunData) -> dict[str, Any]:
+def _request_summary(path: Path, data: RunData) -> JSONObject:
     """The request figures of a folder without summary.json, and the words for a run that
     ended early (a killed run's folder has none)."""
     try:
-        summary: dict[str, Any] = dict(request_summary(data))
+        summary: JSONObject = dict(request_summary(data))
     except ValueError as exc:
         raise RunFolderError(f"{path}: no summary.json and it cannot be recomputed: {exc}") from exc
     summary.update(run_end_summary(data.run_json))
@@ -249,7 +249,7 @@ def _request_summary(path: Path, data: RunData) -> dict[str, Any]:
 
 
 def load_run_view(
-    path: Path | str, label: str | None = None, summary: Mapping[str, Any] | None = None
+    path: Path | str, label: str | None = None, summary: JSONView | None = None
 ) -> RunView:
     """Read ``path`` for drawing; ``summary``: the folder's summary, computed by the caller
     from its tables, for a folder without summary.json (else its request figures are computed

@@ -10,9 +10,10 @@ from __future__ import annotations
 import html
 import textwrap
 from collections.abc import Sequence
-from typing import Any
 
 import plotly.graph_objects as go
+
+from perfmodel.files import JSONObject
 
 __all__ = [
     "COLORS",
@@ -51,7 +52,7 @@ PHASE_COLORS: dict[str, str] = {
 FONT_FAMILY = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
 # Offline: no "edit in Chart Studio" link, no logo; the PNG button saves at twice the resolution.
-PLOT_CONFIG: dict[str, Any] = {
+PLOT_CONFIG: JSONObject = {
     "displaylogo": False,
     "responsive": True,
     "toImageButtonOptions": {"format": "png", "scale": 2},
@@ -146,7 +147,7 @@ MODEBAR_BAND_PX = 32
 MENU_ROW_PX = 30
 
 
-def top_right_menu(fig: go.Figure, menu: dict[str, Any]) -> None:
+def top_right_menu(fig: go.Figure, menu: JSONObject) -> None:
     """Place an update menu (buttons, dropdown) at the right, just under the modebar's band.
 
     The top margin grows to hold the menu's row, and a legend laid out in one row under the

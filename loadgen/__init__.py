@@ -4,10 +4,10 @@ Rooms, each importing only those below it (pyproject.toml's import-linter contra
 
 - ``drivers``: a load plan run in this process (``driver``), closed loop (N users, sessions) and
   open loop (planned times, concurrency cap), the plan sharded over worker processes
-  (``workers``), Locust (``locust_driver`` starts ``locust_master`` and ``locust_worker``
-  processes, which exchange ``locust_job``'s messages; ``locust_fleet`` is the master's book of
-  workers, ``clock_sync`` their measured clock offsets), the client's self-check of its own lags
-  and CPU (``selfcheck``).
+  (``workers``), Locust in ``locust/`` (``driver`` starts ``master`` and ``worker`` processes,
+  which exchange ``job``'s messages; ``fleet`` is the master's book of workers), the workers'
+  measured clock offsets (``clock_sync``), the client's self-check of its own lags and CPU
+  (``selfcheck``).
 - ``client``: one streamed request (``stream``), the lean HTTP/1.1 path (``raw_http``) and
   httpx's (``connection_slots``), the incremental event-stream parser (``sse``), what an
   OpenAI-compatible stream means (``openai_stream``), tokens per chunk (``apportion``).
@@ -15,7 +15,8 @@ Rooms, each importing only those below it (pyproject.toml's import-linter contra
   distributions, shared prefixes), exact-length prompts (``prompts``), ShareGPT, multi-turn
   and trace files, open-loop arrival schedules (``arrivals``).
 - ``clock`` (the run's time base), ``protocols`` (what a tokenizer must offer) and
-  ``request_spec`` (``RequestSpec``: one request to send).
+  ``request_spec`` (``RequestSpec``: one request to send), over ``api_kinds`` (each API the
+  load generator speaks, declared once).
 
 What it records is the results contract's (results.folder.records, results.folder.client_samples).
 It imports neither the engine nor bench; a tokenizer is anything that fits

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
+
+from loadgen.api_kinds import APIS, CHAT_APIS, POOLING_APIS, Api, ApiKind, api_kind
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = [
-    "API_KINDS",
-    "CHAT_APIS",
-    "POOLING_APIS",
     "RESERVED_FIELDS",
     "Abandon",
-    "Api",
     "Message",
     "RequestSpec",
     "SessionTurn",
@@ -24,16 +23,9 @@ __all__ = [
     "message_text",
 ]
 
-Api = Literal["completions", "chat", "responses", "messages", "embeddings", "rerank"]
-API_KINDS: tuple[str, ...] = get_args(Api)
-# The APIs that take a conversation (the chat template applies); the rest take text.
-CHAT_APIS: frozenset[str] = frozenset({"chat", "responses", "messages"})
-# The APIs that generate nothing: one JSON answer, no stream, no output tokens.
-POOLING_APIS: frozenset[str] = frozenset({"embeddings", "rerank"})
-
 # One chat message: a (role, text) pair, or the OpenAI message object itself where it carries
 # more than a role and a text (multi-part content, a tool call, a tool's answer, a name).
-Message = tuple[str, str] | Mapping[str, Any]
+Message = tuple[str, str] | JSONView
 
 # Body fields the load generator sets itself, which request fields may not replace: what is
 # measured depends on them (a stream with usage, the planned prompt and output length, one
@@ -54,7 +46,7 @@ RESERVED_FIELDS: dict[str, str] = {
 }
 
 
-def message_dict(message: Message) -> dict[str, Any]:
+def message_dict(message: Message) -> JSONObject:
     """``message`` as the JSON object a chat request sends."""
     if isinstance(message, tuple):
         return {"role": message[0], "content": message[1]}
@@ -176,31 +168,32 @@ class RequestSpec:
     seed: int | None = None
     messages: tuple[Message, ...] | None = None
     abandon: Abandon | None = None
-    fields: Mapping[str, Any] | None = None
+    fields: JSONView | None = None
     model: str | None = None
     inputs: tuple[str, ...] = ()
-    tools: tuple[Mapping[str, Any], ...] = ()
-    tool_choice: str | Mapping[str, Any] | None = None
+    tools: tuple[JSONView, ...] = ()
+    tool_choice: str | JSONView | None = None
     session: SessionTurn | None = None
     images: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> ApiKind:
+        """The entry of the request's API (loadgen.api_kinds)."""
+        return APIS[self.api]
 
     @property
     def num_inputs(self) -> int | None:
         """The inputs a pooling request carries (embedding inputs, or rerank documents), None
         for generation: what requests.parquet's ``inputs`` column records."""
-        if self.api == "embeddings":
-            return 1 + len(self.inputs)
-        if self.api == "rerank":
-            return max(1, len(self.inputs))
-        return None
+        return self.kind.inputs(len(self.inputs))
 
     def __post_init__(self) -> None:
         if not self.request_id:
             raise ValueError("RequestSpec.request_id: must be a non-empty string")
-        if self.api not in API_KINDS:
-            raise ValueError(
-                f"RequestSpec.api: expected one of {list(API_KINDS)}, got {self.api!r}"
-            )
+        try:
+            kind = api_kind(self.api)
+        except ValueError as exc:
+            raise ValueError(f"RequestSpec.{exc}") from None
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ValueError(
                 f"RequestSpec.max_tokens: expected an int >= 1, got {self.max_tokens!r}"
@@ -217,19 +210,19 @@ class RequestSpec:
             raise ValueError(
                 f"RequestSpec.model: expected a non-empty model name or None, got {self.model!r}"
             )
-        if self.abandon is not None and self.api not in ("completions", "chat"):
+        if self.abandon is not None and not kind.openai_chunks:
             raise ValueError(
                 f"RequestSpec.abandon: covers completions and chat only, not {self.api!r}"
             )
-        if self.inputs and self.api not in POOLING_APIS:
+        if self.inputs and not kind.pooling:
             raise ValueError(
                 f"RequestSpec.inputs: only {sorted(POOLING_APIS)} take inputs, not {self.api!r}"
             )
-        if self.tools and self.api not in CHAT_APIS:
+        if self.tools and not kind.conversation:
             raise ValueError(
                 f"RequestSpec.tools: only {sorted(CHAT_APIS)} take tools, not {self.api!r}"
             )
-        if self.images and self.api not in CHAT_APIS:
+        if self.images and not kind.conversation:
             raise ValueError(
                 f"RequestSpec.images: only {sorted(CHAT_APIS)} take images, not {self.api!r}"
             )

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.files import JSONObject, JSONView
+
 __all__ = [
     "TOOL_CHOICES",
     "ToolError",
@@ -32,7 +34,7 @@ __all__ = [
 # The choices that name no function.
 TOOL_CHOICES = ("auto", "none", "required")
 # An empty object schema: a function without arguments.
-_NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+_NO_ARGUMENTS: JSONObject = {"type": "object", "properties": {}}
 
 
 class ToolError(ValueError):
@@ -46,7 +48,7 @@ def call_text(name: str | None, arguments: str | None) -> str:
     return (name or "") + (arguments or "")
 
 
-def as_tool(raw: Any) -> dict[str, Any]:
+def as_tool(raw: Any) -> JSONObject:
     """``raw`` (the OpenAI form, or the bare function) as the OpenAI form (module docstring).
 
     Raises:
@@ -65,7 +67,7 @@ def as_tool(raw: Any) -> dict[str, Any]:
     parameters = function.get("parameters", _NO_ARGUMENTS)
     if not isinstance(parameters, Mapping):
         raise ToolError(f"tool {name!r}: parameters must be a JSON schema object")
-    out: dict[str, Any] = {"name": name, "parameters": dict(parameters)}
+    out: JSONObject = {"name": name, "parameters": dict(parameters)}
     description = function.get("description")
     if description is not None:
         if not isinstance(description, str):
@@ -74,7 +76,7 @@ def as_tool(raw: Any) -> dict[str, Any]:
     return {"type": "function", "function": out}
 
 
-def as_tools(raw: Any) -> tuple[dict[str, Any], ...]:
+def as_tools(raw: Any) -> tuple[JSONObject, ...]:
     """A list of tools (each :func:`as_tool`), names unique."""
     if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
         raise ToolError(f"tools must be a list of tools, got {type(raw).__name__}")
@@ -85,12 +87,12 @@ def as_tools(raw: Any) -> tuple[dict[str, Any], ...]:
     return tools
 
 
-def tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+def tool_names(tools: Sequence[JSONView]) -> list[str]:
     """The function names of ``tools`` (held form), in order."""
     return [str(t["function"]["name"]) for t in tools]
 
 
-def as_tool_choice(raw: Any, tools: Sequence[Mapping[str, Any]]) -> str | dict[str, Any] | None:
+def as_tool_choice(raw: Any, tools: Sequence[JSONView]) -> str | JSONObject | None:
     """``raw`` as OpenAI's tool_choice (module docstring): one of :data:`TOOL_CHOICES`, a
     function's name or the OpenAI object naming one, which must be one of ``tools``; None
     stays None (the server's default, "auto" where tools are given).
@@ -121,7 +123,7 @@ class ToolOffer:
     choice as written: one of :data:`TOOL_CHOICES`, a function's name, or None (the server's
     default). A request that brings its own tools (a dataset row's) keeps them instead."""
 
-    tools: tuple[dict[str, Any], ...]
+    tools: tuple[JSONObject, ...]
     choice: str | None = None
 
     def __post_init__(self) -> None:
@@ -129,10 +131,10 @@ class ToolOffer:
             raise ToolError("no tool given")
         self.tool_choice()  # raises for a choice that names no tool given
 
-    def tool_choice(self) -> str | dict[str, Any] | None:
+    def tool_choice(self) -> str | JSONObject | None:
         """The choice as OpenAI's ``tool_choice`` (:func:`as_tool_choice`)."""
         return as_tool_choice(self.choice, self.tools)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """run.json's ``scenario.tools``: the ``[tools]`` table as it reads back."""
         return {"choice": self.choice, "functions": [dict(t["function"]) for t in self.tools]}

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from perfmodel.cache import calibration_path
-from perfmodel.files import write_json
+from perfmodel.files import JSONObject, write_json
 
 __all__ = [
     "FULL_BUDGET_S",
@@ -38,13 +37,13 @@ FULL_BUDGET_S = 0.5
 QUICK_BUDGET_S = 0.15
 
 
-def save(calibration: dict[str, Any], path: Path | None = None) -> Path:
+def save(calibration: JSONObject, path: Path | None = None) -> Path:
     """Write ``calibration`` as JSON to ``path`` (default: perfmodel.cache.calibration_path())."""
     path = path or calibration_path()
     return write_json(path, calibration)
 
 
-def load(path: Path | None = None) -> dict[str, Any] | None:
+def load(path: Path | None = None) -> JSONObject | None:
     """The saved calibration, or None when there is none (or it cannot be read)."""
     path = path or calibration_path()
     try:
@@ -54,12 +53,12 @@ def load(path: Path | None = None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("version") == 1 else None
 
 
-def is_quick(calibration: dict[str, Any]) -> bool:
+def is_quick(calibration: JSONObject) -> bool:
     """Whether ``calibration`` is a quick one (module docstring)."""
     return calibration.get("mode") == "quick"
 
 
-def source_of(calibration: dict[str, Any]) -> str:
+def source_of(calibration: JSONObject) -> str:
     """Where roofs read from ``calibration`` come from, honest about a quick one's precision."""
     created = calibration.get("created_utc")
     if not is_quick(calibration):
@@ -70,7 +69,7 @@ def source_of(calibration: dict[str, Any]) -> str:
     )
 
 
-def for_cpu(cpu_name: str, path: Path | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def for_cpu(cpu_name: str, path: Path | None = None) -> tuple[JSONObject | None, str | None]:
     """The saved calibration when it was measured on the CPU named ``cpu_name``: (calibration,
     None), or (None, a sentence saying why there is none and what would give one)."""
     saved = load(path)

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from perfmodel.files import JSONObject
 from perfmodel.hardware import HardwareSpec
 from perfmodel.model_config import ModelConfig
 from perfmodel.models import dtype_bytes
@@ -94,7 +94,7 @@ class Capacity:
     fits: bool
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
     def shortfall(self, users: int, context_tokens: int) -> str | None:

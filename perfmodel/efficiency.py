@@ -16,7 +16,9 @@ datasheet peak and says so, which makes its prediction an optimistic bound for t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from perfmodel.files import JSONObject
 
 GB = 1e9
 
@@ -43,7 +45,7 @@ class Efficiency:
     memory: float | None
     memory_source: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -64,7 +66,7 @@ class Interconnect:
         """The all-reduce bus bandwidth this link sustains (bytes/s)."""
         return self.bytes_per_s * (self.busbw_efficiency or 1.0)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {**asdict(self), "bus_bytes_per_s": self.bus_bytes_per_s}
 
 

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "JSONObject",
+    "JSONView",
     "atomic_write",
     "atomic_write_text",
     "json_safe",
@@ -35,6 +37,13 @@ __all__ = [
     "sync_write",
     "write_json",
 ]
+
+# A JSON object as json.loads gives it (run.json, summary.json and their sections, the other
+# documents bench writes and reads) or as it is built to be written through json_safe: its
+# values are JSON's, and what they mean is the document's schema's to say (results/schema/).
+JSONObject = dict[str, Any]
+# The same, read only: what a reader of a document takes.
+JSONView = Mapping[str, Any]
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], object]) -> Path:

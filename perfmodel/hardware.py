@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from perfmodel.files import JSONObject, JSONView
 
 TERA = 1e12
 GB = 1e9
@@ -96,7 +97,7 @@ class HardwareSpec:
         """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound."""
         return ridge_point(self.peak_for(dtype), self.memory_bytes_per_s)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "key": self.key,
             "name": self.name,
@@ -268,7 +269,7 @@ def find_by_nvml_name(nvml_name: str) -> HardwareSpec | None:
     return None
 
 
-def spec_from_calibration(calibration: Mapping[str, Any], device: str = "cpu") -> HardwareSpec:
+def spec_from_calibration(calibration: JSONView, device: str = "cpu") -> HardwareSpec:
     """A HardwareSpec whose roofs are the measured figures of ``calibration``
     (perfmodel.calibration).
 

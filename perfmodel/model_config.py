@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfmodel.files import JSONObject, JSONView
+
 SUPPORTED_DTYPES = ("bfloat16", "float16", "float32")
 SUPPORTED_MODEL_TYPES = ("llama",)
 # Keys that a llama3 rope_scaling block must carry (Llama-3.1 config.json uses exactly these).
@@ -53,7 +55,7 @@ class ModelConfig:
     max_position_embeddings: int
     rms_norm_eps: float
     rope_theta: float
-    rope_scaling: dict[str, Any] | None = field(default=None, hash=False)
+    rope_scaling: JSONObject | None = field(default=None, hash=False)
     tie_word_embeddings: bool = False
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
@@ -92,12 +94,12 @@ class ModelConfig:
         if self.rope_scaling is not None:
             _check_llama3_rope(self.name, self.rope_scaling)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """JSON-safe fields (tuples become lists); from_dict() reads it back."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
+    def from_dict(cls, data: JSONView) -> ModelConfig:
         """The inverse of to_dict(), e.g. for a model recorded in a run folder's run.json."""
         values = dict(data)
         values["eos_token_ids"] = tuple(values.get("eos_token_ids", ()))
@@ -124,7 +126,7 @@ class ModelConfig:
 
     @classmethod
     def from_hf_config(
-        cls, path_or_dict: str | Path | Mapping[str, Any], name: str | None = None
+        cls, path_or_dict: str | Path | JSONView, name: str | None = None
     ) -> ModelConfig:
         """Build from a Llama `config.json`: a path to the file or its directory, or a parsed dict.
 
@@ -154,7 +156,7 @@ class ModelConfig:
         return _parse(raw, source, name or default_name)
 
 
-def _parse(raw: dict[str, Any], source: str, name: str) -> ModelConfig:
+def _parse(raw: JSONObject, source: str, name: str) -> ModelConfig:
     def need(key: str) -> Any:
         if key not in raw or raw[key] is None:
             raise ConfigError(f"{source}: required key '{key}' is missing")
@@ -210,7 +212,7 @@ def _parse(raw: dict[str, Any], source: str, name: str) -> ModelConfig:
     )
 
 
-def _normalise_rope_scaling(scaling: Mapping[str, Any] | None, source: str) -> dict | None:
+def _normalise_rope_scaling(scaling: JSONView | None, source: str) -> dict | None:
     """Reduce HF's rope block to None (plain RoPE) or a validated llama3 dict."""
     if not scaling:
         return None
@@ -221,7 +223,7 @@ def _normalise_rope_scaling(scaling: Mapping[str, Any] | None, source: str) -> d
         raise ConfigError(
             f"{source}: rope type {rope_type!r} is unsupported; use 'default' or 'llama3'"
         )
-    out: dict[str, Any] = {"rope_type": "llama3"}
+    out: JSONObject = {"rope_type": "llama3"}
     for key in LLAMA3_ROPE_KEYS:
         if key not in scaling:
             raise ConfigError(f"{source}: llama3 rope scaling needs key '{key}'")
@@ -230,7 +232,7 @@ def _normalise_rope_scaling(scaling: Mapping[str, Any] | None, source: str) -> d
     return out
 
 
-def _check_llama3_rope(source: str, scaling: Mapping[str, Any]) -> None:
+def _check_llama3_rope(source: str, scaling: JSONView) -> None:
     if scaling.get("rope_type") != "llama3":
         raise ConfigError(f"{source}: rope_scaling must have rope_type 'llama3', got {scaling!r}")
     missing = [k for k in LLAMA3_ROPE_KEYS if k not in scaling]

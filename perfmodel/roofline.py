@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from perfmodel.files import JSONObject
 from perfmodel.model_config import ModelConfig
 from perfmodel.models import dtype_bytes, short_dtype
 
@@ -146,7 +147,7 @@ class StepCost:
         """True where the intensity exceeds the ridge point (compute time > memory time)."""
         return self.flops / peak_flops_per_s > self.bytes / peak_bytes_per_s
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out.update(flops=self.flops, bytes=self.bytes)
         out["arithmetic_intensity"] = self.arithmetic_intensity

@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from perfmodel import calibration
+from perfmodel.files import JSONObject
 from perfmodel.hardware import HardwareSpec, compute_dtype, find_by_nvml_name, spec_from_calibration
 
 __all__ = ["Roofs", "find_roofs", "roofs_of", "table_roofs"]
@@ -60,7 +60,7 @@ class Roofs:
         """The device and the compute dtype, e.g. "NVIDIA A100 80GB bf16"."""
         return f"{self.name} {self.compute_dtype}".strip()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The roofs as run.json's ``analytic.roofs`` (module docstring)."""
         return {
             "name": self.name,

@@ -37,6 +37,7 @@ from typing import Any
 
 import psutil
 
+from perfmodel.files import JSONObject
 from probes.sampler import Emit, Sampler
 from results.folder import sample_sources
 
@@ -183,6 +184,6 @@ class CpuSampler(Sampler):
         emit("process_cpu_s_total", cpu_s, tracked.labels)
         emit("process_rss_bytes", float(rss), tracked.labels)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"processes": dict(self._pids), "sampled": dict(self.seen),
                 "exited": dict(self.exited)}  # fmt: skip

@@ -16,11 +16,11 @@ Source "engine"; each sample's time is the midpoint of its scrape's request and 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from perfmodel.files import JSONObject
 from probes.sampler import Emit, Sampler
 from results.folder import sample_sources
 
@@ -125,7 +125,7 @@ class EngineMetricsSampler(Sampler):
             self._client.close()
             self._client = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         stored = {n.removesuffix(s) for n in self.names_seen for s in ("", *_SERIES_SUFFIXES)}
         return {
             "url": self.url,

@@ -30,6 +30,8 @@ from typing import Any
 
 import psutil
 
+from perfmodel.files import JSONObject
+
 _CPUFREQ = Path("/sys/devices/system/cpu")
 # NVML's violation policies worth naming, by the key they are stored under.
 VIOLATION_POLICIES = {
@@ -48,7 +50,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def cpu_fingerprint(root: Path = _CPUFREQ) -> dict[str, Any]:
+def cpu_fingerprint(root: Path = _CPUFREQ) -> JSONObject:
     """The CPU's frequency policy now: the cpufreq driver, each governor and
     energy-performance preference in use (with how many CPUs use it), current/min/max MHz, and
     the 1-minute load average."""
@@ -65,7 +67,7 @@ def cpu_fingerprint(root: Path = _CPUFREQ) -> dict[str, Any]:
         freq = psutil.cpu_freq()
     except (OSError, NotImplementedError, RuntimeError):
         freq = None
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "driver": _read(root / "cpu0" / "cpufreq" / "scaling_driver"),
         "governors": governors or None,
         "energy_performance_preferences": preferences or None,
@@ -105,7 +107,7 @@ def cuda_version_text(version: int | None) -> str | None:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-def _gpu(nvml: Any, index: int, missing: list[str]) -> dict[str, Any]:
+def _gpu(nvml: Any, index: int, missing: list[str]) -> JSONObject:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
 
     def get(what: str, fn: str, *args: Any) -> Any:
@@ -133,9 +135,7 @@ def _gpu(nvml: Any, index: int, missing: list[str]) -> dict[str, Any]:
     }
 
 
-def gpu_fingerprint(
-    nvml: Any | None = None, indices: Sequence[int] | None = None
-) -> dict[str, Any]:
+def gpu_fingerprint(nvml: Any | None = None, indices: Sequence[int] | None = None) -> JSONObject:
     """The GPUs' state now (module docstring): ``indices`` are NVML indices (None: every GPU);
     ``nvml`` the pynvml module (None: imported). Without NVML, ``available`` is False and
     ``reason`` says why."""

@@ -27,6 +27,8 @@ from typing import Any
 
 import psutil
 
+from perfmodel.files import JSONObject
+
 MIB = 2**20
 NOT_ON_AN_INSTANCE = 0xFFFFFFFF  # NVML's gpuInstanceId of a process outside MIG
 
@@ -83,7 +85,7 @@ class GpuScope:
     def indices(self) -> list[int]:
         return sorted({g.index for g in self.gpus})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's probes.samplers.nvml.scope."""
         return {"how": self.how, "reason": self.reason, "notes": list(self.notes),
                 "gpus": [asdict(g) for g in self.gpus]}  # fmt: skip

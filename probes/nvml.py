@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from perfmodel.files import JSONObject
 from perfmodel.hardware import HardwareSpec, find_by_nvml_name
 from probes.gpm import GPM_MIN_INTERVAL_NS, GpmTarget, gpm_metrics, open_gpm, sample_gpm
 from probes.gpu_scope import (
@@ -318,7 +319,7 @@ class NvmlSampler(Sampler):
         nvml.nvmlShutdown()
         self._open = False
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {
             "scope": self.scope.to_json() if self.scope else None,
             "gpus": [

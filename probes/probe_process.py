@@ -31,16 +31,19 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from perfmodel.files import JSONObject
+from probes.probe_spec import ProbeSpec
 from probes.sampler import SAMPLE_COLUMNS
-from probes.session import ProbeResult, ProbeSession, ProbeSpec
+from probes.sampler_kinds import build_samplers
+from probes.session import ProbeResult, ProbeSession
 
 _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 30.0
 
 
-def _send(stream: IO[str], message: dict[str, Any]) -> None:
+def _send(stream: IO[str], message: JSONObject) -> None:
     stream.write(json.dumps(message) + "\n")
     stream.flush()
 
@@ -77,7 +80,7 @@ class ProbeProcess:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def _readline(self, timeout_s: float) -> dict[str, Any]:
+    def _readline(self, timeout_s: float) -> JSONObject:
         assert self._process is not None and self._process.stdout is not None
         # One line is pending at a time in this protocol, so select-then-readline cannot strand
         # a buffered line.
@@ -160,7 +163,7 @@ def main() -> None:
     spec = ProbeSpec.from_json(request["spec"])
     parts = request.get("parts")
     session = ProbeSession(
-        spec.build(request.get("engine_headers") or None),
+        build_samplers(spec, request.get("engine_headers") or None),
         Path(parts) if parts else None,
         request.get("flush_s") or 0.0,
     )

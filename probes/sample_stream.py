@@ -4,12 +4,12 @@ A run that held its readings until the end would grow with its length and lose a
 SIGKILL. :class:`SampleStream` takes, every ``flush_s`` seconds (a timer thread), the readings
 each sampler thread of a probe session took since the last flush
 (probes.sampler.SampleBuffer.take) and writes them as one part, ``part-NNNNNN.parquet`` in the
-parts folder it is given (the run folder's ``samples.parts``): written to a temporary name,
-synced to the disk and renamed (perfmodel.files.sync_write), so a part is on disk whole or not
-at all. The readings are on the probes' clock (t_ns, perf_counter_ns), with the index of the
-sampler that took each (results.folder.table_columns.SAMPLE_PART_SAMPLER): the probes start
-before the run's clock does, and results.folder.record_stream puts them on it when it seals the
-parts into samples.parquet (or reads a killed run's).
+parts folder it is given (the run folder's ``samples.parts``), through the one writer of parts
+(results.folder.parts.writer.PartWriter), so a part is on disk whole or not at all. The
+readings are on the probes' clock (t_ns, perf_counter_ns), with the index of the sampler that
+took each (results.folder.table_columns.SAMPLE_PART_SAMPLER): the probes start before the
+run's clock does, and results.folder.parts.sample_parts puts them on it when it
+seals the parts into samples.parquet (or reads a killed run's).
 
 Memory holds the readings of one flush interval (and, while the disk refuses a part, those not
 yet written: retried at each flush, the failures counted). Light on purpose: the probe process
@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from perfmodel.files import sync_write
+from perfmodel.files import JSONObject
 from probes.sampler import SamplerThread
+from results.folder.parts.writer import PartWriter
 from results.folder.table_columns import SAMPLE_PART_SAMPLER
 
 __all__ = ["SampleStream"]
@@ -46,8 +47,7 @@ class SampleStream:
         self.threads = list(threads)
         self.parts = Path(parts)
         self.flush_s = flush_s
-        self.parts_written = 0
-        self.samples_written = 0
+        self._writer = PartWriter(self.parts)
         self.errors = 0
         self.first_error: str | None = None
         self._unwritten: list[pa.Table] = []
@@ -81,15 +81,21 @@ class SampleStream:
                 return
             part = pa.concat_tables(self._unwritten)
             try:
-                sync_write(self.parts / f"part-{self.parts_written:06d}.parquet", part)
+                self._writer.write(part)
             except OSError as exc:  # a full or failing disk: kept, and tried again next flush
                 self.errors += 1
                 self.first_error = self.first_error or f"{type(exc).__name__}: {exc}"
                 self._unwritten = [part]
                 return
             self._unwritten = []
-            self.parts_written += 1
-            self.samples_written += part.num_rows
+
+    @property
+    def parts_written(self) -> int:
+        return self._writer.parts_written
+
+    @property
+    def samples_written(self) -> int:
+        return self._writer.rows_written
 
     def close(self) -> None:
         """Stop the timer and write what is left; call once the sampler threads stopped."""
@@ -98,7 +104,7 @@ class SampleStream:
             self._timer.join(timeout=self.flush_s + 10.0)
         self.flush()
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> JSONObject:
         """What run.json's "probes" says of the stream."""
         return {
             "flush_s": self.flush_s,

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from perfmodel.files import JSONObject
 from results.folder.table_columns import SAMPLE_COLUMNS
 
 __all__ = ["SAMPLE_COLUMNS", "Emit", "SampleBuffer", "Sampler", "SamplerThread"]
@@ -66,7 +67,7 @@ class Sampler(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, most samplers hold nothing
         """Release what :meth:`open` acquired; called once, after the last tick."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What run.json should say about this source (devices found, readings unsupported)."""
         return {}
 
@@ -229,7 +230,7 @@ class SamplerThread:
             if self.status == "running":
                 self.status = "ok"
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> JSONObject:
         """Health and cost of this sampler, for run.json's "probes"."""
         wall_s = max(0, self._stopped_ns - self._started_ns) / 1e9
         cpu_s = sum(self._cpu_ns) / 1e9

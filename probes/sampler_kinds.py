@@ -1,8 +1,8 @@
 """The kinds of sampler a run can have, in the order the probes start them.
 
-Each :class:`SamplerKind` says when a :class:`probes.session.ProbeSpec` wants it and how its
-samplers are built from that spec; ``ProbeSpec.build`` walks :data:`SAMPLER_KINDS` in order and
-nothing else knows the kinds. To add a sampler: write its module (a probes.sampler.Sampler
+Each :class:`SamplerKind` says when a :class:`probes.probe_spec.ProbeSpec` wants it and how its
+samplers are built from that spec; :func:`build_samplers` walks :data:`SAMPLER_KINDS` in order
+and nothing else knows the kinds. To add a sampler: write its module (a probes.sampler.Sampler
 subclass whose ``source`` is a name of results.folder.sample_sources), give ProbeSpec the fields
 it needs, and append one entry here. Each builder imports its sampler's module itself, so that a
 spec can be pickled into the probe process without loading every sampler's dependencies.
@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from probes.sampler import Sampler
-    from probes.session import ProbeSpec
+from probes.probe_spec import ProbeSpec
+from probes.sampler import Sampler
 
-__all__ = ["SAMPLER_KINDS", "EngineHeaders", "SamplerKind"]
+__all__ = ["SAMPLER_KINDS", "EngineHeaders", "SamplerKind", "build_samplers"]
 
 EngineHeaders = Mapping[str, str] | None
 """The headers of each /metrics scrape (an endpoint behind a key); never part of a spec."""
@@ -97,3 +95,14 @@ SAMPLER_KINDS: tuple[SamplerKind, ...] = (
     ),
 )
 """Every kind, in start order (NVML, CPU, then the engine's /metrics)."""
+
+
+def build_samplers(spec: ProbeSpec, engine_headers: EngineHeaders = None) -> list[Sampler]:
+    """The samplers of every kind that ``spec`` wants, in :data:`SAMPLER_KINDS`' order;
+    ``engine_headers`` go with each /metrics scrape. They are an argument, not a field of the
+    spec, so that a spec, which may be shown or stored, never holds a secret."""
+    samplers: list[Sampler] = []
+    for kind in SAMPLER_KINDS:
+        if kind.applies(spec):
+            samplers += kind.build(spec, engine_headers)
+    return samplers

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from perfmodel.files import JSONObject
+
 _WAIT_MS = 200
 
 
@@ -36,7 +38,7 @@ class XidWatch:
         self._nvml = nvml
         self._indices = indices
         self._clock_ns = clock_ns
-        self._events: list[dict[str, Any]] = []
+        self._events: list[JSONObject] = []
         self._reason: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,7 +118,7 @@ class XidWatch:
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> JSONObject:
         """Stop waiting; ``{"watched": [NVML indices], "events": [{t_ns, gpu, xid}], "reason"}``
         (``reason``: why some or all GPUs were not watched, else None). Safe to call twice."""
         if self._thread is not None:

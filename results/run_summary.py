@@ -37,9 +37,9 @@ two can never disagree:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
-from perfmodel.files import json_safe
+from perfmodel.files import JSONView, json_safe
 from results.figures.abandoned import abandoned_summary
 from results.figures.attribution import (
     engine_estimate_check,
@@ -80,7 +80,7 @@ def request_summary(run: RunData) -> SummaryJson:
     )
 
 
-def _remote_engine_url(run_json: Mapping[str, Any]) -> str | None:
+def _remote_engine_url(run_json: JSONView) -> str | None:
     """The engine's base URL when run.json records one on another host, else None."""
     engine = run_json.get("engine")
     url = engine.get("url") if isinstance(engine, Mapping) else None

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from bench.ab.outputs import pairs_line, write_page
 from bench.ab.paired import judge_pairs
-from bench.ab.session import AB_JSON, AbResult
+from bench.ab.session import AbResult
 from bench.gate.report import render_gate
 from bench.gate.rules import load_rules
 from bench.run.messages import print_error, print_path
+from perfmodel.files import JSONObject
+from results.folder.folder_kinds import AB_JSON
 
 __all__ = ["load_ab_result", "report_ab_folder"]
 
@@ -30,7 +31,7 @@ def _flag(notes: list[str], flag: str) -> bool:
     return any(f"judged by {flag}:" in note for note in notes)
 
 
-def load_ab_result(folder: Path) -> tuple[AbResult, dict[str, Any]]:
+def load_ab_result(folder: Path) -> tuple[AbResult, JSONObject]:
     """The A/B result of ``folder`` (judged again from its runs) and its ab.json document.
 
     Raises ValueError naming ab.json when it is not valid JSON, KeyError/TypeError when a key

@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -35,12 +34,12 @@ from bench.gate.verdict import EXIT_CODES, GateReport
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_and_report
-from perfmodel.files import write_json
+from perfmodel.files import JSONObject, write_json
+from results.folder.folder_kinds import AB_JSON
 from results.folder.run_folder import RunFolder
 
-__all__ = ["AB_FORMAT", "AB_JSON", "AbPlan", "AbResult", "pair_order", "run_ab"]
+__all__ = ["AB_FORMAT", "AbPlan", "AbResult", "pair_order", "run_ab"]
 
-AB_JSON = "ab.json"
 AB_FORMAT = "llm-perf-lab/ab"
 
 
@@ -90,18 +89,18 @@ def pair_order(index: int) -> tuple[str, str]:
     return ("A", "B") if index % 2 == 0 else ("B", "A")
 
 
-def _unusable(summary: dict[str, Any]) -> str | None:
+def _unusable(summary: JSONObject) -> str | None:
     usability = summary.get("usability") or {}
     if usability.get("usable", True):
         return None
     return "; ".join(usability.get("reasons") or ["not usable"])
 
 
-def _write(folder: Path, document: dict[str, Any]) -> None:
+def _write(folder: Path, document: JSONObject) -> None:
     write_json(folder / AB_JSON, document)
 
 
-def _metrics(paired: tuple[PairedMetric, ...]) -> list[dict[str, Any]]:
+def _metrics(paired: tuple[PairedMetric, ...]) -> list[JSONObject]:
     out = []
     for p in paired:
         r = p.result
@@ -124,7 +123,7 @@ def _metrics(paired: tuple[PairedMetric, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def _new_document(plan: AbPlan, sides: dict[str, Side]) -> dict[str, Any]:
+def _new_document(plan: AbPlan, sides: dict[str, Side]) -> JSONObject:
     """ab.json before the first pair (module docstring)."""
     return {
         "format": AB_FORMAT,
@@ -158,10 +157,10 @@ def _run_pair(
     folder: Path,
     runs: dict[str, list[Path]],
     console: Console,
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[JSONObject, str | None]:
     """Pair ``index``'s two runs, each with its report.html, appended to ``runs``; returns
     ab.json's entry of the pair and why a run is not usable (None when both are)."""
-    entry: dict[str, Any] = {"pair": index + 1, "order": "".join(pair_order(index))}
+    entry: JSONObject = {"pair": index + 1, "order": "".join(pair_order(index))}
     unusable: str | None = None
     for name in pair_order(index):
         print_info(console, f"pair {index + 1}, side {labels[ord(name) - ord('A')]}")
@@ -185,7 +184,7 @@ def _stopped_by(plan: AbPlan, pairs_run: int, elapsed_s: float) -> str | None:
 
 
 def _finish_document(
-    document: dict[str, Any],
+    document: JSONObject,
     report: GateReport | None,
     paired: tuple[PairedMetric, ...],
     unusable: str | None,

@@ -15,13 +15,13 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from bench.ab.revisions import Revision, RevisionError, install_revision
-from bench.run.orchestrate import RunError, RunOptions, reference_settings
+from bench.run.orchestrate import RunError, RunOptions, reference_engine
 from bench.scenario.engine_sets import parse_settings
 from bench.scenario.scenario import Scenario
 from engine_adapters.reference import serve_flags
+from perfmodel.files import JSONObject
 
 __all__ = ["AbError", "Side", "parse_sets", "run_options", "side_from_options"]
 
@@ -35,7 +35,7 @@ class Side:
     """One side: its name ("A" or "B") and exactly one kind of engine (module doc)."""
 
     name: str
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: JSONObject = field(default_factory=dict)
     rev: str | None = None
     url: str | None = None
     launch: str | None = None
@@ -64,7 +64,7 @@ class Side:
             what = f"this checkout + {sets}" if sets else "this checkout"
         return f"{self.name}: {what}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -77,7 +77,7 @@ class Side:
         }
 
 
-def parse_sets(values: Sequence[str], option: str) -> dict[str, Any]:
+def parse_sets(values: Sequence[str], option: str) -> JSONObject:
     """``NAME=VALUE`` strings into engine settings (bench.scenario.engine_sets.parse_settings);
     raises AbError naming the option and the value."""
     try:
@@ -111,7 +111,7 @@ def side_from_options(
     if url is not None and not url.startswith(("http://", "https://")):
         raise AbError(f"{prefix}url {url!r}: expected http://HOST:PORT")
     try:
-        reference_settings(scenario, settings)
+        reference_engine(scenario, settings)
     except RunError as exc:
         raise AbError(f"{prefix}set: {exc}") from None
     return Side(name, settings, rev, url, launch)
@@ -138,7 +138,7 @@ def run_options(side: Side, base: RunOptions, runs_dir: Path) -> RunOptions:
     if side.kind == "settings":
         return replace(opts, url=None, engine="reference", engine_overrides=side.settings)
     assert side.revision is not None, "prepare() installs a rev side first"
-    settings = reference_settings(base.scenario, side.settings)
+    settings = reference_engine(base.scenario, side.settings).settings()
     command = [str(side.revision.python), "-I", "-m", "bench", "serve"]
     command += ["--host", "{host}", "--port", "{port}"]
     # Braces in values would read as placeholders of the launch line.

@@ -278,8 +278,9 @@ def report(
     ] = False,
 ) -> None:
     """Print a run's summary again, or a group's runs, a sweep's or an ablation's table."""
-    from bench.cli.report_folders import folder_kind, report_folder
+    from bench.cli.report_folders import report_folder
     from bench.run.end.report import render_summary
+    from results.folder.folder_kinds import folder_kind
     from results.folder.run_folder import RunFolderError, load_run
 
     try:
@@ -319,6 +320,7 @@ from bench.cli.analytic import register as register_probes  # noqa: E402
 from bench.cli.dashboards import register as register_dashboards  # noqa: E402
 from bench.cli.gate import register as register_gate  # noqa: E402
 from bench.cli.history import register as register_history  # noqa: E402
+from bench.cli.history_views import register as register_history_views  # noqa: E402
 from bench.cli.quantize import register as register_quantize  # noqa: E402
 from bench.cli.serve import register as register_serve  # noqa: E402
 from bench.cli.simulate import register as register_simulate  # noqa: E402
@@ -337,3 +339,4 @@ register_worker(app)
 register_ab(app)
 register_quantize(app)
 register_history(app)
+register_history_views(app)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from results.history.query import Filters
     from results.history.store import Added, History
 
-__all__ = ["record_collection", "register", "use_history"]
+__all__ = ["history_app", "record_collection", "register", "use_history"]
 
 _console = terminal_console()
 history_app = typer.Typer(
@@ -61,10 +61,9 @@ def _open(option: Path | None, runs_dir: Path) -> History:
 
 
 def _index(history: History, folder: Path) -> list[Added]:
-    from bench.cli.report_folders import FOLDER_FILES
     from results.history.folders import index_folder
 
-    return index_folder(history, folder, FOLDER_FILES)
+    return index_folder(history, folder)
 
 
 def record_collection(folder: Path, console: Console) -> None:
@@ -240,9 +239,7 @@ def sql(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `bench history` (its reading commands from bench.cli.history_views) and
-    `bench export` to ``app``."""
-    from bench.cli import history_views
-
-    history_views.register(history_app, app)
+    """Add `bench history` to ``app``, its commands here and those of bench.cli.history_views
+    (which registers them on :data:`history_app`, and `bench export` and `bench frontier` on
+    ``app``)."""
     app.add_typer(history_app, name="history")

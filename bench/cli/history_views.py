@@ -1,6 +1,6 @@
 """`bench history trend` and `changes`, which read a history's series and its change points,
 `bench export`, which writes runs or their requests out for other tools, and `bench frontier`,
-configurations as throughput against interactivity; registered by bench.cli.history. Exit
+configurations as throughput against interactivity; registered by bench/cli/app.py. Exit
 codes: 0 done, 2 unusable input."""
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ from rich.table import Table
 
 from bench.cli.flags import history as hf
 from bench.cli.flags.shared import RunsDir, declared
-from bench.cli.history import _console, _fail, _filters, _frame_table, _index, _open
+from bench.cli.history import (
+    _console,
+    _fail,
+    _filters,
+    _frame_table,
+    _index,
+    _open,
+    history_app,
+)
 from bench.run.messages import print_info, print_path
 from bench.run.terminal import print_table
 
@@ -220,10 +228,10 @@ def _copy(store: History, table: str, out: Path, fmt: str) -> int:
 
 
 def _runs_of(folder: Path) -> list[Path]:
-    from bench.cli.report_folders import FOLDER_FILES
+    from results.folder.folder_kinds import FOLDER_FILES, find_folder_kind
     from results.history.folders import collection_runs
 
-    kind = next((k for k, name in FOLDER_FILES.items() if (folder / name).is_file()), None)
+    kind = find_folder_kind(folder)
     if kind is None:
         _fail(f"{folder}: not a run, --repeat group, sweep, ablation or A/B folder")
     return [folder] if kind == "run" else collection_runs(folder, FOLDER_FILES[kind])
@@ -281,8 +289,9 @@ def frontier(
     print_path(_console, "dashboard", page)
 
 
-def register(history_app: typer.Typer, app: typer.Typer) -> None:
-    """Add `trend` and `changes` to `bench history`, and `bench export` to ``app``."""
+def register(app: typer.Typer) -> None:
+    """Add `trend` and `changes` to `bench history` (bench.cli.history's ``history_app``), and
+    `bench export` and `bench frontier` to ``app``."""
     history_app.command("trend")(trend)
     history_app.command("changes")(changes)
     app.command("export")(export)

@@ -1,59 +1,30 @@
 """`bench report FOLDER` for every folder bench prints: a run, a `--repeat` group, a sweep, an
 ablation.
 
-The kind of a folder is told by the one file that defines it (:func:`folder_kind`):
-run.json (a run folder, results.folder.run_folder), group.json (`bench run --repeat N`,
-results.folder.run_group), sweep.json (`bench sweep`, bench.experiments.sweep), ablation.json
-(`bench ablate`, bench.experiments.ablate) or ab.json (`bench ab`, bench.ab.session, reprinted
-by bench.ab.reread). Each kind is printed as the command that made it printed it, and
+The kind of a folder is told by the one file that defines it (results.folder.folder_kinds:
+run.json, group.json, sweep.json, ablation.json or ab.json; an A/B folder is reprinted by
+bench.ab.reread). Each kind is printed as the command that made it printed it, and
 ``--html`` writes the page that command writes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.ab.session import AB_JSON
-from bench.experiments.ablate import ABLATION_JSON
-from bench.experiments.sweep import SWEEP_JSON
 from bench.run.end.exit_codes import EXIT_REFUSED
 from bench.run.messages import print_error, print_path
 from bench.run.terminal import print_table
-from results.folder.run_folder import RUN_JSON, RunFolderError, load_run
+from results.folder.folder_kinds import ABLATION_JSON, FOLDER_FILES, FolderKind
+from results.folder.run_folder import RunFolderError, load_run
 from results.folder.run_group import GROUP_JSON, expand_run_paths
 
-__all__ = ["FOLDER_FILES", "FolderKind", "folder_kind", "group_table", "report_folder"]
-
-FolderKind = Literal["run", "group", "sweep", "ablation", "ab"]
-
-# The file that makes a folder each kind, in the order they are looked for.
-FOLDER_FILES: dict[FolderKind, str] = {
-    "run": RUN_JSON,
-    "group": GROUP_JSON,
-    "sweep": SWEEP_JSON,
-    "ablation": ABLATION_JSON,
-    "ab": AB_JSON,
-}
-
-
-def folder_kind(folder: Path) -> FolderKind:
-    """The kind of ``folder``, from the file it holds (FOLDER_FILES).
-
-    Raises RunFolderError, one line naming the four kinds, for a folder that is none of them.
-    """
-    folder = Path(folder)
-    for kind, name in FOLDER_FILES.items():
-        if (folder / name).is_file():
-            return kind
-    what = "does not exist" if not folder.exists() else "holds none of the files"
-    kinds = ", ".join(f"{name} ({kind} folder)" for kind, name in FOLDER_FILES.items())
-    raise RunFolderError(f"not a folder bench reports: {folder} {what}; one of {kinds}")
+__all__ = ["group_table", "report_folder"]
 
 
 def _spread_pct(values: list[float]) -> float | None:

@@ -3,7 +3,7 @@
 The command `bench run --expect-workers N --master-bind HOST:PORT` prints. The worker needs this
 project installed (the same version as the master's) and nothing else: the plan, the client
 settings and its clock offset come from the master. The process becomes the Locust worker
-(loadgen.drivers.locust_worker) in place, with the same process id, so that a signal sent to
+(loadgen.drivers.locust.worker) in place, with the same process id, so that a signal sent to
 `bench worker` reaches the worker itself; it exits when the master's run ends.
 """
 
@@ -33,7 +33,7 @@ def worker(
     ],
 ) -> None:
     """Join a `bench run --driver locust` master as one of its Locust workers."""
-    from loadgen.drivers.locust_job import parse_address
+    from loadgen.drivers.locust.job import parse_address
 
     try:
         parse_address(master, "--master")
@@ -42,7 +42,7 @@ def worker(
         raise typer.Exit(2) from e
     # A fresh interpreter, not this one: Locust's gevent monkey-patching must come before any
     # other import, and exec keeps the pid that whoever started `bench worker` holds.
-    argv = [sys.executable, "-m", "loadgen.drivers.locust_worker", "--master", master]
+    argv = [sys.executable, "-m", "loadgen.drivers.locust.worker", "--master", master]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)

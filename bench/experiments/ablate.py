@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,17 +29,18 @@ from bench.experiments.switch_quality import (
 )
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
-from bench.run.orchestrate import RunError, RunOptions, reference_settings, run_and_report
+from bench.run.orchestrate import RunError, RunOptions, reference_engine, run_and_report
 from bench.run.terminal import print_table
+from bench.scenario.engine_sets import SettingValue
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from engine.model.weights import load_model_spec
 from perfmodel.files import atomic_write_text
+from results.folder.folder_kinds import ABLATION_JSON
 from results.folder.run_folder import load_run, sanitize_name
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
 
 # The file in an ablation's folder that holds its table (run_ablation, render_ablation).
-ABLATION_JSON = "ablation.json"
 
 # Every setting is an ablation switch but the name clients send, which changes no figure.
 _NOT_SWITCHES = ("served_model_name",)
@@ -78,11 +80,11 @@ def parse_switch(spec: str) -> Switch:
     return Switch(name, parsed)
 
 
-def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, Any]]:
+def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, SettingValue]]:
     """Every combination of the switches' values; the first (all first values) is the baseline.
 
     Each combination is checked now, over the scenario's [engine] table as the run will merge
-    it (bench.run.orchestrate.reference_settings), so a bad one fails before any run.
+    it (bench.run.orchestrate.reference_engine), so a bad one fails before any run.
     """
     names = [s.name for s in switches]
     if len(set(names)) != len(names):
@@ -92,13 +94,13 @@ def settings_grid(switches: list[Switch], scenario: Scenario) -> list[dict[str, 
     )]  # fmt: skip
     for setting in grid:
         try:
-            reference_settings(scenario, setting)
+            reference_engine(scenario, setting)
         except RunError as e:
             raise AblationError(f"setting {label(setting)}: {e}") from e
     return grid
 
 
-def label(setting: dict[str, Any]) -> str:
+def label(setting: Mapping[str, SettingValue]) -> str:
     return ",".join(f"{k}={v}" for k, v in setting.items())
 
 
@@ -174,7 +176,7 @@ def ablation_quality(
     SwitchQuality as a dict, or None and why not). Engines of the scenario's model are built
     in this process, in float32, one at a time: a model too large for this host's memory
     says so instead."""
-    flat = reference_settings(scenario, baseline)
+    flat = reference_engine(scenario, baseline).settings()
     on = {k: v for k, v in setting.items() if baseline.get(k) != v}
     judged = judged_settings(flat, on)
     if judged is None:

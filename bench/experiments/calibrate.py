@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from perfmodel.calibration import FULL_BUDGET_S
+from perfmodel.files import JSONObject
 
 __all__ = ["calibrate", "device_sync", "measure_matmul", "measure_triad"]
 
@@ -63,7 +64,7 @@ def device_sync(device: str) -> Callable[[], None]:
     return lambda: torch.cuda.synchronize(target)
 
 
-def measure_matmul(dtype: str, n: int, budget_s: float, device: str = "cpu") -> dict[str, Any]:
+def measure_matmul(dtype: str, n: int, budget_s: float, device: str = "cpu") -> JSONObject:
     """Achieved FLOP/s of an n x n x n matmul in ``dtype`` on ``device``."""
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
     gen = torch.Generator(device=device).manual_seed(0)
@@ -75,7 +76,7 @@ def measure_matmul(dtype: str, n: int, budget_s: float, device: str = "cpu") -> 
     return {"flops_per_s": rate, "n": n, "calls": calls}
 
 
-def measure_triad(num_elements: int, budget_s: float, device: str = "cpu") -> dict[str, Any]:
+def measure_triad(num_elements: int, budget_s: float, device: str = "cpu") -> JSONObject:
     """Achieved bytes/s of a = b + s * c over float32 arrays of ``num_elements``."""
     b = torch.ones(num_elements, device=device)
     c = torch.full((num_elements,), 2.0, device=device)
@@ -91,9 +92,9 @@ def calibrate(
     cpu_matmul_n: int = 1024,
     cpu_triad_elements: int = 32 * 2**20,
     gpu: bool = True,
-    host: dict[str, Any] | None = None,
+    host: JSONObject | None = None,
     mode: str = "full",
-) -> dict[str, Any]:
+) -> JSONObject:
     """Measure the CPU (and every CUDA GPU when ``gpu``); ``budget_s`` seconds per figure.
 
     ``mode`` ("full" or "quick", perfmodel.calibration) is recorded as given.
@@ -101,14 +102,14 @@ def calibrate(
     ``host`` (e.g. the CPU's model name) is stored as given, to tell later readers which machine
     the figures belong to.
     """
-    cpu: dict[str, Any] = {"matmul_flops_per_s": {}, "matmul": {}}
+    cpu: JSONObject = {"matmul_flops_per_s": {}, "matmul": {}}
     for dtype in CPU_MATMUL_DTYPES:
         m = measure_matmul(dtype, cpu_matmul_n, budget_s)
         cpu["matmul_flops_per_s"][dtype] = m["flops_per_s"]
         cpu["matmul"][dtype] = m
     triad = measure_triad(cpu_triad_elements, budget_s)
     cpu.update(triad_bytes_per_s=triad["bytes_per_s"], triad=triad)
-    result: dict[str, Any] = {
+    result: JSONObject = {
         "version": 1,
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": {**(host or {}), "cpu_count_logical": os.cpu_count()},
@@ -126,10 +127,10 @@ def calibrate(
     return result
 
 
-def _calibrate_gpu(index: int, budget_s: float) -> dict[str, Any]:
+def _calibrate_gpu(index: int, budget_s: float) -> JSONObject:
     device = f"cuda:{index}"
     props = torch.cuda.get_device_properties(index)
-    entry: dict[str, Any] = {"index": index, "name": props.name, "memory_bytes": props.total_memory}
+    entry: JSONObject = {"index": index, "name": props.name, "memory_bytes": props.total_memory}
     entry["matmul_flops_per_s"] = {
         dtype: measure_matmul(dtype, 8192, budget_s, device)["flops_per_s"]
         for dtype in GPU_MATMUL_DTYPES

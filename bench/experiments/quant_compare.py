@@ -25,6 +25,7 @@ from bench.experiments.quant_eval import (
     prompt_logits,
 )
 from bench.experiments.quantize import QuantScheme, calibration_prompts, make_checkpoint
+from bench.scenario.engine_sets import SettingValue
 from bench.scenario.scenario import Scenario
 
 FLOAT = "float"
@@ -55,7 +56,7 @@ class QuantComparison:
     num_samples: int
     eval_prompts: int
     decode_tokens: int
-    engine_settings: dict[str, Any]
+    engine_settings: dict[str, SettingValue]
     rows: list[MethodRow] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def compare_methods(
     num_samples: int,
     eval_prompts: int,
     decode_tokens: int,
-    engine_settings: dict[str, Any],
+    engine_settings: dict[str, SettingValue],
     progress: Any = print,
 ) -> QuantComparison:
     """Make `out_root/<method>` for each method and measure every row (module docstring).

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_info
 from bench.run.orchestrate import RunError, RunOptions, run_benchmark
-from perfmodel.files import write_json
+from perfmodel.files import JSONObject, write_json
 from results.folder.run_folder import RunFolder
 from results.folder.run_group import GROUP_FORMAT, GROUP_JSON
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["run_repeated"]
 
 
-def _write_manifest(group: Path, manifest: dict[str, Any]) -> None:
+def _write_manifest(group: Path, manifest: JSONObject) -> None:
     write_json(group / GROUP_JSON, manifest)
 
 
@@ -43,7 +43,7 @@ def run_repeated(
     opts: RunOptions,
     repeat: int,
     console: Console,
-    on_run: Callable[[int, Path, dict[str, Any]], None] | None = None,
+    on_run: Callable[[int, Path, JSONObject], None] | None = None,
 ) -> tuple[Path, list[Path]]:
     """Run ``opts.scenario`` ``repeat`` times; returns the group folder and the run folders.
 
@@ -56,7 +56,7 @@ def run_repeated(
     engine = "reference" if opts.url is None else opts.engine
     # RunFolder.create claims a unique, timestamped directory name; the group reuses it.
     group = RunFolder.create(opts.runs_dir, opts.scenario.name, f"{engine}-x{repeat}").path
-    manifest: dict[str, Any] = {
+    manifest: JSONObject = {
         "format": GROUP_FORMAT,
         "format_version": 1,
         "scenario": opts.scenario.name,

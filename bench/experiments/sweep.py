@@ -25,17 +25,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from bench.experiments.sweep_lengths import Lengths, with_lengths
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.scenario.scenario import Scenario, ScenarioError
 from loadgen.workloads.arrivals import ArrivalProcess
-from perfmodel.files import json_safe, write_json
+from perfmodel.files import JSONObject, JSONView, json_safe, write_json
 from results.figures.percentile_samples import thin_percentile
+from results.folder.folder_kinds import SWEEP_JSON
 
 __all__ = [
-    "SWEEP_JSON",
     "Axis",
     "RunPoint",
     "SweepPoint",
@@ -51,13 +51,12 @@ __all__ = [
 ]
 
 Axis = Literal["users", "rate"]
-RunPoint = Callable[[Scenario], tuple[Path, dict[str, Any]]]
+RunPoint = Callable[[Scenario], tuple[Path, JSONObject]]
 _METRICS = ("ttft", "tpot", "itl", "e2el")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
 
 
 # The file in a sweep's folder that lists its points (write_sweep, load_sweep).
-SWEEP_JSON = "sweep.json"
 
 
 def parse_values(text: str, axis: Axis) -> list[float]:
@@ -111,7 +110,7 @@ def scenario_at(
     """``scenario`` at one sweep point: ``users = value``, or open-loop arrivals at ``value``
     requests/s (Poisson unless the scenario has its own [arrival] kind)."""
     label = f"u{int(value)}" if axis == "users" else f"r{value:g}"
-    changes: dict[str, Any] = {"name": f"{scenario.name}-{label}"}
+    changes: JSONObject = {"name": f"{scenario.name}-{label}"}
     if axis == "users":
         if scenario.open_loop:
             raise ScenarioError(
@@ -136,12 +135,12 @@ def scenario_at(
     return dataclasses.replace(scenario, **changes)
 
 
-def _figure(summary: Mapping[str, Any], section: str, stat: str) -> float | None:
+def _figure(summary: JSONView, section: str, stat: str) -> float | None:
     value = (summary.get(section) or {}).get(stat)
     return float(value) if isinstance(value, int | float) else None
 
 
-def point_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
+def point_figures(summary: JSONView) -> JSONObject:
     """The headline figures of one point, from its summary.json."""
     counts = (summary.get("counts") or {}).get("window") or {}
     return {
@@ -160,7 +159,7 @@ def point_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def slo_failures(summary: Mapping[str, Any], targets: Mapping[str, float]) -> list[str]:
+def slo_failures(summary: JSONView, targets: Mapping[str, float]) -> list[str]:
     """Why a run misses ``targets`` (empty: it meets them); a missing figure is a miss."""
     misses = []
     counts = (summary.get("counts") or {}).get("window") or {}
@@ -179,7 +178,7 @@ def slo_failures(summary: Mapping[str, Any], targets: Mapping[str, float]) -> li
     return misses
 
 
-def thin_targets(summary: Mapping[str, Any], targets: Mapping[str, float]) -> list[str]:
+def thin_targets(summary: JSONView, targets: Mapping[str, float]) -> list[str]:
     """The percentile targets this run has too few requests to judge
     (results.figures.percentile_samples),
     e.g. ``"ttft_p99: p99 from 3 samples (needs >= 100 ...)"``."""
@@ -201,16 +200,16 @@ class SweepPoint:
 
     value: float
     folder: Path
-    figures: dict[str, Any]
+    figures: JSONObject
     slo_misses: list[str] | None = None
     # The run's usability verdict (summary.json's "usability"; None in older summaries).
-    usability: dict[str, Any] | None = None
+    usability: JSONObject | None = None
     # SLO targets judged from too few requests to mean anything (thin_targets).
     thin_percentiles: list[str] = field(default_factory=list)
     # [input, output] tokens of every request of the point (--lengths); None: the scenario's.
     lengths: list[int] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return json_safe(dataclasses.asdict(self))
 
 
@@ -221,10 +220,10 @@ class SweepResult:
     scenario: str
     axis: Axis
     points: list[SweepPoint] = field(default_factory=list)
-    search: dict[str, Any] | None = None
+    search: JSONObject | None = None
     # Set when a signal ended the sweep (bench.run.end.interrupt.interruption_note): the points
     # are those that finished.
-    interrupted: dict[str, Any] | None = None
+    interrupted: JSONObject | None = None
 
 
 def run_sweep(

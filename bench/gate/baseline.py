@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.gate.samples import RunSamples, samples_from_run
 from bench.scenario.scenario import ScenarioError, scenario_from_dict
-from perfmodel.files import atomic_write_text, json_safe
+from perfmodel.files import JSONObject, atomic_write_text, json_safe
 from results.figures.machine_load import busy_line
 from results.folder.run_folder import RunFolderError, load_run
 from results.folder.run_group import expand_run_paths
@@ -70,10 +70,10 @@ class RunGroup:
 
     label: str
     runs: tuple[RunSamples, ...]
-    hardware: dict[str, Any]
-    scenario: dict[str, Any]
-    engine: dict[str, Any]
-    versions: dict[str, Any]
+    hardware: JSONObject
+    scenario: JSONObject
+    engine: JSONObject
+    versions: JSONObject
     git_commits: tuple[str | None, ...]
     # "run ID: other processes used N% ..." for each run whose machine was busy (its summary's
     # machine_load, results.figures.machine_load); the gate will not judge them unless allowed.
@@ -117,7 +117,7 @@ def differences(base: Any, other: Any, prefix: str, shared_only: bool = False) -
     return [] if base == other else [f"{prefix}: {base!r} -> {other!r}"]
 
 
-def _engine_identity(engine: dict[str, Any]) -> dict[str, Any]:
+def _engine_identity(engine: JSONObject) -> JSONObject:
     """The engine's configuration without per-run details (URL, port, start-up time)."""
     description = engine.get("description") or {}
     return json_safe(
@@ -129,7 +129,7 @@ def _engine_identity(engine: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def workloads(scenarios: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def workloads(scenarios: Sequence[JSONObject]) -> list[JSONObject]:
     """The load-defining parts of scenarios (name, description and engine table excepted),
     comparable across versions: each is re-read by this version's scenario reader, so a key
     added since a run was made takes its default on both sides. When any cannot be re-read
@@ -152,7 +152,7 @@ def _check_same(label: str, run_ids: Sequence[str], items: Sequence[Any], what: 
             )
 
 
-def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[dict[str, Any]]]:
+def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[JSONObject]]:
     """Read run folders (a group folder gives its runs: results.folder.run_group.expand_run_paths)
     into a RunGroup plus summaries.
 
@@ -189,7 +189,7 @@ def load_run_group(paths: Sequence[Path], label: str) -> tuple[RunGroup, list[di
                    for i, r, s in zip(ids, runs, summaries, strict=True)]  # fmt: skip
 
 
-def baseline_dict(group: RunGroup, runs_meta: list[dict[str, Any]], name: str) -> dict[str, Any]:
+def baseline_dict(group: RunGroup, runs_meta: list[JSONObject], name: str) -> JSONObject:
     """The JSON document of a baseline made of ``group`` (see the module doc)."""
     if not name.strip():
         raise BaselineError("--name must not be empty")
@@ -227,7 +227,7 @@ def dumps_compact(value: Any, indent: str = "") -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
-def save_baseline(paths: Sequence[Path], name: str, output: Path) -> dict[str, Any]:
+def save_baseline(paths: Sequence[Path], name: str, output: Path) -> JSONObject:
     """Build a baseline from run folders and write it to ``output``; returns the document."""
     group, meta = load_run_group(paths, "baseline runs")
     if not any(s.num_requests for s in group.runs):
@@ -237,7 +237,7 @@ def save_baseline(paths: Sequence[Path], name: str, output: Path) -> dict[str, A
     return document
 
 
-def _field(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _field(data: JSONObject, key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise BaselineError(f"{where}: missing field '{key}'")
     if not isinstance(data[key], kind):

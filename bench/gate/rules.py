@@ -35,9 +35,9 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench.scenario.toml_table import ScenarioError, Table, suggest
+from perfmodel.files import JSONObject, JSONView
 from results.figures.cpu_work import GROUPS
 
 __all__ = [
@@ -149,9 +149,9 @@ def metric_spec(name: str) -> MetricSpec:
     return MetricSpec(name, family, "percentile", higher, unit, percentile=q)
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(table: JSONView, prefix: str = "") -> JSONObject:
     """``[metrics.ttft_ms.p99]`` (unquoted dots) parses as nested tables: join them back."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in table.items():
         name = f"{prefix}{key}"
         limits = isinstance(value, Mapping) and any(k.startswith("max_") for k in value)
@@ -191,7 +191,7 @@ def _read_rule(table: Table, name: str, min_samples: int, min_tail: int) -> Rule
     return Rule(spec, limit, rule_min, rule_tail)
 
 
-def rules_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> GateRules:
+def rules_from_dict(data: JSONView, source: str = "<dict>") -> GateRules:
     """Validate parsed rules (see the module doc); raises RulesError naming key and fix."""
     try:
         top = Table(data, source)

@@ -23,6 +23,7 @@ from typing import Any, overload
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject
 from results.figures.cpu_work import GROUPS, cpu_work_windows, window_cpu_readings
 from results.figures.itl import itl_by_request
 from results.folder.run_folder import RunData
@@ -93,13 +94,13 @@ class RunSamples:
         tpot = self.tpot_ms[~np.isnan(self.tpot_ms)]
         return 1000.0 / tpot[tpot > 0]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """Columnar JSON for a baseline file: ms and s rounded to 1 µs, NaN as null."""
 
         def col(values: np.ndarray, digits: int) -> list[float | None]:
             return [None if math.isnan(v) else round(float(v), digits) for v in values]
 
-        data: dict[str, Any] = {
+        data: JSONObject = {
             "run_id": self.run_id,
             "window_start_s": self.window_start_s,
             "window_end_s": self.window_end_s,
@@ -118,7 +119,7 @@ class RunSamples:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str) -> RunSamples:
+    def from_dict(cls, data: JSONObject, where: str) -> RunSamples:
         """The inverse of :meth:`to_dict`; raises ValueError naming ``where`` and the field."""
 
         def need(key: str) -> Any:

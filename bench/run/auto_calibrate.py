@@ -25,7 +25,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from rich.console import Console
 
@@ -33,6 +32,7 @@ from bench.run.endpoint.environment import cpu_name
 from bench.run.messages import print_note
 from perfmodel import calibration
 from perfmodel.cache import calibration_path
+from perfmodel.files import JSONView
 
 __all__ = ["CALIBRATE_TIMEOUT_S", "calibrate_before_load", "needs_calibration"]
 
@@ -41,7 +41,7 @@ __all__ = ["CALIBRATE_TIMEOUT_S", "calibrate_before_load", "needs_calibration"]
 CALIBRATE_TIMEOUT_S = 120.0
 
 
-def needs_calibration(description: Mapping[str, Any] | None, local: bool, cpu: str) -> bool:
+def needs_calibration(description: JSONView | None, local: bool, cpu: str) -> bool:
     """Whether a run of the engine ``description`` describes (/debug/engine; None for one that
     does not) on a ``local`` host whose CPU is named ``cpu`` needs a calibration it lacks
     (module docstring)."""
@@ -54,7 +54,7 @@ def needs_calibration(description: Mapping[str, Any] | None, local: bool, cpu: s
 
 
 def calibrate_before_load(
-    enabled: bool, description: Mapping[str, Any] | None, local: bool, console: Console
+    enabled: bool, description: JSONView | None, local: bool, console: Console
 ) -> list[str]:
     """Make the quick calibration when the run needs one (module docstring); returns the notes
     for run.json's analytic section (empty when none was needed)."""

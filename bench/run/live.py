@@ -15,7 +15,7 @@ from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from loadgen.drivers.closed_loop import LiveCounters
+from loadgen.drivers.sending import LiveCounters
 from results.folder.records import RequestRecord
 
 _RATE_WINDOW_S = 10.0

@@ -22,10 +22,11 @@ import numpy as np
 
 from bench.scenario.models import ModelShare
 from bench.scenario.scenario import Scenario
+from loadgen.api_kinds import POOLING_APIS
 from loadgen.client.apportion import largest_remainder
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import POOLING_APIS, RequestSpec
+from loadgen.request_spec import RequestSpec
 from loadgen.request_tools import ToolOffer
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.multiturn import sharegpt_sessions, synthetic_sessions
@@ -36,6 +37,7 @@ from loadgen.workloads.sessions.generate import agent_sessions
 from loadgen.workloads.sharegpt import sharegpt_requests
 from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_entries
 from loadgen.workloads.trace_prompts import trace_requests
+from perfmodel.files import JSONObject
 from results.folder.arrival_plan import ArrivalRow
 
 __all__ = [
@@ -297,10 +299,10 @@ def assign_models(
     ]
 
 
-def load_section(plan: LoadPlan, driver: str, workers: int) -> dict[str, Any]:
+def load_section(plan: LoadPlan, driver: str, workers: int) -> JSONObject:
     """run.json's "load": how the load ran (the scenario has the rest)."""
     requests = plan.requests
-    section: dict[str, Any] = {
+    section: JSONObject = {
         "mode": plan.mode,
         "driver": driver,
         "workers": workers,

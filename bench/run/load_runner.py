@@ -8,7 +8,7 @@
 
 Drivers: ``asyncio`` (this process, or ``workers`` processes sharing the users, see
 loadgen.drivers.workers) and ``locust`` (a Locust master with ``workers`` local workers, or
-workers joining from other machines: loadgen.drivers.locust_driver, bench.run.remote_workers).
+workers joining from other machines: loadgen.drivers.locust.driver, bench.run.remote_workers).
 Every driver returns the same records and self-check samples.
 """
 
@@ -32,12 +32,14 @@ from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.client.transport.kernel_clock import run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
-from loadgen.drivers.locust_driver import LocustError, run_locust
+from loadgen.drivers.locust.driver import LocustError, run_locust
+from loadgen.drivers.sending import LiveCounters, RecordCallback
 from loadgen.drivers.stop import LoadStop
 from loadgen.drivers.workers import run_load
 from loadgen.protocols import TokenizerLike
 from results.figures.client_check import write_client_table
 from results.folder.arrival_plan import ARRIVAL_PLAN_PARQUET, write_arrival_plan
+from results.folder.records import RequestRecord
 
 __all__ = [
     "DRIVERS",
@@ -87,9 +89,9 @@ def prepare_load(
 
 def refuse_for_locust(plan: LoadPlan) -> None:
     """Raise LoadError naming what of ``plan`` Locust's workers cannot send."""
-    apis = {spec.api for spec in plan.requests} - {"completions", "chat"}
+    apis = {spec.api for spec in plan.requests if not spec.kind.openai_chunks}
     if apis:
-        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust_worker).
+        # Locust's workers speak the OpenAI streams alone (loadgen.drivers.locust.worker).
         raise LoadError(
             f"--driver locust sends completions and chat only, not {sorted(apis)[0]!r}; use "
             "the asyncio driver (the default)"
@@ -113,8 +115,8 @@ async def drive_load(
     driver: str = "asyncio",
     workers: int = 1,
     headers: RequestHeaders | None = None,
-    on_record: Any = None,
-    counters: Any = None,
+    on_record: RecordCallback | None = None,
+    counters: LiveCounters | None = None,
     remote: RemoteWorkers | None = None,
     console: Console | None = None,
     stop: LoadStop | None = None,
@@ -168,8 +170,8 @@ async def _drive_locust(
     clock: RunClock,
     workers: int,
     *,
-    on_record: Any,
-    counters: Any,
+    on_record: RecordCallback | None,
+    counters: LiveCounters | None,
     remote: RemoteWorkers,
     console: Console | None,
     stop: LoadStop | None,
@@ -187,7 +189,7 @@ async def _drive_locust(
         # before the record is streamed to disk (and again below, for the records returned).
         take = on_record
 
-        def on_record(record: Any) -> None:
+        def on_record(record: RequestRecord) -> None:
             if record.status == "cancelled" and stop.is_set():
                 record.error = stop.message()
             take(record)

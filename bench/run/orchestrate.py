@@ -50,7 +50,7 @@ from bench.run.endpoint.tokenizer_source import (
     tokenizer_for_endpoint,
 )
 from bench.run.fleet import fleet_engine_fields, preflight_fleet
-from bench.run.launch.engine_launch import collect_nsys_report, launch_reference
+from bench.run.launch.engine_launch import ReferenceEngine, collect_nsys_report, launch_reference
 from bench.run.launch.engine_watch import EngineWatch
 from bench.run.live import LiveDisplay
 from bench.run.load_plan import plan_ran_out, reads_rows, without_ignore_eos
@@ -62,6 +62,7 @@ from bench.run.probing import (
 )
 from bench.run.remote_workers import RemoteWorkers
 from bench.run.step_follower import StepFollower, steps_taken
+from bench.scenario.engine_sets import SettingValue
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
 from engine_adapters.base import EngineAdapter
@@ -73,6 +74,7 @@ from loadgen.client.routing import DEFAULT_ROUTE
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import LoadPlan, LoadResult
 from loadgen.drivers.stop import LoadStop
+from loadgen.protocols import TokenizerLike
 from loadgen.workloads.spec import WorkloadError
 from probes import nsys
 from probes.session import ProbeResult
@@ -80,7 +82,8 @@ from results.figures.analytic import analytic_section
 from results.figures.engine_facts import engine_folder_name
 from results.folder.engine_steps import fetch_json, same_host
 from results.folder.outcomes import read_outcomes
-from results.folder.record_stream import RecordStream
+from results.folder.parts.record_stream import RecordStream
+from results.folder.records import RequestRecord
 from results.folder.redact import redact_command
 from results.schema import ClientClock, EngineSection, SummaryJson
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
@@ -108,7 +111,7 @@ class RunOptions:
     runs_dir: Path
     live: bool = True
     # Reference-engine settings (EngineConfig fields) over the scenario's [engine] table.
-    engine_overrides: dict[str, Any] = field(default_factory=dict)
+    engine_overrides: dict[str, SettingValue] = field(default_factory=dict)
     # Wrap a launched engine in `nsys profile -t cuda,nvtx` (probes.nsys) when nsys is on PATH.
     nsys: bool = False
     # Start the probes (NVML/GPM, CPU, engine /metrics) around the load.
@@ -144,18 +147,19 @@ class RunOptions:
     metrics_urls: tuple[tuple[str, str], ...] = ()
 
 
-def reference_settings(scenario: Scenario, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """The reference engine's settings: the scenario's [engine] table, then ``overrides``.
+def reference_engine(scenario: Scenario, overrides: Mapping[str, SettingValue]) -> ReferenceEngine:
+    """The reference engine of the scenario's [engine] table, then ``overrides`` (unset, None,
+    values left to the engine's defaults).
 
-    Checked as one EngineConfig now, so that settings which do not go together fail here,
-    naming the setting, rather than in the engine's process after it started.
+    RunRefused naming the setting where settings do not go together: here, rather than in the
+    engine's process after it started.
     """
     settings = {**scenario.engine.engine_settings(), **overrides}
     try:
-        EngineConfig.from_flat(settings)
+        config = EngineConfig.from_flat(settings)
     except SettingError as e:
         raise RunRefused(f"{scenario.source}: engine settings: {e}") from e
-    return settings
+    return ReferenceEngine(config, tuple(k for k, v in settings.items() if v is not None))
 
 
 def total_known(scenario: Scenario) -> bool:
@@ -202,8 +206,9 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
     reference = opts.url is None and not external
     adapter = get_adapter("reference" if reference else opts.engine)
     launched: LaunchedEngine | None = None
-    settings = reference_settings(scenario, opts.engine_overrides) if reference else {}
-    tokenizer_spec = opts.tokenizer or (settings.get("model") if reference else opts.launch_model)
+    engine = reference_engine(scenario, opts.engine_overrides) if reference else None
+    settings = engine.settings() if engine is not None else {}
+    tokenizer_spec = opts.tokenizer or (settings.get("model") if engine else opts.launch_model)
     tokenizer = _resolve_tokenizer(opts, tokenizer_spec, adapter)
 
     started_wall = datetime.now(UTC)
@@ -220,10 +225,10 @@ def run_benchmark(opts: RunOptions, console: Console) -> tuple[Path, SummaryJson
             raise RunError(str(e)) from e
         base_url = launched.base_url
         print_info(console, f"engine ready at {base_url} in {time.monotonic() - t_launch:.1f} s")
-    elif opts.url is None:
-        print_info(console, f"starting the reference engine ({settings['model']}) ...")
+    elif engine is not None:
+        print_info(console, f"starting the reference engine ({engine.config.model.model}) ...")
         try:
-            launched, nsys_output = launch_reference(settings, opts.nsys, opts.runs_dir, console)
+            launched, nsys_output = launch_reference(engine, opts.nsys, opts.runs_dir, console)
         except EngineStartError as e:
             raise RunError(str(e)) from e
         base_url = launched.base_url
@@ -584,7 +589,7 @@ async def _drive(
     opts: RunOptions,
     console: Console,
     base_url: str,
-    tokenizer: Any,
+    tokenizer: TokenizerLike | None,
     plan: LoadPlan,
     model: str,
     stop: LoadStop | None = None,
@@ -605,7 +610,7 @@ async def _drive(
     if begin is not None:
         stream = begin(info)
 
-        def on_record(record: Any) -> None:
+        def on_record(record: RequestRecord) -> None:
             display.on_record(record)
             stream.add(record)
 

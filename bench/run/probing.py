@@ -36,9 +36,10 @@ from rich.console import Console
 from bench.run.messages import print_warning
 from engine_adapters.base import EngineAdapter
 from probes.probe_process import ProbeProcess
-from probes.session import ProbeResult, ProbeSpec
+from probes.probe_spec import ProbeSpec
+from probes.session import ProbeResult
 from results.folder import sample_sources
-from results.folder.record_stream import FLUSH_S, SAMPLES_PARTS
+from results.folder.parts.writer import FLUSH_S, SAMPLES_PARTS
 
 # `--metrics-url LABEL=URL`: a label is a short name, the URL http(s).
 _LABELLED = re.compile(r"(?P<label>[A-Za-z0-9_.:-]+)=(?P<url>https?://.+)")

@@ -4,7 +4,7 @@
 master listens on HOST:PORT and waits (``--worker-join-timeout``) for N workers, each started
 with the printed `bench worker --master HOST:PORT` (on other machines, or on this one too). A
 worker silent for ``--worker-timeout`` seconds is lost: its requests are recorded as failed, a
-warning says so, and the run goes on with the others (loadgen.drivers.locust_master).
+warning says so, and the run goes on with the others (loadgen.drivers.locust.master).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from bench.run.messages import print_note, print_warning
-from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
-from loadgen.drivers.locust_job import parse_address
+from loadgen.drivers.locust.driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
+from loadgen.drivers.locust.job import parse_address
+from perfmodel.files import JSONObject
 
 __all__ = ["RemoteWorkers", "print_locust_event", "print_loopback_note"]
 
@@ -81,7 +82,7 @@ class RemoteWorkers:
         return 0 if self.expected else workers
 
     def run_locust_arguments(self) -> dict[str, Any]:
-        """The keyword arguments of loadgen.drivers.locust_driver.run_locust they set."""
+        """The keyword arguments of loadgen.drivers.locust.driver.run_locust they set."""
         return {
             "remote_workers": self.expected,
             "bind": self.bind,
@@ -89,7 +90,7 @@ class RemoteWorkers:
             "worker_timeout_s": self.worker_timeout_s,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's load section's part (the address the master listened on)."""
         bind = f"{self.bind[0]}:{self.bind[1]}" if self.bind else None
         return {"expect_workers": self.expected, "master_bind": bind}
@@ -106,8 +107,8 @@ def print_loopback_note(console: Console, base_url: str, remote: RemoteWorkers) 
         )
 
 
-def print_locust_event(console: Console, event: dict[str, Any], remote: int) -> None:
-    """Say on ``console`` what the master reported (loadgen.drivers.locust_driver.run_locust's
+def print_locust_event(console: Console, event: JSONObject, remote: int) -> None:
+    """Say on ``console`` what the master reported (loadgen.drivers.locust.driver.run_locust's
     ``on_event``); ``remote`` is the number of workers expected from `bench worker`."""
     kind = event["event"]
     if kind == "listening" and remote:

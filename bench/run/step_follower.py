@@ -4,11 +4,11 @@ An engine that exposes /debug/steps (the reference engine) keeps only its last m
 (engine.core.telemetry.StepRecorder). Read once at the end of the run, a long run's steps were
 all held until then, a SIGKILL lost every one, and a run of more than a million lost its oldest.
 :class:`StepFollower` instead polls ``GET /debug/steps?since=N`` every ``poll_s`` seconds
-(results.folder.record_stream.FLUSH_S, the interval records are flushed at), N one past the last
-step it read, in a thread of its own, so that decoding the answers never runs on the load's
+(results.folder.parts.writer.FLUSH_S, the interval records are flushed at), N one past the
+last step it read, in a thread of its own, so that decoding the answers never runs on the load's
 event loop. Each batch becomes one part of the folder's steps.parts
-(results.folder.step_parts.StepParts, which leaves out the steps that began before the run's
-t0_ns); :meth:`StepFollower.stop` polls once more and hands the parts to the run writer, which
+(results.folder.parts.step_parts.StepParts, which leaves out the steps that began before the
+run's t0_ns); :meth:`StepFollower.stop` polls once more and hands the parts to the run writer, which
 seals them into steps.parquet: the table one read of every step at the end would give. A killed
 run keeps the steps polled before the kill (at most one interval is lost), which
 results.folder.run_folder.load_run reads from the parts.
@@ -31,8 +31,8 @@ import httpx
 import pyarrow as pa
 
 from results.folder.engine_steps import STEPS_CLOCK, STEPS_PATH
-from results.folder.record_stream import FLUSH_S
-from results.folder.step_parts import StepParts
+from results.folder.parts.step_parts import StepParts
+from results.folder.parts.writer import FLUSH_S
 
 __all__ = ["StepFollower", "steps_taken"]
 

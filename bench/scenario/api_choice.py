@@ -1,7 +1,7 @@
 """The scenario's ``api`` and what goes with it: ``inputs_per_request`` for the pooling APIs,
 and the rules between the API and the other tables.
 
-``api`` is one of loadgen.request_spec's API_KINDS. The generation APIs (completions, chat,
+``api`` is one of loadgen.api_kinds's APIS. The generation APIs (completions, chat,
 responses, messages) stream tokens; the pooling ones (embeddings, rerank) answer once, so:
 
     * ``inputs_per_request`` (default 1) is how many texts one embeddings request embeds, or
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.scenario.toml_table import Table
-from loadgen.request_spec import API_KINDS, POOLING_APIS
+from loadgen.api_kinds import API_KINDS, POOLING_APIS, api_kind
 
 __all__ = ["check_api", "read_api"]
 
@@ -37,14 +37,15 @@ def read_api(top: Table) -> tuple[str, int | None]:
 
 def check_api(top: Table, api: str, workload_kind: str, abandon: Any, slo: Any) -> None:
     """The rules between ``api`` and the rest of the scenario (module docstring)."""
-    if abandon is not None and api not in ("completions", "chat"):
+    kind = api_kind(api)
+    if abandon is not None and not kind.openai_chunks:
         raise top.error("abandon", f"abandoning a stream covers completions and chat, not {api!r}")
-    if workload_kind == "sessions" and api != "chat":
+    if workload_kind == "sessions" and not kind.sessions:
         raise top.error(
             "api",
             f'agent sessions send chat messages and tool results: set api = "chat", not {api!r}',
         )
-    if api not in POOLING_APIS:
+    if not kind.pooling:
         return
     for key in ("ttft_ms", "tpot_ms"):
         if getattr(slo, key) is not None:

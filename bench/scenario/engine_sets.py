@@ -6,15 +6,18 @@ is checked as the scenario's [engine] keys are."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from bench.scenario.toml_table import suggest
 from engine.config import SETTINGS, EngineConfig, SettingError
 
-__all__ = ["parse_settings"]
+__all__ = ["SettingValue", "parse_settings"]
+
+# A reference-engine setting's value: each setting's own type (engine.config.Setting), or None
+# for its default.
+SettingValue = str | int | float | bool | None
 
 
-def parse_settings(items: Sequence[str], option: str = "--set") -> dict[str, Any]:
+def parse_settings(items: Sequence[str], option: str = "--set") -> dict[str, SettingValue]:
     """``NAME=VALUE`` pairs as EngineConfig settings by name, each value of the setting's type.
 
     Raises:
@@ -24,7 +27,7 @@ def parse_settings(items: Sequence[str], option: str = "--set") -> dict[str, Any
             pair and the fix.
     """
     names = [s.name for s in SETTINGS]
-    out: dict[str, Any] = {}
+    out: dict[str, SettingValue] = {}
     for item in items:
         raw_name, sep, value = item.partition("=")
         name = raw_name.strip().replace("-", "_")

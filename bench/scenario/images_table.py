@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.scenario.toml_table import Table
+from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_images import IMAGE_FORMATS
-from loadgen.request_spec import CHAT_APIS
 from loadgen.workloads.images import ImageShape
 
 __all__ = ["read_images"]

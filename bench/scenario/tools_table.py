@@ -21,7 +21,7 @@ the table. The tools are request fields of their own, not ``[request]``'s: ``too
 from __future__ import annotations
 
 from bench.scenario.toml_table import Table
-from loadgen.request_spec import CHAT_APIS
+from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_tools import ToolError, ToolOffer, as_tool
 
 __all__ = ["read_tools"]

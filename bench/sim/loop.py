@@ -17,7 +17,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,11 +24,12 @@ import numpy as np
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
+from loadgen.api_kinds import CHAT_APIS
+from loadgen.client.failures import CANCELLED
 from loadgen.drivers.driver import LoadPlan
-from loadgen.request_spec import CHAT_APIS, RequestSpec, message_text
+from loadgen.drivers.sending import RecordCallback
+from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
-
-_CANCELLED = "cancelled: the run ended while the request was in flight"
 
 
 @dataclass
@@ -58,7 +58,7 @@ class _Loop:
     next_session: int = 0
     counter: int = 0
     # Called with each record once it is final (done, refused or cancelled).
-    on_record: Callable[[RequestRecord], None] | None = None
+    on_record: RecordCallback | None = None
 
     def final(self, record: RequestRecord, order: int) -> None:
         """``record`` (plan position ``order``) is done, refused or cancelled."""
@@ -164,7 +164,7 @@ def _fire(loop: _Loop, orders: np.ndarray) -> None:
 def _cancelled(spec: RequestSpec, user: int, due_s: float) -> RequestRecord:
     """A request the run's end caught before it was answered (as the load generator records)."""
     return RequestRecord(spec.request_id, user, due_s, due_s, None, None, spec.prompt_tokens, 0,
-                         "chunks", "cancelled", _CANCELLED, None)  # fmt: skip
+                         "chunks", "cancelled", CANCELLED, None)  # fmt: skip
 
 
 def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
@@ -174,7 +174,7 @@ def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
     for rid, flight in list(loop.flights.items()):
         loop.engine.abort_request(rid)
         record = flight.record
-        record.status, record.error, record.done_s = "cancelled", _CANCELLED, end_s
+        record.status, record.error, record.done_s = "cancelled", CANCELLED, end_s
         loop.final(record, flight.order)
     loop.flights.clear()
     held = [(float(plan.schedule_s[i]), -1, i, 0) for i in loop.waiting]  # type: ignore[index]
@@ -199,7 +199,7 @@ def _cut(loop: _Loop, end_s: float, orders: np.ndarray) -> None:
 def run_plan_virtual(
     engine: LLMEngine,
     plan: LoadPlan,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
 ) -> list[RequestRecord]:
     """Play ``plan`` against ``engine`` (virtual clock) to its end; the records in plan order,
     or, with ``on_record`` (a record stream), none: it is called with each record as it

@@ -26,11 +26,11 @@ from bench.scenario.scenario import Scenario
 from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
+from loadgen.api_kinds import POOLING_APIS
 from loadgen.drivers.driver import LoadPlan
-from loadgen.request_spec import POOLING_APIS
 from results.figures.analytic import simulated_analytic
 from results.figures.engine_facts import engine_folder_name
-from results.folder.step_parts import STEPS_PART_STEPS, StepParts
+from results.folder.parts.step_parts import STEPS_PART_STEPS, StepParts
 from results.schema import (
     ClientClock,
     EngineSection,

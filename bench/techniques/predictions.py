@@ -23,6 +23,7 @@ from bench.sim.simulate import simulate
 from bench.techniques.claims import Claim
 from bench.techniques.studies import Study
 from perfmodel.capacity import capacity
+from perfmodel.files import JSONObject
 from perfmodel.hardware import get_gpu
 from perfmodel.models import dtype_bytes, resolve_model
 from results.folder.run_folder import load_run
@@ -48,7 +49,7 @@ DEVICES: tuple[Device, ...] = (
 )
 
 
-def _memory_bound_share(summary: dict[str, Any] | None) -> float | None:
+def _memory_bound_share(summary: JSONObject | None) -> float | None:
     bound = ((summary or {}).get("attribution") or {}).get("bound_time_s") or {}
     total = sum(bound.values()) if bound else 0.0
     return bound["memory"] / total if total else None
@@ -59,11 +60,11 @@ class SimCache:
 
     def __init__(self, runs_dir: Path) -> None:
         self.runs_dir = runs_dir
-        self._rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._rows: dict[tuple[str, str, str, str], JSONObject] = {}
 
     def row(
-        self, study: Study, scenario: Scenario, value: Any, device: Device, extra: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, study: Study, scenario: Scenario, value: Any, device: Device, extra: JSONObject
+    ) -> JSONObject:
         """ablation_row of the simulated run, plus ``memory_bound_share`` of its step time."""
         key = (study.key, repr(value), device.label, repr(sorted(extra.items())))
         if key not in self._rows:
@@ -77,7 +78,7 @@ class SimCache:
         return self._rows[key]
 
 
-def _gqa(device: Device, context_tokens: int) -> dict[str, Any]:
+def _gqa(device: Device, context_tokens: int) -> JSONObject:
     """KV bytes per token and most users at ``context_tokens``: the model as it is over the
     same model with one KV head per query head (multi-head attention)."""
     config = resolve_model(device.model)
@@ -117,15 +118,15 @@ def predict(
     scenario: Scenario,
     off: Any,
     on: Any,
-    measured: dict[str, Any],
+    measured: JSONObject,
     sims: SimCache,
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """One prediction per DEVICES entry: ``value`` (the claimed figure's ratio, or None with a
     ``note`` saying why), ``how`` it was predicted, ``also`` (the row's further figures' values
     off and on) and, for simulated rows, the memory-bound share of the "on" run's step time."""
     out = []
     for device in DEVICES:
-        entry: dict[str, Any] = {"device": device.label}
+        entry: JSONObject = {"device": device.label}
         if claim.technique == "gqa":
             figs = _gqa(device, max(1, round(measured.get("sequence_length") or 1)))
             entry["how"] = "capacity model"
@@ -142,7 +143,7 @@ def predict(
             entry["value"] = times["naive"] / times["fused"]
             entry["also"] = {}
         else:
-            extra: dict[str, Any] = {}
+            extra: JSONObject = {}
             if claim.technique == "speculative":
                 rate = measured.get("acceptance_rate")
                 if rate is None:

@@ -10,9 +10,9 @@ the FLOPs, the batch sizes reached, the prefix hit rate, ...). Rows that agree g
 from __future__ import annotations
 
 from statistics import median
-from typing import Any
 
 from bench.techniques.claims import Claim
+from perfmodel.files import JSONObject
 
 # Measurement and prediction of a claim without a range disagree beyond this ratio.
 DISAGREE_FACTOR = 1.5
@@ -37,7 +37,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _cause(claim: Claim, where: str, m: dict[str, Any], predictions: list[dict[str, Any]]) -> str:
+def _cause(claim: Claim, where: str, m: JSONObject, predictions: list[JSONObject]) -> str:
     """The cause the row's own figures point at."""
     gpu_memory = [p["memory_bound_share"] for p in predictions if p.get("memory_bound_share")]
     gpu_mem = (
@@ -84,7 +84,7 @@ def _cause(claim: Claim, where: str, m: dict[str, Any], predictions: list[dict[s
     return "no cause recorded for this technique"
 
 
-def _speculative_cause(m: dict[str, Any]) -> str:
+def _speculative_cause(m: JSONObject) -> str:
     """Speculative decoding's cause: the acceptance and the step costs in the speedup formula."""
     est = m.get("speculation") or {}
     if not est:
@@ -98,9 +98,7 @@ def _speculative_cause(m: dict[str, Any]) -> str:
     )
 
 
-def _batching_cause(
-    m: dict[str, Any], predictions: list[dict[str, Any]], cpu: str, gpu_mem: str
-) -> str:
+def _batching_cause(m: JSONObject, predictions: list[JSONObject], cpu: str, gpu_mem: str) -> str:
     """Continuous batching's and paged attention's cause: how many requests ran at once here
     and on the simulated GPUs, against what a bigger batch costs on this CPU (``cpu``)."""
     running = m.get("also", {}).get("max_running") or [None, None]
@@ -123,7 +121,7 @@ def _batching_cause(
     )
 
 
-def _flash_attention_cause(m: dict[str, Any], where: str) -> str:
+def _flash_attention_cause(m: JSONObject, where: str) -> str:
     """Flash attention's cause: its share of a prefill's FLOPs (when the row is ``below`` its
     claim) and what the predictions time."""
     share = m.get("attention_flop_share")
@@ -146,8 +144,8 @@ def _flash_attention_cause(m: dict[str, Any], where: str) -> str:
 def verdict(
     claim: Claim,
     bounds: tuple[float | None, float | None],
-    measured: dict[str, Any],
-    predictions: list[dict[str, Any]],
+    measured: JSONObject,
+    predictions: list[JSONObject],
 ) -> tuple[str, str | None]:
     """(placement of the measured ratio, the reason or None where everything agrees)."""
     low, high = bounds

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -17,6 +16,7 @@ from bench.experiments.switch_quality import quality_text
 from bench.run.messages import print_path
 from bench.run.terminal import print_table
 from bench.techniques.quality import WRONG_OUTPUT
+from perfmodel.files import JSONObject
 
 _UNITS = {key: (title, unit) for key, title, unit in ABLATION_COLUMNS}
 
@@ -25,7 +25,7 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def claimed_text(row: dict[str, Any]) -> str:
+def claimed_text(row: JSONObject) -> str:
     low, high = row["claimed"]
     if low is None or high is None:
         return row["claim"]
@@ -33,12 +33,12 @@ def claimed_text(row: dict[str, Any]) -> str:
     return f"{row['claim']} [{span} {row['metric_title']} {row['ratio']}]"
 
 
-def wrong_output(row: dict[str, Any]) -> bool:
+def wrong_output(row: JSONObject) -> bool:
     """Whether the row's technique gave a wrong answer (bench.techniques.quality)."""
     return row.get("placement") == WRONG_OUTPUT
 
 
-def measured_text(row: dict[str, Any]) -> str:
+def measured_text(row: JSONObject) -> str:
     if wrong_output(row):
         return "wrong output: no speedup shown (see quality)"
     m = row["measured"]
@@ -59,13 +59,13 @@ def measured_text(row: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def predicted_text(prediction: dict[str, Any]) -> str:
+def predicted_text(prediction: JSONObject) -> str:
     if prediction.get("value") is None:
         return f"- ({prediction.get('note', 'not predicted')})"
     return _x(prediction["value"])
 
 
-def cell_texts(doc: dict[str, Any]) -> dict[str, Any]:
+def cell_texts(doc: JSONObject) -> JSONObject:
     """``doc`` with each row's ``text``: claimed, measured, one predicted per device, reason."""
     for row in doc["rows"]:
         row["text"] = {

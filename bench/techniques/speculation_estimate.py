@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from perfmodel.files import JSONObject
 from results.folder.run_folder import RunData
 
 
@@ -33,7 +34,7 @@ class SpeculationEstimate:
     t_draft_s: float
     speedup: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 

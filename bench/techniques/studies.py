@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.scenario.scenario import Scenario, scenario_from_dict
+from perfmodel.files import JSONObject
 from perfmodel.presets import get_preset
 
 # The tiny preset's KV bytes per token in float32, the dtype the KV-budget study runs in.
@@ -24,14 +25,14 @@ class Study:
     key: str
     switch: str
     values: tuple[Any, ...]
-    workload: dict[str, Any]
-    quick_workload: dict[str, Any]
-    fixed: dict[str, Any] = field(default_factory=dict)
-    measured_only: dict[str, Any] = field(default_factory=dict)
+    workload: JSONObject
+    quick_workload: JSONObject
+    fixed: JSONObject = field(default_factory=dict)
+    measured_only: JSONObject = field(default_factory=dict)
 
     def scenario(self, quick: bool) -> Scenario:
         """The study's scenario: greedy, every request generating its sampled length."""
-        data: dict[str, Any] = {
+        data: JSONObject = {
             "name": f"technique-{self.key}",
             "seed": 0,
             "ignore_eos": True,
@@ -53,7 +54,7 @@ class RowStudy:
     on: Any
 
 
-def _lengths(low: int, high: int, out_low: int, out_high: int) -> dict[str, Any]:
+def _lengths(low: int, high: int, out_low: int, out_high: int) -> JSONObject:
     return {
         "input_len": {"kind": "uniform", "low": low, "high": high},
         "output_len": {"kind": "uniform", "low": out_low, "high": out_high},

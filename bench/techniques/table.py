@@ -27,7 +27,7 @@ from bench.techniques.reasons import verdict
 from bench.techniques.render import cell_texts
 from bench.techniques.speculation_estimate import speculation_estimate
 from bench.techniques.studies import ROWS, STUDIES, Study, study
-from perfmodel.files import atomic_write_text
+from perfmodel.files import JSONObject, atomic_write_text
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, CostModel
 from results.folder.run_folder import RunData, load_run
@@ -36,7 +36,7 @@ TECHNIQUES_JSON = "techniques.json"
 _TITLES = {key: (title, unit) for key, title, unit in ABLATION_COLUMNS}
 
 
-def _ablation(study_: Study, runs_dir: Path, console: Console, quick: bool) -> dict[str, Any]:
+def _ablation(study_: Study, runs_dir: Path, console: Console, quick: bool) -> JSONObject:
     switches = [Switch(study_.switch, study_.values)]
     switches += [Switch(k, (v,)) for k, v in {**study_.fixed, **study_.measured_only}.items()]
     path = run_ablation(study_.scenario(quick), switches, runs_dir, console, live=False)
@@ -45,7 +45,7 @@ def _ablation(study_: Study, runs_dir: Path, console: Console, quick: bool) -> d
     return doc
 
 
-def _setting_row(doc: dict[str, Any], switch: str, value: Any) -> dict[str, Any] | None:
+def _setting_row(doc: JSONObject, switch: str, value: Any) -> JSONObject | None:
     return next((r for r in doc["rows"] if r["setting"].get(switch) == value), None)
 
 
@@ -70,12 +70,12 @@ def _decode_over_prefill_cost(cached: RunData, recomputed: RunData) -> float | N
     return float(per_decode / per_prefill) if per_prefill else None
 
 
-def _facts(claim: Claim, off_run: RunData, on_run: RunData) -> dict[str, Any]:
+def _facts(claim: Claim, off_run: RunData, on_run: RunData) -> JSONObject:
     """The figures a row's scale and reason read from its runs."""
     ok = on_run.requests[on_run.requests["status"] == "ok"]
     desc = ((on_run.run_json.get("engine") or {}).get("description")) or {}
     shape = desc.get("model_config") or {}
-    facts: dict[str, Any] = {
+    facts: JSONObject = {
         "sequence_length": float((ok["prompt_tokens"] + ok["output_tokens"]).mean())
         if len(ok)
         else None,
@@ -100,7 +100,7 @@ def _facts(claim: Claim, off_run: RunData, on_run: RunData) -> dict[str, Any]:
     return facts
 
 
-def _scale_value(claim: Claim, facts: dict[str, Any]) -> float | None:
+def _scale_value(claim: Claim, facts: JSONObject) -> float | None:
     if claim.scale == "sequence length":
         return facts.get("sequence_length")
     if claim.scale == "1/group":
@@ -109,16 +109,16 @@ def _scale_value(claim: Claim, facts: dict[str, Any]) -> float | None:
 
 
 def build_row(
-    claim: Claim, doc: dict[str, Any], study_: Study, off: Any, on: Any, quick: bool,
+    claim: Claim, doc: JSONObject, study_: Study, off: Any, on: Any, quick: bool,
     sims: SimCache,
-) -> dict[str, Any]:  # fmt: skip
+) -> JSONObject:  # fmt: skip
     """One row of techniques.json from its study's ablation ``doc``."""
     off_row = _setting_row(doc, study_.switch, off)
     on_row = _setting_row(doc, study_.switch, on)
     if off_row is None or on_row is None:
         raise ValueError(f"{claim.technique}: the ablation has no run for {off!r} and {on!r}")
     facts = _facts(claim, load_run(Path(off_row["run"])), load_run(Path(on_row["run"])))
-    measured: dict[str, Any] = {
+    measured: JSONObject = {
         "value": claim.ratio_of(off_row.get(claim.metric), on_row.get(claim.metric)),
         "off": off_row.get(claim.metric),
         "on": on_row.get(claim.metric),
@@ -174,7 +174,7 @@ def run_techniques(
     stamp = datetime.now(UTC)
     out_dir = runs_dir / f"{stamp.strftime('%Y%m%dT%H%M%SZ')}-techniques{'-quick' if quick else ''}"
     sims = SimCache(out_dir / "predicted")
-    docs: dict[str, dict[str, Any]] = {}
+    docs: dict[str, JSONObject] = {}
     table_rows = []
     for r in rows:
         study_ = study(r.study)

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from dashboards.definitions import definition
 from dashboards.style import apply_layout, color_for, escape, fmt, hover_lines, wrap
+from perfmodel.files import JSONView
 
 __all__ = ["endpoints_figure", "models_figure"]
 
@@ -32,17 +33,17 @@ _LATENCIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _get(figures: Mapping[str, Any], section: str, key: str) -> Any:
+def _get(figures: JSONView, section: str, key: str) -> Any:
     part = figures.get(section)
     return part.get(key) if isinstance(part, Mapping) else None
 
 
-def endpoints_figure(summary: Mapping[str, Any]) -> go.Figure | None:
+def endpoints_figure(summary: JSONView) -> go.Figure | None:
     """The replicas' figure (module docstring), or None for a run against one endpoint."""
     fleet = summary.get("endpoints")
     if not isinstance(fleet, Mapping) or not fleet.get("by_endpoint"):
         return None
-    by_endpoint: Mapping[str, Mapping[str, Any]] = fleet["by_endpoint"]
+    by_endpoint: Mapping[str, JSONView] = fleet["by_endpoint"]
     title = (
         f"Replicas side by side: {len(by_endpoint)} endpoints, route "
         f"{escape(fleet.get('route') or '–')}"
@@ -50,16 +51,16 @@ def endpoints_figure(summary: Mapping[str, Any]) -> go.Figure | None:
     return _parts_figure(by_endpoint, title)
 
 
-def models_figure(summary: Mapping[str, Any]) -> go.Figure | None:
+def models_figure(summary: JSONView) -> go.Figure | None:
     """The models' figure (module docstring), or None for a run that sent one model."""
     models = summary.get("models")
     if not isinstance(models, Mapping) or not models.get("by_model"):
         return None
-    by_model: Mapping[str, Mapping[str, Any]] = models["by_model"]
+    by_model: Mapping[str, JSONView] = models["by_model"]
     return _parts_figure(by_model, f"Models side by side: {len(by_model)} models")
 
 
-def _parts_figure(parts: Mapping[str, Mapping[str, Any]], title: str) -> go.Figure:
+def _parts_figure(parts: Mapping[str, JSONView], title: str) -> go.Figure:
     """The three panels of the module docstring, one color per entry of ``parts``."""
     fig = make_subplots(
         rows=1,

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from dashboards.definitions import definition
 from dashboards.style import apply_layout, escape, fmt, wrap
+from perfmodel.files import JSONView
 
 __all__ = ["Tile", "headline_figure", "headline_tiles", "utilization_missing"]
 
@@ -33,7 +34,7 @@ class Tile:
     why: str = ""
 
 
-def _get(summary: Mapping[str, Any], *path: str) -> Any:
+def _get(summary: JSONView, *path: str) -> Any:
     node: Any = summary
     for part in path:
         if not isinstance(node, Mapping):
@@ -42,7 +43,7 @@ def _get(summary: Mapping[str, Any], *path: str) -> Any:
     return node
 
 
-def _latency_tile(summary: Mapping[str, Any], key: str) -> Tile:
+def _latency_tile(summary: JSONView, key: str) -> Tile:
     stats = summary.get(key) or {}
     label = definition(key).label
     return Tile(
@@ -53,7 +54,7 @@ def _latency_tile(summary: Mapping[str, Any], key: str) -> Tile:
     )
 
 
-def _goodput_tile(goodput: Mapping[str, Any]) -> Tile:
+def _goodput_tile(goodput: JSONView) -> Tile:
     if not goodput.get("slo"):
         return Tile("goodput", "Goodput", "no SLO", "the scenario set no [slo] targets")
     targets = ", ".join(f"{k} ≤ {fmt(v)}" for k, v in goodput["slo"].items())
@@ -67,7 +68,7 @@ def _goodput_tile(goodput: Mapping[str, Any]) -> Tile:
     )
 
 
-def _utilization_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+def _utilization_tiles(summary: JSONView) -> list[Tile]:
     """MFU and MBU of the whole run, or "–" with why they could not be computed."""
     attribution = summary.get("attribution") or {}
     why = utilization_missing(summary)
@@ -82,7 +83,7 @@ def _utilization_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     return tiles
 
 
-def _pooling_tiles(summary: Mapping[str, Any], pooling: Mapping[str, Any]) -> list[Tile]:
+def _pooling_tiles(summary: JSONView, pooling: JSONView) -> list[Tile]:
     """A pooling run's tiles (embeddings, rerank): no token figure, since none was generated."""
     counts = _get(summary, "counts", "window") or {}
     rate = counts.get("error_rate")
@@ -116,7 +117,7 @@ def _pooling_tiles(summary: Mapping[str, Any], pooling: Mapping[str, Any]) -> li
     ]
 
 
-def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+def headline_tiles(summary: JSONView) -> list[Tile]:
     """The tiles of a summary, in reading order; missing figures show as "–"."""
     pooling = summary.get("pooling")
     if isinstance(pooling, Mapping):
@@ -182,7 +183,7 @@ def headline_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     return tiles + _utilization_tiles(summary)
 
 
-def utilization_missing(summary: Mapping[str, Any]) -> str | None:
+def utilization_missing(summary: JSONView) -> str | None:
     """Why summary.json has no MFU and MBU (its attribution's ``mfu_reason``, or why there is no
     attribution); None when it has them, or when the summary predates the attribution."""
     attribution = summary.get("attribution")
@@ -195,7 +196,7 @@ def utilization_missing(summary: Mapping[str, Any]) -> str | None:
     return str(attribution.get("mfu_reason") or "summary.json gives no reason (an older summary)")
 
 
-def _reasoning_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+def _reasoning_tiles(summary: JSONView) -> list[Tile]:
     """A reasoning model's run only: the reasoning share and the time to first answer token."""
     reasoning = summary.get("reasoning")
     if not isinstance(reasoning, Mapping):
@@ -220,7 +221,7 @@ def _reasoning_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     ]
 
 
-def _tool_call_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+def _tool_call_tiles(summary: JSONView) -> list[Tile]:
     """A run that offered or called tools only: the requests that called, and the calls."""
     tools = summary.get("tool_calls")
     if not isinstance(tools, Mapping):
@@ -245,7 +246,7 @@ def _tool_call_tiles(summary: Mapping[str, Any]) -> list[Tile]:
     ]
 
 
-def _image_tiles(summary: Mapping[str, Any]) -> list[Tile]:
+def _image_tiles(summary: JSONView) -> list[Tile]:
     """A run that sent images only: the images sent, and the prompt tokens one costs."""
     images = summary.get("images")
     if not isinstance(images, Mapping):
@@ -279,7 +280,7 @@ def _hover(tile: Tile) -> str:
     return "<br>".join(lines)
 
 
-def headline_figure(summary: Mapping[str, Any]) -> go.Figure:
+def headline_figure(summary: JSONView) -> go.Figure:
     """Tiles on a grid; hovering anywhere on a tile shows its definition."""
     tiles = headline_tiles(summary)
     rows = -(-len(tiles) // _COLUMNS)

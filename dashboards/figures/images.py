@@ -12,7 +12,6 @@ height when the server's image cost depends on the count alone (fixed-size image
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,11 +20,12 @@ from plotly.subplots import make_subplots
 from dashboards.definitions import definition
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, fmt, hover_lines, wrap
+from perfmodel.files import JSONView
 
 __all__ = ["images_figure"]
 
 
-def _ttft_traces(fig: go.Figure, rows: list[Mapping[str, Any]]) -> None:
+def _ttft_traces(fig: go.Figure, rows: list[JSONView]) -> None:
     counts = [str(row["images"]) for row in rows]
     requests = [row.get("count") for row in rows]
     meaning = definition("images.ttft_by_images")

@@ -11,7 +11,6 @@ and p99, the numbers the terminal prints.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,6 +20,7 @@ from dashboards.definitions import definition
 from dashboards.figures.series import cdf_points
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, escape, fmt, hover_lines, wrap
+from perfmodel.files import JSONView
 
 __all__ = ["reasoning_figure"]
 
@@ -40,7 +40,7 @@ def _values(view: RunView, column: str) -> np.ndarray:
     return array[~np.isnan(array)]
 
 
-def _stats(summary: Mapping[str, Any], section: str | None, key: str) -> Mapping[str, Any]:
+def _stats(summary: JSONView, section: str | None, key: str) -> JSONView:
     node = summary.get(section) if section else summary
     stats = node.get(key) if isinstance(node, Mapping) else None
     return stats if isinstance(stats, Mapping) else {}

@@ -20,7 +20,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +29,7 @@ from plotly.subplots import make_subplots
 from dashboards.definitions import definition
 from dashboards.figures.roofline_inputs import PhasePoint, RooflineInputs
 from dashboards.style import PHASE_COLORS, apply_layout, escape, fmt, hover_lines, wrap
+from perfmodel.files import JSONObject
 from perfmodel.roofs import Roofs
 
 __all__ = [
@@ -218,7 +218,7 @@ def _phase_marker(point: PhasePoint, roofs: Roofs | None) -> RooflinePoint:
     return RooflinePoint(point.phase, label, point.intensity, point.flops_per_s, hover, size)
 
 
-def _attribution_bars(attribution: dict[str, Any]) -> list[tuple[str, str, float]]:
+def _attribution_bars(attribution: JSONObject) -> list[tuple[str, str, float]]:
     """(group, name, seconds) of results.figures.attribution's parts and bound times."""
     parts = [(p, (attribution.get(p) or {}).get("time_s")) for p in ("prefill", "decode")]
     bound = attribution.get("bound_time_s") or {}

@@ -30,6 +30,7 @@ import pandas as pd
 
 from dashboards.figures.steps import phase_of_steps
 from dashboards.runview import RunView
+from perfmodel.files import JSONObject, JSONView
 from perfmodel.roofs import Roofs
 from results.figures.analytic import roofs_reason, run_analytic
 from results.figures.attribution import step_attribution, step_costs
@@ -74,7 +75,7 @@ class RooflineInputs:
     roofs: Roofs | None = None
     steps: pd.DataFrame | None = None
     points: list[PhasePoint] = field(default_factory=list)
-    attribution: dict[str, Any] = field(default_factory=dict)
+    attribution: JSONObject = field(default_factory=dict)
     attribution_source: str = ""
     costs_source: str = ""
     notes: list[str] = field(default_factory=list)
@@ -85,9 +86,7 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _attribution(
-    view: RunView, analytic: Mapping[str, Any], notes: list[str]
-) -> tuple[dict[str, Any], str]:
+def _attribution(view: RunView, analytic: JSONView, notes: list[str]) -> tuple[JSONObject, str]:
     """summary.json's attribution, else results.figures.attribution's over the folder; and
     whence."""
     recorded = view.summary.get("attribution")
@@ -106,9 +105,7 @@ def _attribution(
     return computed, "results.figures.attribution over this folder (its summary.json has none)"
 
 
-def _roofs(
-    attribution: Mapping[str, Any], analytic: Mapping[str, Any], notes: list[str]
-) -> Roofs | None:
+def _roofs(attribution: JSONView, analytic: JSONView, notes: list[str]) -> Roofs | None:
     roofs = Roofs.from_dict(attribution.get("roofs")) or Roofs.from_dict(analytic.get("roofs"))
     if roofs is None:
         why = roofs_reason(analytic)
@@ -117,7 +114,7 @@ def _roofs(
 
 
 def _step_costs(
-    view: RunView, analytic: Mapping[str, Any], notes: list[str]
+    view: RunView, analytic: JSONView, notes: list[str]
 ) -> tuple[pd.DataFrame | None, str]:
     steps = view.steps
     if steps is None or steps.empty:
@@ -151,7 +148,7 @@ def _step_costs(
     return frame[keep], source
 
 
-def phase_points(attribution: Mapping[str, Any]) -> list[PhasePoint]:
+def phase_points(attribution: JSONView) -> list[PhasePoint]:
     """The prefill and decode points of an attribution (results.figures.attribution's per-part
     sums),
     each sized by its part's share of step time."""
@@ -169,7 +166,7 @@ def phase_points(attribution: Mapping[str, Any]) -> list[PhasePoint]:
     return out
 
 
-def _source_text(origin: str, attribution: Mapping[str, Any]) -> str:
+def _source_text(origin: str, attribution: JSONView) -> str:
     how = attribution.get("apportioned_by") or "roofline time of each part"
     return f"{origin}; each step's time split between prefill and decode by the {how}"
 

@@ -11,7 +11,6 @@ turn due to last turn done, delays included), from requests.parquet.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -20,12 +19,13 @@ from dashboards.definitions import definition
 from dashboards.figures.series import cdf_points
 from dashboards.runview import RunView
 from dashboards.style import apply_layout, color_for, fmt, hover_lines, wrap
+from perfmodel.files import JSONView
 from results.figures.workloads.sessions import session_durations
 
 __all__ = ["sessions_figure"]
 
 
-def _ttft_traces(fig: go.Figure, rows: list[Mapping[str, Any]]) -> None:
+def _ttft_traces(fig: go.Figure, rows: list[JSONView]) -> None:
     turns = [row["turn"] for row in rows]
     meaning = definition("sessions.ttft_by_turn")
     for index, mark in enumerate(("p50", "p99")):
@@ -42,7 +42,7 @@ def _ttft_traces(fig: go.Figure, rows: list[Mapping[str, Any]]) -> None:
         )  # fmt: skip
 
 
-def _token_traces(fig: go.Figure, rows: list[Mapping[str, Any]]) -> None:
+def _token_traces(fig: go.Figure, rows: list[JSONView]) -> None:
     turns = [row["turn"] for row in rows]
     ok = [max(int(row.get("ok") or 0), 1) for row in rows]
     means = [row.get("prompt_tokens_mean") or 0.0 for row in rows]

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from perfmodel.files import JSONView
+
 __all__ = ["COMPARED", "Compared", "DeltaRow", "delta_rows", "summary_value"]
 
 Better = Literal["higher", "lower"]
@@ -65,7 +67,7 @@ class DeltaRow:
         return "better" if improved else "worse"
 
 
-def summary_value(summary: Mapping[str, Any], path: Sequence[str]) -> float | None:
+def summary_value(summary: JSONView, path: Sequence[str]) -> float | None:
     """The number at ``path`` in a summary dict, or None when any step is missing."""
     node: Any = summary
     for part in path:
@@ -77,7 +79,7 @@ def summary_value(summary: Mapping[str, Any], path: Sequence[str]) -> float | No
     return float(node)
 
 
-def delta_rows(summaries: Sequence[Mapping[str, Any]]) -> list[DeltaRow]:
+def delta_rows(summaries: Sequence[JSONView]) -> list[DeltaRow]:
     """Rows for every compared metric that at least one run recorded."""
     rows = []
     for metric in COMPARED:

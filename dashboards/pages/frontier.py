@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 
 from dashboards.pages.page import Page, Section, html_table, write_page
 from dashboards.style import apply_layout, color_for, escape, fmt
+from perfmodel.files import JSONView
 
 __all__ = ["build_frontier_page", "write_frontier_page"]
 
 
-def _figure(configs: Mapping[str, Sequence[Mapping[str, Any]]], per: str) -> go.Figure:
+def _figure(configs: Mapping[str, Sequence[JSONView]], per: str) -> go.Figure:
     fig = go.Figure()
     for i, (label, points) in enumerate(configs.items()):
         color = color_for(i)
@@ -54,7 +54,7 @@ def _figure(configs: Mapping[str, Sequence[Mapping[str, Any]]], per: str) -> go.
     return fig
 
 
-def build_frontier_page(configs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Page:
+def build_frontier_page(configs: Mapping[str, Sequence[JSONView]]) -> Page:
     """The page of ``configs``: each label's points (results.history.frontier.FrontierPoint as
     dicts: run_id, per_user_tok_s, tok_s_per_unit, per, on_frontier)."""
     pers = sorted({p["per"] for points in configs.values() for p in points}) or ["GPU"]

@@ -17,7 +17,6 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 
@@ -37,6 +36,7 @@ from dashboards.figures.user_tps import per_user_tps_figure
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.runview import RunView, load_run_view
 from dashboards.style import fmt
+from perfmodel.files import JSONObject, JSONView
 from results.figures.energy_phase import energy_phase_line
 from results.figures.engine_facts import prefix_cache_line, simulated_line
 from results.figures.machine_load import busy_lines
@@ -61,7 +61,7 @@ REPORT_HTML = "report.html"
 
 def run_facts(view: RunView) -> list[tuple[str, str]]:
     """(name, value) pairs that identify a run: what ran, on what, when, from which commit."""
-    rj: dict[str, Any] = view.run_json
+    rj: JSONObject = view.run_json
     scenario = rj.get("scenario") or {}
     engine = rj.get("engine") or {}
     description = engine.get("description") or {}
@@ -90,12 +90,12 @@ def run_facts(view: RunView) -> list[tuple[str, str]]:
     return facts
 
 
-def _utilization_notes(summary: Mapping[str, Any]) -> list[str]:
+def _utilization_notes(summary: JSONView) -> list[str]:
     why = utilization_missing(summary)
     return [f"No MFU and MBU: {why}."] if why else []
 
 
-def _engine_notes(summary: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+def _engine_notes(summary: JSONView) -> tuple[str | None, list[str]]:
     """The simulated-device line (None for a real device) and the prefix cache note, as
     summary.json's "simulated" and "prefix_cache" (results.figures.engine_facts) give them."""
     sim = summary.get("simulated")
@@ -113,7 +113,7 @@ class RunPageInputs:
 
     def __init__(self, view: RunView) -> None:
         self.view = view
-        self.summary: Mapping[str, Any] = view.summary
+        self.summary: JSONView = view.summary
         self.died = view.summary.get("engine_died") or view.run_json.get("engine_died")
 
     @functools.cached_property
@@ -389,7 +389,7 @@ def build_run_page(view: RunView) -> Page:
     )
 
 
-def write_run_report(run_folder: Path, summary: Mapping[str, Any] | None = None) -> Path:
+def write_run_report(run_folder: Path, summary: JSONView | None = None) -> Path:
     """Write ``run_folder/report.html`` and return its path; ``summary``: the folder's, when it
     has no summary.json and the caller computed it (results.run_summary.summarize_run).
 

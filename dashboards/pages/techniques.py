@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 
 from dashboards.pages.page import Page, Section, html_table, write_page
 from dashboards.style import apply_layout, color_for
+from perfmodel.files import JSONObject
 
 __all__ = ["build_techniques_page", "write_techniques_page"]
 
 
-def _figure(doc: dict[str, Any]) -> go.Figure:
+def _figure(doc: JSONObject) -> go.Figure:
     rows = doc["rows"]
     titles = [r["title"] for r in rows]
     fig = go.Figure()
@@ -61,7 +61,7 @@ def _figure(doc: dict[str, Any]) -> go.Figure:
     return apply_layout(fig, "Measured, predicted and claimed ratio per technique", 520)
 
 
-def build_techniques_page(doc: dict[str, Any]) -> Page:
+def build_techniques_page(doc: JSONObject) -> Page:
     """The page of one techniques.json document."""
     header = ["technique", "claim", "measured here", "quality",
               *(f"predicted: {d}" for d in doc["devices"]), "why they differ"]  # fmt: skip

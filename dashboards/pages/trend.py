@@ -9,14 +9,14 @@ opens its run's report.html; the table below links to each too.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 
 from dashboards.pages.page import Page, Section, write_page
 from dashboards.style import apply_layout, color_for, escape, fmt
+from perfmodel.files import JSONView
 
 __all__ = ["build_trend_page", "write_trend_page"]
 
@@ -28,11 +28,11 @@ _CLICK = (
 )
 
 
-def _report_url(run: Mapping[str, Any]) -> str:
+def _report_url(run: JSONView) -> str:
     return (Path(str(run["path"])) / "report.html").resolve().as_uri()
 
 
-def _hover(run: Mapping[str, Any], metric: str) -> str:
+def _hover(run: JSONView, metric: str) -> str:
     lines = [
         f"{metric}: {fmt(run['value'])}",
         f"run {run['run_id']}",
@@ -45,7 +45,7 @@ def _hover(run: Mapping[str, Any], metric: str) -> str:
 
 
 def _figure(
-    runs: Sequence[Mapping[str, Any]], metric: str, by: str, changes: Sequence[Mapping[str, Any]]
+    runs: Sequence[JSONView], metric: str, by: str, changes: Sequence[JSONView]
 ) -> go.Figure:
     fig = go.Figure()
     good = [r for r in runs if r["valid"] and r["usable"]]
@@ -94,7 +94,7 @@ def _figure(
     return fig
 
 
-def _table(runs: Sequence[Mapping[str, Any]], by: str) -> str:
+def _table(runs: Sequence[JSONView], by: str) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("started (UTC)", "run", by, "valid", "value"))
     body = []
     for r in runs:
@@ -114,10 +114,10 @@ def _table(runs: Sequence[Mapping[str, Any]], by: str) -> str:
 
 
 def build_trend_page(
-    runs: Sequence[Mapping[str, Any]],
+    runs: Sequence[JSONView],
     metric: str,
     by: str,
-    changes: Sequence[Mapping[str, Any]] = (),
+    changes: Sequence[JSONView] = (),
     history: str = "",
 ) -> Page:
     """The page of ``runs`` (results.history.query.metric_series' rows as dicts: run_id, path,

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from loadgen.api_kinds import Api
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.clock import RunClock
-from loadgen.request_spec import Abandon, Api
+from loadgen.request_spec import Abandon
 from results.folder.records import RequestRecord
 
 __all__ = ["AbandoningAccumulator", "send_abandoning"]

@@ -16,39 +16,53 @@ gets the images after them; a conversation without a user turn gets one holding 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from loadgen.request_images import split_data_url
+from perfmodel.files import JSONObject
 
-__all__ = ["image_part", "with_images"]
-
-_TEXT_PART = {"chat": "text", "responses": "input_text", "messages": "text"}
+__all__ = ["ANTHROPIC_IMAGES", "CHAT_IMAGES", "RESPONSES_IMAGES", "ImageForm", "with_images"]
 
 
-def image_part(api: str, url: str) -> dict[str, Any]:
-    """One image ``url`` (held form) as ``api``'s content part (module docstring)."""
-    if api == "responses":
-        return {"type": "input_image", "image_url": url}
-    if api == "messages":
-        parts = split_data_url(url)
-        if parts is None:
-            return {"type": "image", "source": {"type": "url", "url": url}}
-        media_type, data = parts
-        return {"type": "image", "source": {"type": "base64", "media_type": media_type,
-                                            "data": data}}  # fmt: skip
+@dataclass(frozen=True)
+class ImageForm:
+    """How one API sends images: the type of its text parts, and an image URL as its part."""
+
+    text_type: str
+    part: Callable[[str], JSONObject]
+
+
+def _chat_image(url: str) -> JSONObject:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
+def _responses_image(url: str) -> JSONObject:
+    return {"type": "input_image", "image_url": url}
+
+
+def _anthropic_image(url: str) -> JSONObject:
+    parts = split_data_url(url)
+    if parts is None:
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    media_type, data = parts
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+CHAT_IMAGES = ImageForm("text", _chat_image)
+RESPONSES_IMAGES = ImageForm("input_text", _responses_image)
+ANTHROPIC_IMAGES = ImageForm("text", _anthropic_image)
+
+
 def with_images(
-    api: str, turns: list[dict[str, Any]], images: Sequence[str]
-) -> list[dict[str, Any]]:
-    """``turns`` (``api``'s messages or input items) with ``images`` in the last user turn
-    (module docstring); ``turns`` as they are without images. The turns are not changed in
-    place: the last user turn is a new object."""
+    form: ImageForm, turns: list[JSONObject], images: Sequence[str]
+) -> list[JSONObject]:
+    """``turns`` (an API's messages or input items) with ``images`` in the last user turn, in
+    that API's ``form`` (module docstring); ``turns`` as they are without images. The turns
+    are not changed in place: the last user turn is a new object."""
     if not images:
         return turns
-    parts = [image_part(api, url) for url in images]
+    parts = [form.part(url) for url in images]
     last = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].get("role") == "user"), None)
     if last is None:
         return [*turns, {"role": "user", "content": parts}]
@@ -57,7 +71,7 @@ def with_images(
         head = list(content)
     else:
         text = content if isinstance(content, str) else ""
-        head = [{"type": _TEXT_PART.get(api, "text"), "text": text}] if text else []
+        head = [{"type": form.text_type, "text": text}] if text else []
     out = list(turns)
     out[last] = {**turns[last], "content": [*head, *parts]}
     return out

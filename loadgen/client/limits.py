@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from perfmodel.files import JSONView
+
 __all__ = [
     "DEFAULT_READ_TIMEOUT_S",
     "DEFAULT_REQUEST_TIMEOUT_S",
@@ -66,7 +68,7 @@ def output_cap(max_tokens: int | None) -> int | None:
     return OVERRUN_FACTOR * max_tokens + OVERRUN_SLACK_CHUNKS
 
 
-def _counts(usage: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _counts(usage: JSONView) -> list[tuple[str, Any]]:
     found = [(key, usage.get(key)) for key in _USAGE_COUNTS]
     details = usage.get("completion_tokens_details")
     if isinstance(details, Mapping):

@@ -16,11 +16,11 @@ run one endpoint. The record of each request names its replica (``endpoint``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import RequestRecord
 
 __all__ = ["DEFAULT_ROUTE", "ROUTES", "RoutedClient", "Router", "check_route"]
@@ -82,7 +82,7 @@ class RoutedClient:
         finally:
             self.router.done(index)
 
-    def receive_stamps(self) -> list[dict[str, Any]]:
+    def receive_stamps(self) -> list[JSONObject]:
         """Each replica's client's stamp record (StreamingClient.receive_stamps), in order."""
         return [client.receive_stamps() for client in self.clients]
 

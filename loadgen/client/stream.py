@@ -8,10 +8,14 @@ stream ends. Connections are HTTP/1.1 keep-alive, one slot per concurrent user
 never pays connection setup inside TTFT; streams are read to their very end (past ``[DONE]``) so
 that each connection stays open for the next request instead of being dropped.
 
-Servers are read through :mod:`loadgen.client.transport.raw_http` (one asyncio Protocol per
-connection: a few microseconds of CPU per chunk instead of httpx's tens), ``https://`` too (TLS
-decrypted in memory over the same stamped socket, :mod:`loadgen.client.transport.tls_layer`);
-proxies (``trust_env``) and ``raw=False`` go through httpx. Both paths record the same way. On
+Requests go through one of two transports behind one protocol (loadgen.client.exchange):
+the raw path (loadgen.client.raw_transport over :mod:`loadgen.client.transport.raw_http`, one
+asyncio Protocol per connection: a few microseconds of CPU per chunk instead of httpx's tens),
+``https://`` too (TLS decrypted in memory over the same stamped socket,
+:mod:`loadgen.client.transport.tls_layer`); proxies (``trust_env``) and ``raw=False`` go
+through httpx (loadgen.client.httpx_transport). Both feed the request's reader, its API's
+(loadgen.client.apis), and fail with the same messages (loadgen.client.failures); the record
+is built here, the same way for both. On
 the raw path each chunk's time is the kernel's receive stamp where Linux gives one
 (:mod:`loadgen.client.transport.kernel_stamps`; the record's ``stamps`` says "kernel"), with the
 client's own read time beside it (``ChunkRecord.read_s``); httpx reads its sockets itself, so its
@@ -28,7 +32,7 @@ Error messages never hold the key or a ``--header`` value, even when a server ec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from time import perf_counter_ns
 from typing import Any
 
@@ -36,44 +40,28 @@ import httpx
 
 from loadgen.client.abandon import AbandoningAccumulator, send_abandoning
 from loadgen.client.answers import (
-    answer_problem,
     auth_refusal,
-    cut_short_message,
-    is_stream,
-    read_timeout_message,
-    request_timeout_message,
 )
-from loadgen.client.apis import API_PATHS, accumulator_for, api_headers, request_body
+from loadgen.client.apis import API_CLIENTS, api_client, request_body
+from loadgen.client.exchange import Transport
+from loadgen.client.httpx_transport import HttpxTransport
 from loadgen.client.limits import (
     DEFAULT_READ_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
-    MAX_ERROR_BODY_BYTES,
 )
+from loadgen.client.raw_transport import RawTransport
 from loadgen.client.readers.openai_stream import (
-    StreamAccumulator,
-    StreamError,
     error_message_from_body,
-    feed_read,
 )
-from loadgen.client.readers.pooling import PoolingAccumulator
-from loadgen.client.readers.sse import SSEParser
-from loadgen.client.transport.connection_slots import ConnectionSlots
-from loadgen.client.transport.raw_http import (
-    BodyRefused,
-    PoolTimeout,
-    RawHttpError,
-    RawPool,
-    ReadTimeout,
-    RequestTimeout,
-)
-from loadgen.client.transport.tls_layer import client_context
+from loadgen.client.readers.reader import AnswerReader, BodyReader, StreamReader
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import RequestRecord, Status, endpoint_of
 from results.folder.redact import REDACTED
 
-__all__ = ["ServerUnreachableError", "StreamingClient", "raw_heads", "request_headers"]
+__all__ = ["ServerUnreachableError", "StreamingClient", "request_headers"]
 
 
 class ServerUnreachableError(ConnectionError):
@@ -96,57 +84,6 @@ def request_headers(api_key: str | None, headers: Mapping[str, str] | None) -> d
             del sent[known]
         sent[name] = value
     return sent
-
-
-def raw_heads(
-    url: httpx.URL, port: int, api_headers: Mapping[str, Mapping[str, str]]
-) -> dict[str, bytes]:
-    """Each API's request head for the raw path, up to its ``Content-Length:`` value (bytes)."""
-    host_header = f"{url.host}:{port}"
-    prefix = url.raw_path.decode().rstrip("/")
-    return {
-        api: (
-            f"POST {prefix}{'' if prefix.endswith('/v1') else '/v1'}{tail} HTTP/1.1\r\n"
-            f"Host: {host_header}\r\n"
-            + "".join(f"{k}: {v}\r\n" for k, v in api_headers[api].items())
-            + "Content-Length: "
-        ).encode()
-        for api, tail in API_PATHS.items()
-    }
-
-
-def stream_body_reader(
-    parser: SSEParser,
-    acc: StreamAccumulator,
-    failures: list[str],
-    read_ns: Callable[[], int | None],
-) -> Callable[[bytes, int], None]:
-    """The ``on_body`` of a raw connection's streamed answer (asyncio's and Locust's): each
-    read, stamped ``t_ns``, fed to ``parser`` and its events to ``acc`` with the client's own
-    read time (``read_ns()``); a malformed stream's message goes to ``failures`` and ends the
-    request (BodyRefused), and so do bytes past ``[DONE]`` beyond MAX_ERROR_BODY_BYTES, so
-    that junk after the end cannot hold the request."""
-    drained = 0
-
-    def on_body(raw: bytes, t_ns: int) -> None:
-        nonlocal drained
-        if parser.done:
-            drained += len(raw)
-            if drained > MAX_ERROR_BODY_BYTES:
-                raise BodyRefused("the server kept sending after [DONE]")
-            return
-        read = read_ns()
-        try:
-            for data in parser.feed(raw):
-                if data:
-                    acc.add_event(data, t_ns, read)
-        except StreamError as exc:
-            failures.append(str(exc))
-            raise BodyRefused(str(exc)) from None
-        if parser.done:
-            acc.done_ns = t_ns
-
-    return on_body
 
 
 class StreamingClient:
@@ -192,7 +129,7 @@ class StreamingClient:
         *,
         connect_timeout_s: float | None = None,
         trust_env: bool = False,
-        extra_body: dict[str, Any] | None = None,
+        extra_body: JSONObject | None = None,
         raw: bool = True,
         headers: Mapping[str, str] | None = None,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
@@ -233,51 +170,34 @@ class StreamingClient:
         self.connect_timeout_s = float(connect_timeout_s)
         self.tokenizer = tokenizer
         self._extra_body = dict(extra_body or {})
-        self._urls = {api: self.api_root + tail for api, tail in API_PATHS.items()}
+        self._urls = {api: self.api_root + c.kind.path for api, c in API_CLIENTS.items()}
         self._headers = sent = request_headers(api_key, headers)
         # What error messages must never show, even when a server echoes it back.
         self._secrets = [*(headers or {}).values(), *([api_key] if api_key else [])]
         # Each API's own headers (loadgen.client.apis): JSON answers, Anthropic's key header.
-        self._api_headers = {api: api_headers(api, sent) for api in API_PATHS}
-        self._trust_env = trust_env
-        self._slots_pool: ConnectionSlots | None = None
-        self._raw: RawPool | None = None
-        url = httpx.URL(root)
+        self._api_headers = {api: c.headers(sent) for api, c in API_CLIENTS.items()}
+        self._raw: RawTransport | None = None
         if raw and not trust_env:
-            https = url.scheme == "https"
-            port = url.port or (443 if https else 80)
-            self._raw = RawPool(
-                url.host, port, max_connections, self.connect_timeout_s, kernel_stamps,
-                tls=client_context() if https else None,
-            )  # fmt: skip
-            self._raw_heads = raw_heads(url, port, self._api_headers)
-
-    @property
-    def _slots(self) -> ConnectionSlots:
-        """httpx's connections, built on first use (the raw path may never need them)."""
-        if self._slots_pool is None:
-            self._slots_pool = ConnectionSlots(
-                self.max_connections if self._raw is None else 1,
-                headers=self._headers,
-                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
-                trust_env=self._trust_env,
-            )
-        return self._slots_pool
+            self._raw = RawTransport(httpx.URL(root), self, sent, self._api_headers, kernel_stamps)
+        # Beside the raw path, httpx only checks that the server is there: one slot.
+        self._httpx = HttpxTransport(
+            self, max_connections if self._raw is None else 1, sent, self._api_headers, trust_env
+        )
+        self._transport: Transport = self._raw or self._httpx
 
     async def warm_up(self) -> None:
         """Open the pool's connections before the load, so that no request of the first wave
         pays TCP set-up in its TTFT (plain-http path; a no-op for httpx, which opens lazily).
         Connections that fail to open are left closed: their requests will say why."""
-        if self._raw is not None:
-            await self._raw.warm_up()
+        await self._transport.warm_up()
 
-    def receive_stamps(self) -> dict[str, Any]:
+    def receive_stamps(self) -> JSONObject:
         """run.json's record of where this client's chunk times came from, per connection
         (loadgen.client.transport.kernel_stamps.stamp_report); the httpx path says it has none."""
         if self._raw is None:
             return {"endpoint": self.endpoint, "connections": [], "kernel_connections": 0,
                     "why": "httpx reads the sockets itself: user-space stamps"}  # fmt: skip
-        return {"endpoint": self.endpoint, **self._raw.stamp_report()}
+        return {"endpoint": self.endpoint, **self._raw.pool.stamp_report()}
 
     async def __aenter__(self) -> StreamingClient:
         return self
@@ -288,9 +208,8 @@ class StreamingClient:
     async def aclose(self) -> None:
         """Close every pooled connection."""
         if self._raw is not None:
-            self._raw.close()
-        if self._slots_pool is not None:
-            await self._slots_pool.aclose()
+            await self._raw.aclose()
+        await self._httpx.aclose()
 
     def request_body(self, spec: RequestSpec) -> bytes:
         """The JSON body for ``spec`` (public so that adapters and tests can inspect it)."""
@@ -314,98 +233,25 @@ class StreamingClient:
                 spec.abandon, acc, lambda: self._send(spec, user_id, scheduled_s, clock, acc),
                 scheduled_s, clock,
             )  # fmt: skip
-        return await self._send(spec, user_id, scheduled_s, clock, accumulator_for(spec))
+        client = api_client(spec)
+        if client.body_reader is not None:
+            return await self._send(spec, user_id, scheduled_s, clock, client.body_reader(spec))
+        assert client.stream_reader is not None
+        return await self._send(spec, user_id, scheduled_s, clock, client.stream_reader(spec))
 
     async def _send(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator | PoolingAccumulator,
+        reader: StreamReader | BodyReader,
     ) -> RequestRecord:  # fmt: skip
-        """:meth:`send`, reading into ``acc``."""
-        url = self._urls[spec.api]
+        """:meth:`send` through the client's transport, reading into ``reader``."""
         body = self.request_body(spec)
-        http_status: int | None = None
-        status: Status = "ok"
-        error: str | None = None
-        sent_ns = perf_counter_ns()
-        if self._raw is not None:
-            return await self._send_raw(spec, user_id, scheduled_s, clock, url, body, acc)
-        try:
-            http = await self._acquire_slot()
-            try:
-                # Stamped after the slot wait: sent_s - scheduled_s then shows client-side queueing.
-                sent_ns = perf_counter_ns()
-                headers = self._api_headers[spec.api]
-                async with asyncio.timeout(self.request_timeout_s):
-                    async with http.stream("POST", url, content=body, headers=headers) as response:
-                        http_status = response.status_code
-                        error = await self._read(response, acc, url)
-            finally:
-                self._slots.release(http)
-        except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except TimeoutError:
-            error = self._request_timeout(url)
-        except (httpx.HTTPError, StreamError) as exc:
-            error = self._describe(exc, url, http_status)
-        except Exception as exc:  # a failed request is recorded, never dropped
-            error = f"client error: {type(exc).__name__}: {exc}"
-        return self._record(
-            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
-        )
-
-    async def _send_raw(
-        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
-        body: bytes, acc: StreamAccumulator | PoolingAccumulator,
-    ) -> RequestRecord:  # fmt: skip
-        """:meth:`send` over loadgen.client.transport.raw_http (same outcomes, same record)."""
-        assert self._raw is not None
-        if isinstance(acc, PoolingAccumulator):
-            return await self._send_pooling_raw(spec, user_id, scheduled_s, clock, url, body, acc)
-        parser = SSEParser()
-        failures: list[str] = []
-        http_status: int | None = None
-        status: Status = "ok"
-        error: str | None = None
-
-        on_body = stream_body_reader(parser, acc, failures, lambda: conn.last_read_ns)
-        request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
-        sent_ns = perf_counter_ns()
-        conn: Any = None
-        try:
-            conn = await self._acquire_raw()
-            try:
-                sent_ns = perf_counter_ns()
-                deadline_ns = sent_ns + int(self.request_timeout_s * 1e9)
-                _, kept = await self._raw.request(
-                    conn, request, on_body, self.timeout_s, deadline_ns
-                )
-            finally:
-                http_status = conn.status  # also when the stream broke after its head
-                self._raw.release(conn)
-            error = answer_problem(
-                http_status, conn.content_type, conn.location, kept, url, self._headers
-            )
-            if error is None:
-                error = self._ending_problem(parser, acc)
-        except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except BodyRefused as exc:
-            error = failures[0] if failures else f"{exc} (POST {url})"
-        except PoolTimeout as exc:
-            error = f"PoolTimeout: {exc}"
-        except ReadTimeout:
-            error = self._read_timeout(url, http_status)
-        except RequestTimeout:
-            error = self._request_timeout(url)
-        except RawHttpError as exc:
-            error = f"{type(exc).__name__}: {exc} (POST {url})"
-        except Exception as exc:  # a failed request is recorded, never dropped
-            error = f"client error: {type(exc).__name__}: {exc}"
+        out = await self._transport.exchange(spec.kind, self._urls[spec.api], body, reader)
         record = self._record(
-            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
-        )
-        if conn is not None:  # a retried request's chunks all came on its last opening
-            record.stamps = conn.stamp_counts.source
+            spec, user_id, scheduled_s, clock, reader, out.sent_ns, out.http_status, out.status,
+            out.error,
+        )  # fmt: skip
+        if out.stamps is not None:
+            record.stamps = out.stamps
         return record
 
     def _scrub(self, text: str) -> str:
@@ -415,78 +261,9 @@ class StreamingClient:
                 text = text.replace(secret, REDACTED)
         return text
 
-    @staticmethod
-    def _ending_problem(parser: SSEParser, acc: StreamAccumulator) -> str | None:
-        """What is wrong with a stream that ended (cut short before its end), or None."""
-        if not parser.done and acc.finish_reason is None:
-            return cut_short_message(parser, len(acc.texts))
-        return None
-
-    def _read_timeout(self, url: str, http_status: int | None) -> str:
-        return read_timeout_message(url, self.timeout_s, http_status is not None)
-
-    def _request_timeout(self, url: str) -> str:
-        return request_timeout_message(url, self.request_timeout_s)
-
-    async def _send_pooling_raw(
-        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock, url: str,
-        body: bytes, acc: PoolingAccumulator,
-    ) -> RequestRecord:  # fmt: skip
-        """:meth:`send` of a pooling request (readers.pooling) over raw_http: one JSON
-        body, whose reads end at ``acc.done_ns``."""
-        assert self._raw is not None
-        http_status: int | None = None
-        status: Status = "ok"
-        error: str | None = None
-        request = self._raw_heads[spec.api] + b"%d\r\n\r\n" % len(body) + body
-        sent_ns = perf_counter_ns()
-        try:
-            conn = await self._acquire_raw()
-            try:
-                sent_ns = perf_counter_ns()
-                deadline_ns = sent_ns + int(self.request_timeout_s * 1e9)
-                _, kept = await self._raw.request(
-                    conn, request, acc.add_body, self.timeout_s, deadline_ns, json_body=True
-                )
-            finally:
-                http_status = conn.status
-                self._raw.release(conn)
-            problem = None
-            if http_status is not None and (http_status >= 300 or kept):
-                problem = answer_problem(
-                    http_status, conn.content_type, conn.location, kept, url, self._headers
-                )
-            error = problem or acc.finish()
-        except asyncio.CancelledError:
-            status, error = "cancelled", "cancelled: the run ended while the request was in flight"
-        except ReadTimeout:
-            error = self._read_timeout(url, http_status)
-        except RequestTimeout:
-            error = self._request_timeout(url)
-        except RawHttpError as exc:
-            error = f"{type(exc).__name__}: {exc} (POST {url})"
-        except Exception as exc:  # a failed request is recorded, never dropped
-            error = f"client error: {type(exc).__name__}: {exc}"
-        if error is not None:
-            acc.done_ns = None  # a failed answer ends when the failure was seen
-        return self._record(
-            spec, user_id, scheduled_s, clock, acc, sent_ns, http_status, status, error
-        )
-
-    async def _acquire_raw(self) -> Any:
-        assert self._raw is not None
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await self._raw.acquire()
-        except TimeoutError:
-            raise PoolTimeout(
-                f"no free connection within {self.timeout_s} s; raise max_connections (now "
-                f"{self.max_connections}) to at least the number of concurrent requests"
-            ) from None
-
     def _record(
         self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock,
-        acc: StreamAccumulator | PoolingAccumulator, sent_ns: int, http_status: int | None,
+        acc: AnswerReader, sent_ns: int, http_status: int | None,
         status: Status, error: str | None,
     ) -> RequestRecord:  # fmt: skip
         end_ns = perf_counter_ns()
@@ -526,65 +303,6 @@ class StreamingClient:
         record.model = spec.model or self.model
         return record
 
-    async def _acquire_slot(self) -> httpx.AsyncClient:
-        """A free connection slot, waiting at most ``timeout_s`` (then ``httpx.PoolTimeout``)."""
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await self._slots.acquire()
-        except TimeoutError:
-            raise httpx.PoolTimeout("all connection slots stayed busy") from None
-
-    async def _read(
-        self, response: httpx.Response, acc: StreamAccumulator | PoolingAccumulator, url: str
-    ) -> str | None:
-        """Consume the response into ``acc``; return an error message, or None when complete."""
-        kept = b""
-        headers = response.headers
-        content_type = headers.get("content-type", "")
-        pooling = isinstance(acc, PoolingAccumulator)
-        json_answer = pooling and content_type.lower().startswith("application/json")
-        if response.status_code >= 300 or not (is_stream(content_type) or json_answer):
-            async for raw in response.aiter_raw():
-                kept += raw[: MAX_ERROR_BODY_BYTES - len(kept)]
-                if len(kept) >= MAX_ERROR_BODY_BYTES:
-                    break  # enough for the message; the rest may never end
-            problem = answer_problem(
-                response.status_code, content_type, headers.get("location", ""), kept, url,
-                self._headers,
-            )  # fmt: skip
-            if problem is not None:
-                return problem
-        if isinstance(acc, PoolingAccumulator):
-            async for raw in response.aiter_bytes():
-                acc.add_body(raw, perf_counter_ns())
-            return acc.finish()
-        parser = SSEParser()
-        drained: int | None = 0
-        async for raw in response.aiter_bytes():
-            drained = feed_read(parser, acc, raw, perf_counter_ns(), drained)
-            if drained is None:
-                break
-        return self._ending_problem(parser, acc)
-
-    def _describe(self, exc: Exception, url: str, http_status: int | None) -> str:
-        """An error message that names what failed, where, and the knob that governs it."""
-        name = type(exc).__name__
-        if isinstance(exc, httpx.ConnectTimeout):
-            return f"{name}: no connection to {url} within {self.connect_timeout_s} s"
-        if isinstance(exc, httpx.PoolTimeout):
-            return (
-                f"{name}: no free connection within {self.timeout_s} s; raise max_connections "
-                f"(now {self.max_connections}) to at least the number of concurrent requests"
-            )
-        if isinstance(exc, httpx.TimeoutException):
-            return self._read_timeout(url, http_status)
-        if isinstance(exc, StreamError):
-            return str(exc)
-        if isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
-            where = "in its body" if http_status is not None else "before the response head ended"
-            return f"{name}: the server broke the connection {where} ({_root(exc)}) (POST {url})"
-        return f"{name}: {exc or 'no detail'} (POST {url})"
-
     async def check_reachable(self, timeout_s: float = 5.0) -> list[str]:
         """Ask ``GET <api_root>/models``; return the served model ids (may be empty).
 
@@ -597,13 +315,13 @@ class StreamingClient:
         url = self.api_root + "/models"
         try:
             async with asyncio.timeout(timeout_s):
-                http = await self._slots.acquire()
+                http = await self._httpx.slots.acquire()
                 try:
                     response = await http.get(
                         url, headers={"Accept": "application/json"}, timeout=timeout_s
                     )
                 finally:
-                    self._slots.release(http)
+                    self._httpx.slots.release(http)
         except (TimeoutError, httpx.TimeoutException):
             raise ServerUnreachableError(
                 f"{url} did not answer within {timeout_s} s; is the server up and listening "
@@ -625,14 +343,3 @@ class StreamingClient:
             return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
         except (ValueError, AttributeError, TypeError):
             return []
-
-
-def _root(exc: BaseException) -> str:
-    """The first cause in ``exc``'s chain that says something (httpx wraps an OS error in
-    exceptions with empty messages)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if str(seen):
-            return f"{type(seen).__name__}: {seen}"
-        seen = seen.__cause__ or seen.__context__
-    return type(exc).__name__

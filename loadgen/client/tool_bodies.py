@@ -18,71 +18,87 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from loadgen.request_spec import content_text
+from perfmodel.files import JSONObject, JSONView
 
-__all__ = ["anthropic_turns", "responses_input", "tool_fields"]
+__all__ = [
+    "ToolChoice",
+    "Tools",
+    "anthropic_tools",
+    "anthropic_turns",
+    "chat_tools",
+    "responses_input",
+    "responses_tools",
+]
 
 _ANTHROPIC_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 
 
-def _function(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+def _function(tool: JSONView) -> JSONView:
     function = tool["function"]
     assert isinstance(function, Mapping), "tools are held in OpenAI's form (loadgen.request_tools)"
     return function
 
 
-def _chosen(choice: str | Mapping[str, Any]) -> str | None:
+def _chosen(choice: str | JSONView) -> str | None:
     """The function a choice names, None for auto, none and required."""
     return None if isinstance(choice, str) else str(choice["function"]["name"])
 
 
-def tool_fields(
-    api: str, tools: Sequence[Mapping[str, Any]], choice: str | Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The body fields offering ``tools`` with ``choice`` to ``api`` (module docstring); {}
-    without tools."""
-    if not tools:
-        return {}
-    out: dict[str, Any]
-    if api == "responses":
-        out = {"tools": [{"type": "function", **_function(t)} for t in tools]}
-        if choice is not None:
-            name = _chosen(choice)
-            out["tool_choice"] = choice if name is None else {"type": "function", "name": name}
-    elif api == "messages":
-        out = {"tools": [_anthropic_tool(_function(t)) for t in tools]}
-        if choice is not None:
-            name = _chosen(choice)
-            out["tool_choice"] = (
-                {"type": _ANTHROPIC_CHOICE[str(choice)]}
-                if name is None
-                else {"type": "tool", "name": name}
-            )
-    else:
-        out = {"tools": [dict(t) for t in tools]}
-        if choice is not None:
-            out["tool_choice"] = choice
+# The request's tools in OpenAI's form and its tool choice (None: the server's default).
+Tools = Sequence[JSONView]
+ToolChoice = str | JSONView | None
+
+
+def chat_tools(tools: Tools, choice: ToolChoice) -> JSONObject:
+    """The body fields offering ``tools`` with ``choice`` on OpenAI's chat API: as held."""
+    out: JSONObject = {"tools": [dict(t) for t in tools]}
+    if choice is not None:
+        out["tool_choice"] = choice
     return out
 
 
-def _anthropic_tool(function: Mapping[str, Any]) -> dict[str, Any]:
+def responses_tools(tools: Tools, choice: ToolChoice) -> JSONObject:
+    """The body fields offering ``tools`` with ``choice`` on the Responses API (module
+    docstring)."""
+    out: JSONObject = {"tools": [{"type": "function", **_function(t)} for t in tools]}
+    if choice is not None:
+        name = _chosen(choice)
+        out["tool_choice"] = choice if name is None else {"type": "function", "name": name}
+    return out
+
+
+def anthropic_tools(tools: Tools, choice: ToolChoice) -> JSONObject:
+    """The body fields offering ``tools`` with ``choice`` on Anthropic's Messages API (module
+    docstring)."""
+    out: JSONObject = {"tools": [_anthropic_tool(_function(t)) for t in tools]}
+    if choice is not None:
+        name = _chosen(choice)
+        out["tool_choice"] = (
+            {"type": _ANTHROPIC_CHOICE[str(choice)]}
+            if name is None
+            else {"type": "tool", "name": name}
+        )
+    return out
+
+
+def _anthropic_tool(function: JSONView) -> JSONObject:
     tool = {"name": function["name"], "input_schema": function["parameters"]}
     if "description" in function:
         tool["description"] = function["description"]
     return tool
 
 
-def _arguments(call: Mapping[str, Any]) -> tuple[str, str]:
+def _arguments(call: JSONView) -> tuple[str, str]:
     function = call.get("function") or {}
     return str(function.get("name", "")), str(function.get("arguments") or "{}")
 
 
-def responses_input(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def responses_input(turns: Sequence[JSONObject]) -> list[JSONObject]:
     """A chat conversation as Responses input items: tool calls and results as their items
     (module docstring), every other message as it is."""
-    items: list[dict[str, Any]] = []
+    items: list[JSONObject] = []
     for turn in turns:
         calls = turn.get("tool_calls")
         if turn.get("role") == "tool":
@@ -104,7 +120,7 @@ def responses_input(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
+def _tool_use(call: JSONView) -> JSONObject:
     name, arguments = _arguments(call)
     try:
         value = json.loads(arguments)
@@ -115,12 +131,12 @@ def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": call.get("id", ""), "name": name, "input": tool_input}
 
 
-def anthropic_turns(turns: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def anthropic_turns(turns: Sequence[JSONObject]) -> list[JSONObject]:
     """A chat conversation (system turns already taken out) as Anthropic messages: tool calls
     as ``tool_use`` blocks, consecutive tool results as one user turn of ``tool_result``
     blocks (module docstring); every other message as it is."""
-    out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] | None = None  # the blocks of the tool results' user turn
+    out: list[JSONObject] = []
+    results: list[JSONObject] | None = None  # the blocks of the tool results' user turn
     for turn in turns:
         if turn.get("role") == "tool":
             if results is None:

@@ -16,66 +16,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from loadgen.clock import RunClock
+from loadgen.drivers.sending import (
+    LiveCounters,
+    RecordCallback,
+    RequestSender,
+    ScheduleHook,
+    prompt_counter,
+)
 from loadgen.drivers.session_turns import SessionRunner
 from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord
 
-__all__ = ["LiveCounters", "RequestSender", "ScheduleHook", "run_closed_loop"]
-
-
-class RequestSender(Protocol):
-    """What the driver needs from a client (:class:`loadgen.client.stream.StreamingClient` fits)."""
-
-    async def send(
-        self, spec: RequestSpec, user_id: int, scheduled_s: float, clock: RunClock
-    ) -> RequestRecord: ...
-
-
-@dataclass
-class LiveCounters:
-    """Running totals for a live display; updated in place as requests start and finish.
-
-    ``output_tokens`` grows when a request finishes (not per chunk, to keep the stream path
-    free of callbacks). ``done`` counts finished requests of any status.
-    """
-
-    started: int = 0
-    in_flight: int = 0
-    max_in_flight: int = 0
-    done: int = 0
-    ok: int = 0
-    errors: int = 0
-    cancelled: int = 0
-    output_tokens: int = 0
-
-    def request_started(self) -> None:
-        self.started += 1
-        self.in_flight += 1
-        if self.in_flight > self.max_in_flight:
-            self.max_in_flight = self.in_flight
-
-    def request_finished(self, record: RequestRecord) -> None:
-        self.in_flight -= 1
-        self.done += 1
-        self.output_tokens += record.output_tokens
-        if record.status == "ok":
-            self.ok += 1
-        elif record.status == "error":
-            self.errors += 1
-        else:
-            self.cancelled += 1
-
-    def snapshot(self) -> dict[str, int]:
-        """A copy of the counters as a plain dict."""
-        return asdict(self)
-
-
-ScheduleHook = Callable[[float, float], None]
+__all__ = ["run_closed_loop"]
 
 
 def _as_sessions(
@@ -96,7 +52,7 @@ async def run_closed_loop(
     clock: RunClock,
     duration_s: float | None = None,
     think_time_s: float = 0.0,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     *,
     sessions: Sequence[Sequence[RequestSpec]] | None = None,
@@ -198,7 +154,7 @@ def _closed_loop_users(
     think_time_s: float,
     ramp_up_s: float,
     *,
-    on_record: Callable[[RequestRecord], None] | None,
+    on_record: RecordCallback | None,
     on_started: ScheduleHook | None,
     take_next: Callable[[], int] | None,
     user_ids: Sequence[int] | None,
@@ -226,7 +182,7 @@ def _closed_loop_users(
 
     runner = SessionRunner(
         client, clock, live, finish, stop,
-        think_time_s=think_time_s, on_started=on_started, count=_counter(client),
+        think_time_s=think_time_s, on_started=on_started, count=prompt_counter(client),
     )  # fmt: skip
 
     async def user(u: int) -> None:
@@ -246,14 +202,6 @@ def _closed_loop_users(
                 await asyncio.sleep(max(due_s - clock.now_s(), 0.0))
 
     return user, runner.cut
-
-
-def _counter(client: RequestSender) -> Callable[[str], int] | None:
-    """How the client's tokenizer counts a rebuilt turn's prompt (None: it has none)."""
-    tokenizer = getattr(client, "tokenizer", None)
-    if tokenizer is None:
-        return None
-    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
 
 async def _await_users(

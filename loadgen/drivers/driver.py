@@ -21,9 +21,10 @@ from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOU
 from loadgen.client.routing import DEFAULT_ROUTE, RoutedClient
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
+from loadgen.drivers.closed_loop import run_closed_loop
 from loadgen.drivers.open_loop import run_open_loop
 from loadgen.drivers.selfcheck import ClientMonitor
+from loadgen.drivers.sending import LiveCounters, RecordCallback
 from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
@@ -179,7 +180,7 @@ async def run_plan(
     clock: RunClock,
     tokenizer: TokenizerLike | None = None,
     *,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     worker: int = 0,
     start_s: float | None = None,

@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook, _counter
+from loadgen.drivers.sending import (
+    LiveCounters,
+    RecordCallback,
+    RequestSender,
+    ScheduleHook,
+    prompt_counter,
+)
 from loadgen.drivers.session_turns import SessionRunner
 from loadgen.drivers.stop import LoadStop
 from loadgen.request_spec import RequestSpec
@@ -73,7 +79,7 @@ async def run_open_loop(
     max_concurrency: int | None = None,
     duration_s: float | None = None,
     start_s: float | None = None,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     on_started: ScheduleHook | None = None,
     user_ids: Sequence[int] | None = None,
@@ -152,7 +158,7 @@ def _session_sender(
     failure: list[BaseException],
     main: asyncio.Task[Any],
     *,
-    on_record: Callable[[RequestRecord], None] | None,
+    on_record: RecordCallback | None,
     user_ids: Sequence[int] | None,
     stop: LoadStop | None,
 ) -> Callable[[int, float], Coroutine[Any, Any, None]]:
@@ -173,7 +179,7 @@ def _session_sender(
                 main.cancel()
 
     runner = SessionRunner(
-        client, clock, live, finish, stop, count=_counter(client), planned=True, cap=cap,
+        client, clock, live, finish, stop, count=prompt_counter(client), planned=True, cap=cap,
     )  # fmt: skip
 
     async def one(i: int, due_s: float) -> None:

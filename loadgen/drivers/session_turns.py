@@ -16,16 +16,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from loadgen.clock import RunClock
+from loadgen.drivers.sending import LiveCounters, RequestSender, ScheduleHook
 from loadgen.drivers.stop import LoadStop, cancelled_message
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.sessions.history import follow_answer
 from results.folder.records import RequestRecord
-
-if TYPE_CHECKING:  # the closed loop imports this module
-    from loadgen.drivers.closed_loop import LiveCounters, RequestSender, ScheduleHook
 
 __all__ = ["Finish", "SessionRunner", "cancelled_record"]
 

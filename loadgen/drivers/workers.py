@@ -29,13 +29,13 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
+from loadgen.drivers.sending import LiveCounters, RecordCallback
 from loadgen.drivers.stop import LoadStop
 from loadgen.protocols import TokenizerLike
 from results.folder.client_samples import ClientSamples
@@ -174,7 +174,7 @@ def run_plan_sharded(
     tokenizer: TokenizerLike | None,
     workers: int,
     *,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     stop: LoadStop | None = None,
     keep_records: bool = True,
@@ -252,7 +252,7 @@ def _take_records(
     records: list[RequestRecord],
     received: list[RequestRecord] | None,
     live: LiveCounters,
-    on_record: Callable[[RequestRecord], None] | None,
+    on_record: RecordCallback | None,
     halted_by: LoadStop | None,
 ) -> None:
     """Append a worker's finished ``records`` to ``received`` (None: keep none), counting each
@@ -285,7 +285,7 @@ async def run_load(
     tokenizer: TokenizerLike | None,
     workers: int = 1,
     *,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     stop: LoadStop | None = None,
     keep_records: bool = True,

@@ -18,9 +18,10 @@ names to the file's own column names. The rows come from loadgen.workloads.datas
 
 What each row sends:
 
-* chat (``api = "chat"``): the conversation; a last ``assistant`` message (without tool calls)
-  is the reference answer: it is not sent, and its token count is the output length where the
-  row gives none. A prompt row sends its prompt as one user message.
+* chat, Responses and Messages (``api = "chat"``, ``"responses"``, ``"messages"``): the
+  conversation; a last ``assistant`` message (without tool calls) is the reference answer: it
+  is not sent, and its token count is the output length where the row gives none. A prompt row
+  sends its prompt as one user message.
 * completions: the prompt; a conversation row is refused (it needs the chat API).
 * ``max_tokens``: the row's column, else a sample of the scenario's ``[output_len]``, else the
   reference answer's length; capped at ``max_output_tokens``.
@@ -31,28 +32,23 @@ or user message, an unknown role, content that is not text, no output length, a 
 malformed request field, a prompt outside ``min_input_tokens``..``max_input_tokens`` or a
 request over the served context (prompt tokens under the run's tokenizer, plus max_tokens).
 The rows kept are taken in file order, or shuffled by the seed, and repeated from the start when
-the run asks for more requests than there are (said so, with the count).
+the run asks for more requests than there are (said so, with the count); a row reused so is
+sent with the output length it was checked with.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
 
+from loadgen.api_kinds import CHAT_APIS, Api, api_kind
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import (
-    CHAT_APIS,
-    RESERVED_FIELDS,
-    Api,
-    Message,
-    RequestSpec,
-    message_text,
-)
+from loadgen.request_spec import RESERVED_FIELDS, Message, RequestSpec, message_text
 from loadgen.request_tools import ToolError, as_tool_choice, as_tools
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowRefused, RowReport, chat_message, repeat_to, row_images
@@ -202,7 +198,7 @@ def _read_row(
     """One row to send, and its reference answer's tokens (None without one)."""
     prompt, messages, answer = row.get(source.column("prompt")), None, None
     raw_messages = row.get(source.column("messages"))
-    if api == "chat" and raw_messages is not None:
+    if api_kind(api).conversation and raw_messages is not None:
         messages, answer = _conversation(raw_messages)
         prompt = "\n".join(message_text(m)[1] for m in messages)
     elif raw_messages is not None and prompt is None:
@@ -264,15 +260,18 @@ def dataset_requests(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xDA7A]))
     if source.order == "shuffle":
         rows = [rows[i] for i in rng.permutation(len(rows)).tolist()]
-    sampled = output_len.sample(rng, n).tolist() if output_len is not None else None
-    usable: list[tuple[_Row, int | None]] = []
+    samples = _samples(output_len, rng, n)
+    # Each row is checked with the output length it is sent with: every row read draws its
+    # own sample, and a row reused for want of rows is sent again as it was planned.
+    usable: list[tuple[_Row, int]] = []
     for _, row in rows:
         if len(usable) >= n:
             break
         report.read += 1
+        sample = next(samples, None)
         try:
             parsed, answer_tokens = _read_row(row, source, api, tokenizer, folder)
-            planned = parsed.max_tokens or (sampled[0] if sampled else None) or answer_tokens
+            planned = parsed.max_tokens or sample or answer_tokens
             if planned is None:
                 raise RowRefused("no output length (a max_tokens column, an answer, output_len)")
             if workload.max_output_tokens is not None:
@@ -281,23 +280,25 @@ def dataset_requests(
         except RowRefused as refused:
             report.refuse(refused.reason)
             continue
-        usable.append((parsed, answer_tokens))
+        usable.append((parsed, planned))
     report.usable = len(usable)
-    return _specs(repeat_to(usable, n, report), sampled, workload, api, ignore_eos, temperature,
-                  dict(fields or {}))  # fmt: skip
+    chosen = repeat_to(usable, n, report)
+    return _specs(chosen, api, ignore_eos, temperature, dict(fields or {}))
+
+
+def _samples(output_len: LengthDist | None, rng: np.random.Generator, n: int) -> Iterator[int]:
+    """Output lengths drawn from ``output_len``, ``n`` at a time (none without it)."""
+    while output_len is not None and n > 0:
+        yield from output_len.sample(rng, n).tolist()
 
 
 def _specs(
-    chosen: Sequence[tuple[_Row, int | None]], sampled: list[int] | None, workload: WorkloadSpec,
-    api: Api, ignore_eos: bool, temperature: float, common: dict[str, Any],
+    chosen: Sequence[tuple[_Row, int]], api: Api, ignore_eos: bool, temperature: float,
+    common: dict[str, Any],
 ) -> list[RequestSpec]:  # fmt: skip
-    """One request per chosen row, ids ``req-000000`` on, each its own output length."""
+    """One request per chosen row and its planned output length, ids ``req-000000`` on."""
     specs = []
-    for i, (row, answer_tokens) in enumerate(chosen):
-        max_tokens = row.max_tokens or (sampled[i] if sampled else None) or answer_tokens
-        assert max_tokens is not None, "rows without an output length were refused"
-        if workload.max_output_tokens is not None:
-            max_tokens = min(max_tokens, workload.max_output_tokens)
+    for i, (row, max_tokens) in enumerate(chosen):
         merged = {**common, **row.fields}
         specs.append(
             RequestSpec(

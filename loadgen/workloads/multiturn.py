@@ -15,8 +15,9 @@ and what matters for the engine is the history's length, which equals the turn's
     * ShareGPT (:func:`sharegpt_sessions`): each conversation's own user and assistant messages,
       ``max_tokens`` of a turn being the token count of the answer that followed it.
 
-For ``api="chat"`` a turn carries the messages list; for ``api="completions"`` its prompt is the
-transcript (``"User: ...\\nAssistant: ..."`` lines), which the server sees as one text.
+On a conversation API (chat, Responses, Messages: loadgen.api_kinds) a turn carries the
+messages list; for ``api="completions"`` its prompt is the transcript (``"User: ...\\nAssistant:
+..."`` lines), which the server sees as one text.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from loadgen.api_kinds import Api, api_kind
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import Api, RequestSpec, SessionTurn
+from loadgen.request_spec import RequestSpec, SessionTurn
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.rows import RowRefused, RowReport, repeat_to
 from loadgen.workloads.sharegpt import MIN_TOKENS, Turn, load_sharegpt
@@ -52,7 +54,7 @@ def turn_request(
     temperature: float,
 ) -> RequestSpec:
     """The request of one turn: ``history`` ends with the new user message."""
-    if api == "chat":
+    if api_kind(api).conversation:
         text = "\n".join(t.text for t in history)
         messages: tuple[tuple[str, str], ...] | None = tuple((t.role, t.text) for t in history)
     else:

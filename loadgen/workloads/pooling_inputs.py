@@ -14,18 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loadgen.request_spec import POOLING_APIS, RequestSpec
+from loadgen.api_kinds import POOLING_APIS, api_kind
+from loadgen.request_spec import RequestSpec
 
 __all__ = ["group_inputs", "prompts_needed"]
 
 
 def _group_size(api: str, inputs_per_request: int) -> int:
-    if api not in POOLING_APIS:
+    kind = api_kind(api)
+    if not kind.pooling:
         raise ValueError(f"group_inputs: api {api!r} is not one of {sorted(POOLING_APIS)}")
     if inputs_per_request < 1:
         raise ValueError(f"inputs_per_request: expected >= 1, got {inputs_per_request!r}")
-    # rerank: the query, then the documents.
-    return inputs_per_request + (1 if api == "rerank" else 0)
+    return kind.prompts_per_request(inputs_per_request)
 
 
 def prompts_needed(api: str, requests: int, inputs_per_request: int) -> int:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from loadgen.api_kinds import API_KINDS, Api
 from loadgen.protocols import BatchedTokenizerLike, TokenizerLike
-from loadgen.request_spec import API_KINDS, Api, RequestSpec
+from loadgen.request_spec import RequestSpec
 from loadgen.workloads.spec import LengthDist, SharedPrefix, WorkloadError
 
 __all__ = ["exact_length_prompt", "synthetic_requests"]

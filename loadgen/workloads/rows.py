@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_images import ImageError, as_images
-from loadgen.request_spec import CHAT_APIS, Message
+from loadgen.request_spec import Message
 from loadgen.workloads.spec import WorkloadError
+from perfmodel.files import JSONObject
 
 __all__ = [
     "CHAT_ROLES",
@@ -99,7 +101,7 @@ class RowReport:
             )
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's ``load.rows``."""
         return {
             "source": self.source,
@@ -123,7 +125,7 @@ def repeat_to(items: Sequence[T], n: int, report: RowReport, noun: str = "row") 
     return out
 
 
-def _content(value: Any) -> str | list[dict[str, Any]]:
+def _content(value: Any) -> str | list[JSONObject]:
     """A message's content: a string, or a list of text parts (OpenAI's multi-part form)."""
     if isinstance(value, str):
         return value

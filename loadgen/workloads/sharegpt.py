@@ -8,8 +8,8 @@ conversations::
 
 ``from`` is ``human`` (or ``user``), ``gpt`` (or ``assistant``/``chatgpt``/``bard``) or
 ``system``; ``conversation`` (singular) is accepted for ``conversations``. Single-turn use
-(:func:`sharegpt_requests`) follows vLLM: the first human turn is the prompt (on the chat API
-after the conversation's system prompt, when it opens with one), and the answer after it gives
+(:func:`sharegpt_requests`) follows vLLM: the first human turn is the prompt (on a conversation
+API after the conversation's system prompt, when it opens with one), and the answer after it gives
 the output length in tokens (unless the scenario fixes the output length). Conversations are
 shuffled with the seed before they are taken, so a seed picks a reproducible sample.
 
@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from loadgen.api_kinds import Api, api_kind
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import Api, Message, RequestSpec
+from loadgen.request_spec import Message, RequestSpec
 from loadgen.workloads.rows import RowRefused, RowReport, repeat_to
 from loadgen.workloads.spec import LengthDist, WorkloadError
 
@@ -131,7 +132,7 @@ def _prompt(
     if need_answer and answer_tokens < MIN_TOKENS:
         raise RowRefused(f"answer under {MIN_TOKENS} tokens")
     messages: tuple[Message, ...] | None = None
-    if api == "chat" and system is not None:
+    if api_kind(api).conversation and system is not None:
         messages = (("system", system.text), ("user", prompt))
         prompt = f"{system.text}\n{prompt}"
         prompt_tokens = len(tokenizer.encode(prompt, add_special_tokens=False))

@@ -20,8 +20,9 @@ import math
 
 import numpy as np
 
+from loadgen.api_kinds import Api
 from loadgen.protocols import TokenizerLike
-from loadgen.request_spec import Api, RequestSpec
+from loadgen.request_spec import RequestSpec
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.trace import MOONCAKE_BLOCK_TOKENS, TraceEntry
 

@@ -9,17 +9,16 @@ they received before the close, and how long after being sent they were closed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 
 __all__ = ["abandoned_line", "abandoned_summary"]
 
 
-def abandoned_summary(requests: pd.DataFrame) -> dict[str, Any] | None:
+def abandoned_summary(requests: pd.DataFrame) -> JSONObject | None:
     """``requests`` (share of all requests, 0..1), ``count``, ``tokens_received`` (output
     tokens, summed), ``tokens_received_per_request`` and ``time_to_abandon_ms`` (done - sent)
     distributions; None when no request was abandoned."""
@@ -41,7 +40,7 @@ def abandoned_summary(requests: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def abandoned_line(section: dict[str, Any] | None) -> str | None:
+def abandoned_line(section: JSONObject | None) -> str | None:
     """The terminal's note on abandoned requests, or None when there were none."""
     if not section:
         return None

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from perfmodel.files import JSONObject, JSONView
 from perfmodel.models import resolve_model, short_dtype
 from perfmodel.roofs import Roofs, find_roofs
 
@@ -45,7 +45,7 @@ __all__ = [
 _FP8_NAMES = {"float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
 
 
-def engine_precision(description: Mapping[str, Any] | None, config_dtype: str) -> dict[str, str]:
+def engine_precision(description: JSONView | None, config_dtype: str) -> dict[str, str]:
     """Weight, KV and activation dtypes of an engine (the reference engine says them in
     /debug/engine's ``description``); the checkpoint's ``config_dtype`` for all three when the
     engine does not describe itself."""
@@ -61,15 +61,15 @@ def engine_precision(description: Mapping[str, Any] | None, config_dtype: str) -
 
 
 def analytic_section(
-    description: Mapping[str, Any] | None,
+    description: JSONView | None,
     model_spec: str | None,
     local: bool,
     gpu_names: list[str],
     cpu_name: str,
     calibration_path: Path | None = None,
     notes: Sequence[str] = (),
-    gpu_scope: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    gpu_scope: JSONView | None = None,
+) -> JSONObject:
     """The section (module docstring) for an engine that ``description`` describes (None for
     an engine that does not); ``model_spec`` names the model for engines that do not describe
     themselves (a preset or HF directory, e.g. the --tokenizer). ``local``: the engine runs on
@@ -97,13 +97,13 @@ def analytic_section(
 
 
 def _measured_section(
-    description: Mapping[str, Any] | None,
+    description: JSONView | None,
     model_spec: str | None,
     local: bool,
     gpu_names: list[str],
     cpu_name: str,
     calibration_path: Path | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     notes: list[str] = []
     config_dict = (description or {}).get("model_config")
     if config_dict is None and model_spec:
@@ -136,9 +136,7 @@ def _measured_section(
     }
 
 
-def scale_to_slice(
-    section: dict[str, Any], gpu_scope: Mapping[str, Any], device: str
-) -> dict[str, Any]:
+def scale_to_slice(section: JSONObject, gpu_scope: JSONView, device: str) -> JSONObject:
     """``section`` with its roofs scaled to the MIG instance the engine's ``device`` ("cuda:N")
     is in the scope (module docstring); unchanged for a whole GPU."""
     gpus = gpu_scope.get("gpus") or []
@@ -158,7 +156,7 @@ def scale_to_slice(
     return {**section, "roofs": roofs, "notes": notes}
 
 
-def tp_from_scope(section: dict[str, Any], gpu_scope: Mapping[str, Any]) -> dict[str, Any]:
+def tp_from_scope(section: JSONObject, gpu_scope: JSONView) -> JSONObject:
     """``section`` with its TP degree (how many GPUs the roofs count) set to the number of GPUs
     the engine was found on, when that is more than one and the model's heads split evenly over
     them; MFU and MBU are then per GPU of the engine's. Unchanged when every GPU was sampled
@@ -176,7 +174,7 @@ def tp_from_scope(section: dict[str, Any], gpu_scope: Mapping[str, Any]) -> dict
     return {**section, "tp": n, "notes": [*notes, note]}
 
 
-def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def simulated_analytic(description: JSONView | None) -> JSONObject | None:
     """The analytic section (results.figures.analytic's shape) of an engine whose
     /debug/engine ``description`` says it runs on the simulated device; None for any other.
 
@@ -204,7 +202,7 @@ def simulated_analytic(description: Mapping[str, Any] | None) -> dict[str, Any] 
     }
 
 
-def run_analytic(run_json: Mapping[str, Any]) -> dict[str, Any]:
+def run_analytic(run_json: JSONView) -> JSONObject:
     """run.json's "analytic" section, or for a folder written before run.json had one, the same
     section rebuilt from the engine's description and the run's hardware, as `bench run` would
     have built it on this machine (a CPU's roofs are this machine's calibration, used only when
@@ -231,7 +229,7 @@ def run_analytic(run_json: Mapping[str, Any]) -> dict[str, Any]:
     return rebuilt
 
 
-def roofs_reason(analytic: Mapping[str, Any] | None) -> str | None:
+def roofs_reason(analytic: JSONView | None) -> str | None:
     """Why run.json's ``analytic`` section has no roofs, None when it has some: its
     ``roofs_reason``, or for a folder written before it was recorded, its notes."""
     if not isinstance(analytic, Mapping):

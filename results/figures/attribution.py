@@ -28,13 +28,12 @@ the whole-step FLOPs and bytes the dashboards' per-step dots are drawn from.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from perfmodel.model_config import ModelConfig
 from perfmodel.roofline import Batch, CostModel, Precision, StepCost
 from perfmodel.roofs import Roofs
@@ -42,7 +41,7 @@ from results.figures.analytic import roofs_reason
 from results.figures.summary import TPS_PERCENTILES, distribution
 
 
-def measured_requests(requests: pd.DataFrame, window: Mapping[str, Any]) -> np.ndarray:
+def measured_requests(requests: pd.DataFrame, window: JSONView) -> np.ndarray:
     """Mask of the requests in the summary's window (results.figures.summary.WINDOW_RULE)."""
     start, stop = window.get("start_s"), window.get("end_s")
     if start is None or stop is None or requests.empty:
@@ -54,7 +53,7 @@ def measured_requests(requests: pd.DataFrame, window: Mapping[str, Any]) -> np.n
     return (sent >= start) & (end <= stop)
 
 
-def per_user_tps_by_phase(requests: pd.DataFrame, window: Mapping[str, Any]) -> dict[str, Any]:
+def per_user_tps_by_phase(requests: pd.DataFrame, window: JSONView) -> JSONObject:
     """Distributions of prefill tokens/s (prompt / TTFT) and decode tokens/s (1 / TPOT)."""
     ok = measured_requests(requests, window) & (requests["status"] == "ok").to_numpy()
     req = requests[ok]
@@ -89,7 +88,7 @@ def _parts(steps: pd.DataFrame) -> tuple[Batch, Batch, Batch, str]:
     return whole, prefill, decode, how
 
 
-def cost_model(analytic: Mapping[str, Any]) -> CostModel:
+def cost_model(analytic: JSONView) -> CostModel:
     """The analytic model run.json's "analytic" section describes (results.figures.analytic).
 
     Raises ValueError naming what is missing or malformed.
@@ -104,7 +103,7 @@ def cost_model(analytic: Mapping[str, Any]) -> CostModel:
         raise ValueError(f"run.json's analytic section is malformed: {exc}") from exc
 
 
-def step_costs(steps: pd.DataFrame, analytic: Mapping[str, Any]) -> pd.DataFrame:
+def step_costs(steps: pd.DataFrame, analytic: JSONView) -> pd.DataFrame:
     """Analytic ``flops`` and ``bytes`` of each whole step of ``steps`` (all of them, in order,
     same index), as :func:`step_attribution` counts them. Raises ValueError as
     :func:`cost_model` does."""
@@ -122,12 +121,12 @@ def step_costs(steps: pd.DataFrame, analytic: Mapping[str, Any]) -> pd.DataFrame
 def _phase(
     cost: StepCost, whole: StepCost, share: np.ndarray, time_s: np.ndarray, forward_s: np.ndarray,
     tokens: np.ndarray, roofs: Roofs | None,
-) -> dict[str, Any]:  # fmt: skip
+) -> JSONObject:  # fmt: skip
     flops = float(np.sum(cost.flops))
     # The part's own traffic, plus its share of the weights the step read once for both parts.
     num_bytes = float(np.sum(cost.bytes - cost.weight_bytes + whole.weight_bytes * share))
     fwd = float(np.sum(forward_s * share))
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "tokens": int(np.sum(tokens)),
         "time_s": float(np.sum(time_s * share)),
         "forward_s": fwd,
@@ -159,7 +158,7 @@ class StepSplit:
     apportioned_by: str
 
 
-def split_steps(steps: pd.DataFrame, analytic: Mapping[str, Any]) -> StepSplit:
+def split_steps(steps: pd.DataFrame, analytic: JSONView) -> StepSplit:
     """Each step of ``steps`` split into its prefill and decode parts (module docstring): the
     one rule that both the time attribution and results.figures.energy_phase use. Raises ValueError
     as
@@ -185,8 +184,8 @@ def split_steps(steps: pd.DataFrame, analytic: Mapping[str, Any]) -> StepSplit:
 
 
 def step_attribution(
-    steps: pd.DataFrame | None, analytic: Mapping[str, Any] | None, window: Mapping[str, Any]
-) -> dict[str, Any]:
+    steps: pd.DataFrame | None, analytic: JSONView | None, window: JSONView
+) -> JSONObject:
     """The time attribution of the steps in ``window`` (module docstring); ``{"available":
     False, "reason": ...}`` when the run lacks what it needs. Raises ValueError for a malformed
     analytic section (:func:`cost_model`)."""
@@ -211,7 +210,7 @@ def step_attribution(
         else None
     )
     flops, num_bytes, fwd = float(np.sum(whole.flops)), float(np.sum(whole.bytes)), forward_s.sum()
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "available": True,
         "steps": len(sel),
         "steps_by_kind": {
@@ -255,8 +254,8 @@ def step_attribution(
 
 
 def engine_estimate_check(
-    run_requests: pd.DataFrame, analytic: Mapping[str, Any] | None, engine_flops: float | None
-) -> dict[str, Any] | None:
+    run_requests: pd.DataFrame, analytic: JSONView | None, engine_flops: float | None
+) -> JSONObject | None:
     """The engine's own FLOP count over the run (vllm:estimated_flops_per_gpu_total's increase)
     beside ours for the same ok requests (perfmodel.roofline.CostModel.request_flops)."""
     if engine_flops is None or not analytic or not analytic.get("model_config"):

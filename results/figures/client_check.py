@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from perfmodel.files import atomic_write, json_safe
+from perfmodel.files import JSONObject, JSONView, atomic_write, json_safe
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 from results.folder.client_samples import CLIENT_COLUMNS, ClientSamples
 from results.folder.tables import plain_field
@@ -80,8 +79,8 @@ def read_client_table(folder: Path | str) -> pd.DataFrame | None:
     return pq.read_table(path, schema=CLIENT_SCHEMA).to_pandas()
 
 
-def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> dict[str, Any]:
-    per_worker: dict[str, Any] = {}
+def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> JSONObject:
+    per_worker: JSONObject = {}
     total_s = 0.0
     for worker, rows in frame[frame["name"] == "cpu_s"].groupby("worker", sort=True):
         rows = rows.sort_values("t_s", kind="mergesort")
@@ -104,15 +103,15 @@ def _cpu(frame: pd.DataFrame, output_tokens: int | None) -> dict[str, Any]:
     }
 
 
-def _unstamped() -> dict[str, Any]:
+def _unstamped() -> JSONObject:
     return {"available": False, "reason": "no chunk had a kernel receive stamp"}
 
 
 def read_delay(
     requests_df: pd.DataFrame | None,
     tokens: pd.DataFrame | TokenSource | None,
-    window: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    window: JSONView | None = None,
+) -> JSONObject:
     """The client's own read delay (module docstring): over the chunks of kernel-stamped
     requests whose ``t_s`` is in ``window`` (``start_s``/``end_s``, when given), the
     distribution of ``read_s - t_s`` in ms, ``late_share`` (over :data:`LATE_READ_MS`) and
@@ -159,10 +158,10 @@ def read_delay(
 def client_health(
     client_df: pd.DataFrame | None,
     output_tokens: int | None = None,
-    window: Mapping[str, Any] | None = None,
+    window: JSONView | None = None,
     thresholds: Mapping[str, float] | None = None,
-    delay: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    delay: JSONView | None = None,
+) -> JSONObject:
     """summary.json's ``"client"`` section (module docstring).
 
     ``output_tokens`` (the run's, for CPU per 1,000 tokens); ``window`` (the summary's, with
@@ -182,7 +181,7 @@ def client_health(
     if start is not None and end is not None:
         lags = lags[(lags["t_s"] >= start) & (lags["t_s"] <= end)]
 
-    def lag_ms(name: str) -> dict[str, Any]:
+    def lag_ms(name: str) -> JSONObject:
         values = lags.loc[lags["name"] == name, "value"].to_numpy(dtype=np.float64)
         return distribution(np.sort(values) * 1000.0, LATENCY_PERCENTILES)
 
@@ -215,9 +214,7 @@ def client_health(
     )
 
 
-def _timestamp_reasons(
-    loop: Mapping[str, Any], delay: Mapping[str, Any], limits: Mapping[str, float]
-) -> list[str]:
+def _timestamp_reasons(loop: JSONView, delay: JSONView, limits: Mapping[str, float]) -> list[str]:
     """Whether the chunks' times are the client's: by the measured read delay where every
     chunk had a kernel stamp, else by the loop lag that bounds a user-space stamp's delay."""
     if delay.get("available") and delay.get("kernel_share") == 1.0:
@@ -237,7 +234,7 @@ def _timestamp_reasons(
     return []
 
 
-def client_warning(summary: Mapping[str, Any]) -> str | None:
+def client_warning(summary: JSONView) -> str | None:
     """A one-paragraph warning when summary.json says the client was the bottleneck."""
     client = summary.get("client") or {}
     if not client.get("client_bound"):

@@ -20,11 +20,10 @@ its throughput (bench.gate.samples); the windows add up to the figure.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject
 from results.figures.machine_load import process_labels
 from results.folder import sample_sources
 from results.folder.token_source import TokenSource, token_source
@@ -86,7 +85,7 @@ def cpu_work_windows(
     return {group: (cpu_s[group], counts) for group in GROUPS}
 
 
-def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[str, Any]:
+def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> JSONObject:
     """``cpu_frame``: the CPU probe's readings inside the measured window; ``tokens``: the run's
     tokens.parquet. Per group: ``<group>_cpu_s`` (seconds) and
     ``<group>_cpu_s_per_output_token``; ``output_tokens`` and ``interval_s`` of the span."""
@@ -103,7 +102,7 @@ def cpu_work(cpu_frame: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dic
         return {"available": False, "reason": "no engine or client process in the CPU readings"}
     t_a, t_b = min(starts), max(ends)
     out_tokens = token_source(tokens).tokens_between(t_a, t_b)
-    out: dict[str, Any] = {"available": True, "interval_s": t_b - t_a, "output_tokens": out_tokens}
+    out: JSONObject = {"available": True, "interval_s": t_b - t_a, "output_tokens": out_tokens}
     for group in GROUPS:
         if processes[group]:
             out[f"{group}_processes"] = processes[group]

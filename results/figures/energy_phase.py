@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.attribution import split_steps
 from results.folder import sample_sources
 
@@ -54,13 +55,13 @@ def _energy_curve(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None
 def energy_by_phase(
     samples: pd.DataFrame | None,
     steps: pd.DataFrame | None,
-    analytic: Mapping[str, Any] | None,
-    window: Mapping[str, Any],
+    analytic: JSONView | None,
+    window: JSONView,
     goodput_requests_per_s: float | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """summary.json's "energy_by_phase" (module docstring)."""
 
-    def unavailable(reason: str) -> dict[str, Any]:
+    def unavailable(reason: str) -> JSONObject:
         return {"available": False, "reason": reason}
 
     if samples is None or samples.empty:
@@ -119,7 +120,7 @@ def energy_by_phase(
     }
 
 
-def energy_phase_line(section: Mapping[str, Any] | None) -> str | None:
+def energy_phase_line(section: JSONView | None) -> str | None:
     """The split in one sentence (report.html and the terminal), or why there is none; None
     for an older summary."""
     if not isinstance(section, Mapping):

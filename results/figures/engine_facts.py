@@ -15,13 +15,14 @@ from typing import Any
 
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.folder.run_folder import RunData
 
 SIM_DEVICE = "sim"
 """The device the reference engine's description names when it runs simulated."""
 
 
-def simulated_device(description: Any) -> dict[str, Any] | None:
+def simulated_device(description: Any) -> JSONObject | None:
     """``{"gpu": str, "tp": int}`` when ``description`` (an engine's ``/debug/engine``
     document) says the engine ran on a simulated device, else None (a real device, an engine
     that describes nothing, or a description that is not a mapping)."""
@@ -42,7 +43,7 @@ def engine_folder_name(engine_name: str, description: Any) -> str:
     return f"{engine_name}-{SIM_DEVICE}"
 
 
-def simulated_line(sim: Mapping[str, Any]) -> str:
+def simulated_line(sim: JSONView) -> str:
     """The one line every report shows for a simulated run (``sim`` from simulated_device)."""
     return f"simulated device: {sim['gpu']} x {sim['tp']}, figures are predictions"
 
@@ -56,7 +57,7 @@ def _counter_increase(start: Any, end: Any, key: str) -> int | None:
     return int(b - a)
 
 
-def prefix_cache_reuse(run: RunData) -> dict[str, Any] | None:
+def prefix_cache_reuse(run: RunData) -> JSONObject | None:
     """Prompt tokens sent against tokens the engine prefilled, over the whole run (tokens).
 
     ``prompt_tokens``: the sum of every request's prompt_tokens (requests.parquet);
@@ -90,7 +91,7 @@ def prefix_cache_reuse(run: RunData) -> dict[str, Any] | None:
     }
 
 
-def prefix_cache_line(reuse: Mapping[str, Any] | None) -> str | None:
+def prefix_cache_line(reuse: JSONView | None) -> str | None:
     """The note that explains prefilled tokens fewer than prompt tokens, or None when there is
     nothing to explain (no counters, or no prompt token came from the cache)."""
     if not reuse or not reuse.get("prefix_cache_hit_tokens"):

@@ -22,11 +22,10 @@ The run folder says which replica served what, and every figure is broken down b
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.samples_summary import samples_summary
 from results.figures.summary import compute_summary
 from results.folder import sample_sources
@@ -72,7 +71,7 @@ def _replica_samples(samples: pd.DataFrame | None, url: str) -> pd.DataFrame | N
     return part if not part.empty else None
 
 
-def run_span(window: Mapping[str, Any]) -> tuple[float, float] | None:
+def run_span(window: JSONView) -> tuple[float, float] | None:
     """The run's window (summary.json's ``window``) as (start, end) run seconds, or None."""
     start, end = window.get("run_start_s"), window.get("run_end_s")
     return (float(start), float(end)) if start is not None and end is not None else None
@@ -81,10 +80,10 @@ def run_span(window: Mapping[str, Any]) -> tuple[float, float] | None:
 def part_figures(
     part: pd.DataFrame,
     tokens: pd.DataFrame | TokenSource,
-    run_json: Mapping[str, Any],
-    window: Mapping[str, Any],
+    run_json: JSONView,
+    window: JSONView,
     total: int,
-) -> dict[str, Any]:
+) -> JSONObject:
     """:data:`ENDPOINT_FIGURES` of ``part``, some of a run's requests (one replica's, one
     model's), computed as the run's totals are but over the run's ``window``, so the parts'
     counts and throughputs add up to the totals; with ``share``, its part of the run's
@@ -100,7 +99,7 @@ def part_figures(
         span_s=run_span(window) if not part.empty else None,
     )
     # A pooling run's summary has no token figures (results.figures.workloads.pooling).
-    out: dict[str, Any] = {n: figures[n] for n in ENDPOINT_FIGURES if n in figures}  # type: ignore[literal-required]
+    out: JSONObject = {n: figures[n] for n in ENDPOINT_FIGURES if n in figures}  # type: ignore[literal-required]
     out["share"] = len(part) / total if total else None
     return out
 
@@ -108,10 +107,10 @@ def part_figures(
 def endpoint_section(
     requests: pd.DataFrame,
     tokens: pd.DataFrame | TokenSource,
-    run_json: Mapping[str, Any],
-    window: Mapping[str, Any],
+    run_json: JSONView,
+    window: JSONView,
     samples: pd.DataFrame | None = None,
-) -> dict[str, Any] | None:
+) -> JSONObject | None:
     """summary.json's ``endpoints`` section, or None for a run against one endpoint.
 
     ``window`` is the run's (summary.json's ``window``): each replica's figures are cut to the
@@ -124,7 +123,7 @@ def endpoint_section(
     if len(urls) < 2:
         return None
     engine = run_json.get("engine") or {}
-    by_endpoint: dict[str, Any] = {}
+    by_endpoint: JSONObject = {}
     for url in urls:
         part = requests[requests["endpoint"] == url]
         part_tokens = token_source(tokens).only(part["request_id"])

@@ -1,7 +1,7 @@
 """ITL gaps of a run's chunk rows in one ordered pass, for tables whose requests lie together.
 
 A run folder writes each request's chunks together and in index order (results.folder.tables:
-record order, then chunk order; results.folder.record_stream: a part holds whole records). Its
+record order, then chunk order; results.folder.parts.record_stream: a part holds whole records). Its
 gaps then need no sort: reading the files a row group at a time, a gap is the difference of two
 consecutive rows of one request, divided by the later chunk's tokens, as results.figures.itl's
 SQL window computes it (the same float operations: a difference, a division, a product by

@@ -21,12 +21,11 @@ them when the window holds fewer than two (a run shorter than two probe ticks).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.folder import sample_sources
 
 # The share of the machine's CPU other processes may use before a run is marked busy.
@@ -47,7 +46,7 @@ def _increase_in(readings: np.ndarray, start_s: float, end_s: float) -> float:
     return float(inside[-1, 1] - inside[0, 1]) if len(inside) >= 2 else 0.0
 
 
-def machine_load(samples: pd.DataFrame | None, window: Mapping[str, Any]) -> dict[str, Any]:
+def machine_load(samples: pd.DataFrame | None, window: JSONView) -> JSONObject:
     """summary.json's "machine_load" (module docstring); says why when it cannot be told."""
     if samples is None or samples.empty:
         return {"available": False, "reason": "no samples.parquet (no probe readings)"}
@@ -96,7 +95,7 @@ def machine_load(samples: pd.DataFrame | None, window: Mapping[str, Any]) -> dic
     }
 
 
-def busy_line(summary: Mapping[str, Any]) -> str | None:
+def busy_line(summary: JSONView) -> str | None:
     """The one line that says a run's machine was busy, or None (quiet, or not known)."""
     load = summary.get("machine_load")
     if isinstance(load, dict) and load.get("busy"):
@@ -104,7 +103,7 @@ def busy_line(summary: Mapping[str, Any]) -> str | None:
     return None
 
 
-def busy_lines(summary: Mapping[str, Any]) -> list[str]:
+def busy_lines(summary: JSONView) -> list[str]:
     """What a report heads a busy run with (terminal, dashboard): one line, or none."""
     line = busy_line(summary)
     return [] if line is None else [f"busy machine: {line}"]

@@ -15,17 +15,17 @@ models): every request figure per model beside the run's totals.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.fleet import part_figures
 from results.folder.token_source import TokenSource
 
 __all__ = ["model_names", "model_section"]
 
 
-def model_names(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> list[str]:
+def model_names(requests: pd.DataFrame, run_json: JSONView) -> list[str]:
     """The models the run's requests sent: the scenario's ``[[models]]`` in file order, then any
     other the requests name, sorted."""
     listed = [
@@ -39,7 +39,7 @@ def model_names(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> list[str
     return [*listed, *sorted(sent - set(listed))]
 
 
-def _planned_shares(run_json: Mapping[str, Any]) -> dict[str, float]:
+def _planned_shares(run_json: JSONView) -> dict[str, float]:
     models = [
         m for m in ((run_json.get("scenario") or {}).get("models") or []) if isinstance(m, Mapping)
     ]
@@ -50,9 +50,9 @@ def _planned_shares(run_json: Mapping[str, Any]) -> dict[str, float]:
 def model_section(
     requests: pd.DataFrame,
     tokens: pd.DataFrame | TokenSource,
-    run_json: Mapping[str, Any],
-    window: Mapping[str, Any],
-) -> dict[str, Any] | None:
+    run_json: JSONView,
+    window: JSONView,
+) -> JSONObject | None:
     """summary.json's ``models`` section, or None for a run whose requests name one model.
 
     Returns ``{"by_model": {name: {figure: ...}}}``, the models in :func:`model_names` order,
@@ -63,7 +63,7 @@ def model_section(
     if len(names) < 2:
         return None
     planned = _planned_shares(run_json)
-    by_model: dict[str, Any] = {}
+    by_model: JSONObject = {}
     for name in names:
         part = requests[requests["model"] == name]
         by_model[name] = part_figures(part, tokens, run_json, window, len(requests))

@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.cpu_work import cpu_work
 from results.figures.machine_load import process_labels
 from results.folder import sample_sources
@@ -73,7 +73,7 @@ def _increase(frame: pd.DataFrame, name: str) -> float | None:
     return total
 
 
-def energy(samples: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[str, Any]:
+def energy(samples: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> JSONObject:
     """Joules per output token and mean power from NVML's energy counters (module docstring)."""
     rows = samples[(samples["source"] == sample_sources.NVML) & (samples["name"] == "energy_j")]
     if rows.empty:
@@ -97,7 +97,7 @@ def energy(samples: pd.DataFrame, tokens: pd.DataFrame | TokenSource) -> dict[st
     }
 
 
-def other_gpu_processes(nvml: pd.DataFrame) -> list[dict[str, Any]]:
+def other_gpu_processes(nvml: pd.DataFrame) -> list[JSONObject]:
     """Each compute process NVML saw on the engine's GPUs that is not the engine's: gpu, pid,
     process name and the most GPU memory it held (bytes)."""
     rows = nvml[nvml["name"] == "process_gpu_memory_bytes"]
@@ -110,14 +110,14 @@ def other_gpu_processes(nvml: pd.DataFrame) -> list[dict[str, Any]]:
     return sorted(out, key=lambda p: (str(p["gpu"]), p["pid"]))
 
 
-def gpu_scope(run_json: Mapping[str, Any]) -> dict[str, Any] | None:
+def gpu_scope(run_json: JSONView) -> JSONObject | None:
     """run.json's GPU scope (probes.gpu_scope: which GPUs, how found, why), or None."""
     nvml = ((run_json.get("probes") or {}).get("samplers") or {}).get(sample_sources.NVML) or {}
     scope = nvml.get("scope")
     return dict(scope) if isinstance(scope, Mapping) else None
 
 
-def gpu_scope_line(summary: Mapping[str, Any]) -> str | None:
+def gpu_scope_line(summary: JSONView) -> str | None:
     """One sentence: which GPUs the run measured and why (None without a scope)."""
     scope = ((summary.get("probes") or {}).get("gpu") or {}).get("scope")
     if not scope:
@@ -125,7 +125,7 @@ def gpu_scope_line(summary: Mapping[str, Any]) -> str | None:
     return f"GPUs measured ({scope['how']}): {scope['reason']}"
 
 
-def gpu_warnings(summary: Mapping[str, Any]) -> list[str]:
+def gpu_warnings(summary: JSONView) -> list[str]:
     """One line per other process on the engine's GPUs (summary.json's probes.gpu)."""
     gpu = (summary.get("probes") or {}).get("gpu") or {}
     return [
@@ -154,11 +154,11 @@ def histogram_quantile(bounds: np.ndarray, counts: np.ndarray, q: float) -> floa
     return float(lower + (bounds[i] - lower) * fraction)
 
 
-def _histogram(frame: pd.DataFrame, name: str) -> dict[str, Any] | None:
+def _histogram(frame: pd.DataFrame, name: str) -> JSONObject | None:
     total_s, count = _increase(frame, name + "_sum"), _increase(frame, name + "_count")
     if not count:
         return None
-    out: dict[str, Any] = {"requests": count, "mean_s": total_s / count if total_s else None}
+    out: JSONObject = {"requests": count, "mean_s": total_s / count if total_s else None}
     buckets = frame[frame["name"] == name + "_bucket"]
     by_bound: dict[float, float] = {}
     for labels, series in buckets.groupby("labels", sort=True):
@@ -185,12 +185,12 @@ def _group_sum(rows: pd.DataFrame) -> dict[str, float] | None:
     return {"mean": float(per_tick.mean()), "max": float(per_tick.max())}
 
 
-def cpu_summary(cpu_frame: pd.DataFrame) -> dict[str, Any]:
+def cpu_summary(cpu_frame: pd.DataFrame) -> JSONObject:
     """The CPU probe's figures: the system's CPU; each group's ("client", "engine") CPU and RSS
     as the sum over its processes at each tick (``<group>_cpu_pct``, % of one core, and
     ``<group>_rss_bytes``); and each process beside them (``processes``: group, process, pid,
     cpu_pct, rss_bytes), so the engine's core and front are told apart."""
-    cpu: dict[str, Any] = {"system_cpu_pct": _gauge(cpu_frame, "system_cpu_pct")}
+    cpu: JSONObject = {"system_cpu_pct": _gauge(cpu_frame, "system_cpu_pct")}
     rows = cpu_frame[cpu_frame["name"].isin(("process_cpu_pct", "process_rss_bytes"))]
     if rows.empty:
         return cpu
@@ -222,8 +222,8 @@ def cpu_summary(cpu_frame: pd.DataFrame) -> dict[str, Any]:
 def samples_summary(
     samples: pd.DataFrame | None,
     tokens: pd.DataFrame | TokenSource,
-    window: Mapping[str, Any],
-) -> dict[str, Any]:
+    window: JSONView,
+) -> JSONObject:
     """summary.json's "probes" (module docstring); says so when nothing was sampled."""
     if samples is None or samples.empty:
         return {"available": False, "reason": "no samples.parquet (no probe readings)"}
@@ -240,7 +240,7 @@ def samples_summary(
             sample_sources.ENGINE,
         )
     )
-    gpu: dict[str, Any] = {name: _gauge(nvml, name) for name in NVML_GAUGES}
+    gpu: JSONObject = {name: _gauge(nvml, name) for name in NVML_GAUGES}
     if not nvml.empty:  # a run without GPU readings keeps the summary it always had
         gpu["gpus"] = sorted({str(_labels(str(t)).get("gpu")) for t in nvml["labels"].unique()})
         gpu["other_processes"] = other_gpu_processes(nvml)
@@ -248,7 +248,7 @@ def samples_summary(
     gpu.update({name: _gauge(gpm, name) for name in GPM_GAUGES})
     reasons = nvml.loc[nvml["name"] == "clocks_event_reasons", "value"]
     gpu["clocks_event_reasons_seen"] = sorted({int(v) for v in reasons if v})
-    engine: dict[str, Any] = {name: _gauge(eng, name) for name in ENGINE_GAUGES}
+    engine: JSONObject = {name: _gauge(eng, name) for name in ENGINE_GAUGES}
     hits = _increase(eng, "prefix_cache_hits_total")
     queries = _increase(eng, "prefix_cache_queries_total")
     accepted = _increase(eng, "spec_decode_num_accepted_tokens_total")

@@ -5,16 +5,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
+from perfmodel.files import JSONView
 from results.folder.records import endpoint_of
 
 __all__ = ["fill_endpoints", "fill_models", "fleet_endpoints"]
 
 
-def fleet_endpoints(run_json: Mapping[str, Any]) -> list[str]:
+def fleet_endpoints(run_json: JSONView) -> list[str]:
     """The replicas a run was sent to, in ``--url`` order: run.json's ``engine.endpoints``,
     else its one ``engine.url`` (a list of one), else none (a simulated run)."""
     engine = run_json.get("engine")
@@ -27,7 +27,7 @@ def fleet_endpoints(run_json: Mapping[str, Any]) -> list[str]:
     return [endpoint_of(url)] if isinstance(url, str) and url else []
 
 
-def fill_endpoints(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.DataFrame:
+def fill_endpoints(requests: pd.DataFrame, run_json: JSONView) -> pd.DataFrame:
     """``requests`` with every missing ``endpoint`` read as the run's one engine URL (a folder
     written before fleets); the frame itself when none is missing or the run names no URL."""
     missing = requests["endpoint"].isna()
@@ -39,7 +39,7 @@ def fill_endpoints(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.Da
     return requests
 
 
-def fill_models(requests: pd.DataFrame, run_json: Mapping[str, Any]) -> pd.DataFrame:
+def fill_models(requests: pd.DataFrame, run_json: JSONView) -> pd.DataFrame:
     """``requests`` with every missing ``model`` read as run.json's ``engine.model`` (a request
     cut before it was sent, or a folder written before models were recorded); the frame
     itself when none is missing or run.json names no model."""

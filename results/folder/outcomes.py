@@ -1,6 +1,6 @@
 """What became of each request, read back from a run folder once its records are sealed.
 
-A run whose records are streamed to disk (results.folder.record_stream) keeps none in memory:
+A run whose records are streamed to disk (results.folder.parts.record_stream) keeps none in memory:
 what the end of the run needs of them (how many there are, which failed or were cut, and when:
 bench.run.end.interrupt, bench.run.launch.engine_watch) it reads back from requests.parquet,
 four columns, one row group at a time, as :class:`RequestOutcome` rows, which hold no text but

@@ -28,23 +28,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from perfmodel.files import atomic_write, atomic_write_text, json_safe, json_text
+from perfmodel.files import JSONObject, atomic_write, atomic_write_text, json_safe, json_text
 from results.folder.endpoints import fill_endpoints, fill_models
 from results.folder.engine_steps import STEPS_SCHEMA
-from results.folder.record_stream import (
+from results.folder.parts.record_stream import RecordStream
+from results.folder.parts.sample_parts import read_sample_parts, seal_samples
+from results.folder.parts.writer import (
     FLUSH_ROWS,
     FLUSH_S,
     REQUESTS_PARTS,
     SAMPLES_PARTS,
     STEPS_PARTS,
     TOKENS_PARTS,
-    RecordStream,
     has_parts,
     part_files,
     read_parts,
-    read_sample_parts,
     seal_parts,
-    seal_samples,
 )
 from results.folder.redact import redact_command
 from results.folder.tables import (
@@ -209,7 +208,7 @@ class RunFolder:
 
     def open_stream(self, flush_s: float = FLUSH_S, flush_rows: int = FLUSH_ROWS) -> RecordStream:
         """A stream of finished records into this folder's parts
-        (results.folder.record_stream); :meth:`seal_records` once it is closed."""
+        (results.folder.parts.record_stream); :meth:`seal_records` once it is closed."""
         return RecordStream(self.path, flush_s, flush_rows)
 
     def seal_records(self) -> None:
@@ -251,7 +250,7 @@ class RunFolder:
         return load_run(path)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JSONObject:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -323,7 +322,7 @@ def _read_streamed(path: Path, schema: pa.Schema, parts: str, name: str) -> pd.D
 
 def _read_steps(path: Path) -> pd.DataFrame | None:
     """steps.parquet, else the steps streamed to steps.parts of a run killed before it sealed
-    them (bench.run.step_follower, results.folder.step_parts); None: the run has no steps."""
+    them (bench.run.step_follower, results.folder.parts.step_parts); None: the run has no steps."""
     if (path / STEPS_PARQUET).is_file():
         return _read_parquet(path / STEPS_PARQUET, STEPS_SCHEMA)
     if part_files(path, STEPS_PARTS):
@@ -361,7 +360,7 @@ def load_run(path: Path | str) -> RunData:
     run.json, requests.parquet and tokens.parquet are required; summary.json is optional. Both
     JSON documents come back upgraded to their current schema_version (results.schema). A
     folder whose run was killed before it sealed its streamed records
-    (results.folder.record_stream) is read from its parts, with run.json's ``incomplete``
+    (results.folder.parts.record_stream) is read from its parts, with run.json's ``incomplete``
     saying so and no summary (a summary.json there is not of these records); its engine
     steps, likewise, from steps.parts when steps.parquet was never sealed, and its samples
     from the probes' parts, ``incomplete`` counting them.

@@ -102,7 +102,7 @@ SAMPLES_SCHEMA = pa.schema(
 
 # A part of samples.parts, as the probes write it during the run: the readings on their own
 # clock (t_ns, perf_counter_ns) and the index of the sampler that took each
-# (results.folder.table_columns.SAMPLE_PART_SAMPLER); results.folder.record_stream seals the
+# (results.folder.table_columns.SAMPLE_PART_SAMPLER); results.folder.parts.sample_parts seals the
 # parts into samples.parquet.
 SAMPLE_PART_SCHEMA = pa.schema(
     [

@@ -6,7 +6,7 @@ summary's figures over them (ITL, the tokens between two energy readings) are co
 straight from the parquet files, in bounded memory: :data:`MEMORY_LIMIT` bytes, spilling what
 does not fit (a sort, an aggregate) to a temporary folder that is removed afterwards. A
 :class:`TokenSource` is that table, wherever it is: the folder's files (tokens.parquet, or the
-parts of a run killed before it sealed them, results.folder.record_stream), or a DataFrame a
+parts of a run killed before it sealed them, results.folder.parts.record_stream), or a DataFrame a
 caller built, with an optional set of requests it is cut to (one endpoint's, results.figures.fleet).
 """
 

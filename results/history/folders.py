@@ -1,18 +1,17 @@
 """Which runs a folder holds, whatever folder bench wrote: a run, a folder of runs (a --repeat
 group, a sweep, an ablation, an A/B session), or a plain folder holding them (a runs folder).
 
-The kinds and the file that makes a folder each are bench's (bench.cli.report_folders'
-FOLDER_FILES: run.json, group.json, sweep.json, ablation.json, ab.json); they are passed in, so
-that this module knows no command's file names.
+The kinds and the file that makes a folder each are results.folder.folder_kinds'.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from results.folder.folder_kinds import FOLDER_FILES, find_folder_kind
 from results.folder.run_folder import RUN_JSON
 from results.history.store import Added, History
 
@@ -46,20 +45,17 @@ def collection_runs(folder: Path, definition: str) -> list[Path]:
     return sorted(found)
 
 
-def index_folder(
-    history: History, folder: Path, kinds: Mapping[str, str], depth: int = 0
-) -> list[Added]:
-    """Add ``folder``'s runs to ``history`` (a folder of runs as a collection too); ``kinds``:
-    each kind ("run", "group", ...) and the file that makes a folder one. Returns what each
-    add did, a run met twice (a sweep's, beside it) twice."""
-    kind = next((k for k, name in kinds.items() if (folder / name).is_file()), None)
+def index_folder(history: History, folder: Path, depth: int = 0) -> list[Added]:
+    """Add ``folder``'s runs to ``history`` (a folder of runs as a collection too). Returns
+    what each add did, a run met twice (a sweep's, beside it) twice."""
+    kind = find_folder_kind(folder)
     if kind == "run":
         return [history.add(folder)]
     if kind is not None:
-        added = [history.add(run) for run in collection_runs(folder, kinds[kind])]
+        added = [history.add(run) for run in collection_runs(folder, FOLDER_FILES[kind])]
         history.add_collection(kind, folder, added)
         return added
     if depth >= DEPTH:
         return []
     children = sorted(c for c in folder.iterdir() if c.is_dir())
-    return [a for child in children for a in index_folder(history, child, kinds, depth + 1)]
+    return [a for child in children for a in index_folder(history, child, depth + 1)]

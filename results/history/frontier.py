@@ -14,11 +14,11 @@ compared with runs of its own lengths.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from perfmodel.files import JSONView
 from results.folder.run_folder import RUN_JSON, read_run_json
 from results.history.row import run_row
 
@@ -63,7 +63,7 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
     ]
 
 
-def run_lengths(scenario: Mapping[str, Any]) -> str | None:
+def run_lengths(scenario: JSONView) -> str | None:
     """``"128:64"`` when run.json's scenario fixed every prompt and answer length, else None."""
     prompt, output = scenario.get("input_len") or {}, scenario.get("output_len") or {}
     if prompt.get("kind") == "fixed" and output.get("kind") == "fixed":

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from perfmodel.files import JSONObject, JSONView
 from results.folder.run_folder import (
     RUN_JSON,
     SUMMARY_JSON,
@@ -72,7 +73,7 @@ def run_key(run_json_path: Path) -> str:
     return hashlib.sha256(run_json_path.read_bytes()).hexdigest()[:16]
 
 
-def hardware_fingerprint(hardware: Mapping[str, Any]) -> tuple[str, str]:
+def hardware_fingerprint(hardware: JSONView) -> tuple[str, str]:
     """(hash, label) of run.json's ``hardware`` over :data:`HARDWARE_KEYS`: equal for machines
     the gate counts as the same hardware."""
     same = {k: hardware.get(k) for k in HARDWARE_KEYS}
@@ -84,7 +85,7 @@ def hardware_fingerprint(hardware: Mapping[str, Any]) -> tuple[str, str]:
     return digest, label
 
 
-def flatten_figures(summary: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+def flatten_figures(summary: JSONView, prefix: str = "") -> dict[str, float]:
     """Every number and boolean of ``summary`` by dotted path (booleans as 0/1); lists, strings
     and nulls are not figures and are left out. ``schema_version`` is the format's, not a
     figure."""
@@ -111,7 +112,7 @@ def _utc(text: Any) -> str | None:
     return when.isoformat(sep=" ")
 
 
-def _engine_version(run_json: Mapping[str, Any]) -> str | None:
+def _engine_version(run_json: JSONView) -> str | None:
     """The engine's word on its version (run.json's fingerprint), else, for the reference
     engine, the lab's own version."""
     identity = ((run_json.get("fingerprint") or {}).get("engine")) or {}
@@ -123,7 +124,7 @@ def _engine_version(run_json: Mapping[str, Any]) -> str | None:
     return None
 
 
-def run_row(folder: Path) -> dict[str, Any]:
+def run_row(folder: Path) -> JSONObject:
     """The row of the run folder ``folder``: the identity columns, then its figures.
 
     Raises RunFolderError (one line naming the file) when it is no readable run folder.
@@ -133,14 +134,14 @@ def run_row(folder: Path) -> dict[str, Any]:
         raise RunFolderError(f"not a run folder: {folder} holds no {RUN_JSON}")
     run_json = read_run_json(folder / RUN_JSON)
     if (folder / SUMMARY_JSON).is_file():
-        summary: Mapping[str, Any] = read_summary_json(folder / SUMMARY_JSON)
+        summary: JSONView = read_summary_json(folder / SUMMARY_JSON)
     else:
         summary = summarize_run(load_run(folder))
     engine = run_json.get("engine") or {}
     hardware, label = hardware_fingerprint(run_json.get("hardware") or {})
     validity = summary.get("validity") or {}
     usability = summary.get("usability") or {}
-    row: dict[str, Any] = {
+    row: JSONObject = {
         "run_key": run_key(folder / RUN_JSON),
         "run_id": str(run_json.get("run_id") or folder.name),
         "path": str(folder),

@@ -18,6 +18,8 @@ import types
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
+from perfmodel.files import JSONObject, JSONView
+
 __all__ = [
     "SchemaError",
     "check_document",
@@ -170,7 +172,7 @@ def check_document(data: Any, schema: type, source: str, *, closed: bool = False
 
 
 def check_for_writing(
-    data: Mapping[str, Any], schema: type, version: int, source: str, document: str, constant: str
+    data: JSONView, schema: type, version: int, source: str, document: str, constant: str
 ) -> None:
     """Raise SchemaError unless ``data`` is a ``document`` (e.g. "run.json") to write: at
     ``version``, the current one (results.schema.``constant``), and fitting ``schema`` with no
@@ -184,7 +186,7 @@ def check_for_writing(
     check_document(data, schema, source, closed=True)
 
 
-def schema_version_of(data: Mapping[str, Any], source: str, current: int, unversioned: int) -> int:
+def schema_version_of(data: JSONView, source: str, current: int, unversioned: int) -> int:
     """The ``schema_version`` of a document read from ``source``.
 
     A document without one is version ``unversioned`` (written before the versions existed).
@@ -204,7 +206,7 @@ def schema_version_of(data: Mapping[str, Any], source: str, current: int, unvers
     return version
 
 
-def stamped(data: Mapping[str, Any], version: int) -> dict[str, Any]:
+def stamped(data: JSONView, version: int) -> JSONObject:
     """``data`` upgraded to ``version``: its ``schema_version`` set to it, first, as writers
     put it (whatever version the file said)."""
     return {"schema_version": version, **{k: v for k, v in data.items() if k != "schema_version"}}

@@ -14,16 +14,16 @@ Versions:
 - 2: ``tokenizer`` says where the tokenizer came from and how prompt lengths were made
   (:class:`TokenizerSection`); a version 0 or 1 name is read as source ``"unrecorded"``.
 
-Sections owned by another package stay opaque here (``dict[str, Any]``): the scenario
+Sections owned by another package stay opaque here (``JSONObject``): the scenario
 (bench.scenario's resolved form), the engine's settings and its /debug/engine description
 (engine.config), the probes' health (probes.session) and the load plan (bench.run.load_plan).
 """
 
 # No `from __future__ import annotations`: TypedDict reads NotRequired from evaluated annotations
 # only (Python 3.11 takes every string annotation as required).
-from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from perfmodel.files import JSONObject, JSONView
 from results.schema.check import check_document, check_for_writing, schema_version_of, stamped
 
 __all__ = [
@@ -71,7 +71,7 @@ class EngineSection(TypedDict, total=False):
     url: str | None
     launched: bool
     launch_command: list[str] | None
-    settings: dict[str, Any] | None
+    settings: JSONObject | None
     startup_s: float | None
     model: str | None
     description: Any
@@ -133,7 +133,7 @@ class Analytic(TypedDict, total=False):
     the model shape (perfmodel.model_config.ModelConfig.to_dict, None when unknown), dtypes,
     tensor-parallel degree, roofs (None with the reason in ``roofs_reason`` and ``notes``)."""
 
-    model_config: dict[str, Any] | None
+    model_config: JSONObject | None
     precision: Precision
     tp: int
     roofs: Roofs | None
@@ -219,7 +219,7 @@ class RunJson(TypedDict):
 
     schema_version: int
     run_id: str
-    scenario: dict[str, Any]
+    scenario: JSONObject
     engine: EngineSection
     tokenizer: TokenizerSection | None
     hardware: Hardware
@@ -231,9 +231,9 @@ class RunJson(TypedDict):
     # Since step telemetry and the probes.
     recorded: NotRequired[Recorded]
     analytic: NotRequired[Analytic]
-    probes: NotRequired[dict[str, Any]]
+    probes: NotRequired[JSONObject]
     # Since the load generator's drivers and client self-check.
-    load: NotRequired[dict[str, Any]]
+    load: NotRequired[JSONObject]
     # `bench simulate` only.
     simulation: NotRequired[Simulation]
     # Since the exit codes: the share of failed requests (0..1) above which the run is not usable
@@ -243,21 +243,21 @@ class RunJson(TypedDict):
     # Since run validity: bench.run.endpoint.run_fingerprint's snapshots, XID watch and engine
     # identity,
     # judged by results.validity.run_validity.
-    fingerprint: NotRequired[dict[str, Any]]
+    fingerprint: NotRequired[JSONObject]
     # Since [prefix_cache]: the state asked (flush, prime, leave), the reset endpoint's answer
     # or "not supported by <engine>", the priming pass, and the load's prefix-cache hit rate
     # (bench.run.endpoint.cache_state).
-    prefix_cache: NotRequired[dict[str, Any]]
+    prefix_cache: NotRequired[JSONObject]
     # A run ended early: by a signal, or by its engine's death.
     interrupted: NotRequired[Interruption]
     engine_died: NotRequired[EngineDeath]
     # Since records are streamed to disk: the run.json written as the load begins says how
     # records are flushed (``flush_s``, ``flush_rows``); the final one has no such key, so a
-    # folder that keeps it is of a run killed before its end (results.folder.record_stream).
-    incomplete: NotRequired[dict[str, Any]]
+    # folder that keeps it is of a run killed before its end (results.folder.parts.record_stream).
+    incomplete: NotRequired[JSONObject]
 
 
-def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:
+def check_run_json(data: JSONView, source: str) -> RunJson:
     """``data`` as a RunJson to write: the current version, every key declared and of its type.
 
     Raises results.schema.SchemaError naming ``source``, the key and the fix.
@@ -266,7 +266,7 @@ def check_run_json(data: Mapping[str, Any], source: str) -> RunJson:
     return cast(RunJson, data)
 
 
-def upgrade_run_json(raw: Mapping[str, Any], source: str) -> RunJson:
+def upgrade_run_json(raw: JSONView, source: str) -> RunJson:
     """run.json as read from ``source``, upgraded to :data:`RUN_JSON_VERSION` and checked.
 
     Raises results.schema.SchemaError for a version newer than this code reads, or a document

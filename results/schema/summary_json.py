@@ -20,9 +20,9 @@ clock; a figure that cannot be computed (no requests, no window) is null.
 
 # No `from __future__ import annotations`: TypedDict reads NotRequired from evaluated annotations
 # only (Python 3.11 takes every string annotation as required).
-from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
+from perfmodel.files import JSONObject, JSONView
 from results.schema.check import check_document, check_for_writing, schema_version_of, stamped
 
 __all__ = [
@@ -180,54 +180,52 @@ class SummaryJson(TypedDict):
     queueing_delay_ms: Distribution
     per_user_tps: NotRequired[Distribution]
     # A pooling run only: latency, requests, inputs and input tokens per second.
-    pooling: NotRequired[dict[str, Any]]
+    pooling: NotRequired[JSONObject]
     reasoning: NotRequired[Reasoning]  # only for a run in which some request reasoned
     # results.run_summary.summarize_run's sections (results.figures.attribution,
     # results.figures.samples_summary,
     # results.figures.client_check).
-    per_user_tps_by_phase: NotRequired[dict[str, Any]]
-    attribution: NotRequired[dict[str, Any]]
-    probes: NotRequired[dict[str, Any]]
-    machine_load: NotRequired[
-        dict[str, Any]
-    ]  # results.figures.machine_load; absent in older summaries
-    engine_estimates: NotRequired[dict[str, Any] | None]  # None: the engine exports no count
-    client: NotRequired[dict[str, Any]]
+    per_user_tps_by_phase: NotRequired[JSONObject]
+    attribution: NotRequired[JSONObject]
+    probes: NotRequired[JSONObject]
+    machine_load: NotRequired[JSONObject]  # results.figures.machine_load; absent in older summaries
+    engine_estimates: NotRequired[JSONObject | None]  # None: the engine exports no count
+    client: NotRequired[JSONObject]
     # results.figures.engine_facts: the simulated device (None: a real one) and the prefix cache's
     # share
     # of the prompt tokens (None: the engine reports no prefix cache counters).
-    simulated: NotRequired[dict[str, Any] | None]
-    prefix_cache: NotRequired[dict[str, Any] | None]
+    simulated: NotRequired[JSONObject | None]
+    prefix_cache: NotRequired[JSONObject | None]
     # Since run validity (results.validity.token_reconciliation, results.figures.energy_phase,
     # results.validity.run_validity); absent in older summaries.
-    token_reconciliation: NotRequired[dict[str, Any]]
-    energy_by_phase: NotRequired[dict[str, Any]]
-    validity: NotRequired[dict[str, Any]]
+    token_reconciliation: NotRequired[JSONObject]
+    energy_by_phase: NotRequired[JSONObject]
+    validity: NotRequired[JSONObject]
     # Only when the workload abandoned requests ([abandon]; results.figures.abandoned).
-    abandoned: NotRequired[dict[str, Any]]
+    abandoned: NotRequired[JSONObject]
     # Only when tools were offered ([tools]) or called (results.figures.workloads.tool_calls).
-    tool_calls: NotRequired[dict[str, Any]]
+    tool_calls: NotRequired[JSONObject]
     # Only when images were sent ([images], a dataset's images; results.figures.workloads.images).
-    images: NotRequired[dict[str, Any]]
+    images: NotRequired[JSONObject]
     # Only when the requests belong to sessions: figures per turn and per session
     # (results.figures.workloads.sessions).
-    sessions: NotRequired[dict[str, Any]]
+    sessions: NotRequired[JSONObject]
     # Since the exit codes (results.validity.usability); absent in older summaries.
     usability: NotRequired[Usability]
     # A run ended early (results.validity.run_end): run.json's sections, and the one line that says
     # so.
     partial: NotRequired[str]
-    interrupted: NotRequired[dict[str, Any]]
-    engine_died: NotRequired[dict[str, Any]]
-    incomplete: NotRequired[dict[str, Any]]
+    interrupted: NotRequired[JSONObject]
+    engine_died: NotRequired[JSONObject]
+    incomplete: NotRequired[JSONObject]
     # A fleet run (several --url): the request figures per replica (results.figures.fleet).
-    endpoints: NotRequired[dict[str, Any]]
+    endpoints: NotRequired[JSONObject]
     # A run that sent several models ([[models]]): the request figures per model
     # (results.figures.models).
-    models: NotRequired[dict[str, Any]]
+    models: NotRequired[JSONObject]
 
 
-def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:
+def check_summary_json(data: JSONView, source: str) -> SummaryJson:
     """``data`` as a SummaryJson to write: the current version, every key declared and of its
     type. Raises results.schema.SchemaError naming ``source``, the key and the fix."""
     check_for_writing(
@@ -236,7 +234,7 @@ def check_summary_json(data: Mapping[str, Any], source: str) -> SummaryJson:
     return cast(SummaryJson, data)
 
 
-def upgrade_summary_json(raw: Mapping[str, Any], source: str) -> SummaryJson:
+def upgrade_summary_json(raw: JSONView, source: str) -> SummaryJson:
     """summary.json as read from ``source``, upgraded to :data:`SUMMARY_JSON_VERSION` and checked.
 
     Raises results.schema.SchemaError for a version newer than this code reads, or a document

@@ -10,8 +10,7 @@ run: its failures measure the crash, not the engine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = [
     "engine_death_line",
@@ -26,7 +25,7 @@ def _at(t_s: float | None) -> str:
     return f" at t={t_s:.2f} s" if t_s is not None else ""
 
 
-def interruption_line(section: Mapping[str, Any]) -> str:
+def interruption_line(section: JSONView) -> str:
     """ "partial run: interrupted by SIGINT at t=6.12 s: 80 requests recorded (4 cancelled in
     flight), 216 never sent; the figures cover the recorded requests only"."""
     parts = f"{section['requests_recorded']} requests recorded"
@@ -40,7 +39,7 @@ def interruption_line(section: Mapping[str, Any]) -> str:
     )
 
 
-def engine_death_line(section: Mapping[str, Any]) -> str:
+def engine_death_line(section: JSONView) -> str:
     """ "the engine died at t=4.21 s (signal 9, SIGKILL): 4 requests failed in flight, 56 never
     sent"; "never sent" counts the requests refused after its death and those never sent."""
     how = []
@@ -58,9 +57,9 @@ def engine_death_line(section: Mapping[str, Any]) -> str:
     )
 
 
-def incomplete_line(section: Mapping[str, Any]) -> str:
+def incomplete_line(section: JSONView) -> str:
     """ "incomplete run: it stopped without closing its folder (killed, or the machine lost
-    power): 812 requests flushed to disk; ..." (results.folder.record_stream)."""
+    power): 812 requests flushed to disk; ..." (results.folder.parts.record_stream)."""
     flushed = section.get("requests_flushed")
     count = f": {flushed} requests flushed to disk" if flushed is not None else ""
     return (
@@ -70,9 +69,9 @@ def incomplete_line(section: Mapping[str, Any]) -> str:
     )
 
 
-def run_end_summary(run_json: Mapping[str, Any]) -> dict[str, Any]:
+def run_end_summary(run_json: JSONView) -> JSONObject:
     """summary.json's keys for a run ended early (module docstring); {} for a complete run."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     lines = []
     if died := run_json.get("engine_died"):
         out["engine_died"] = dict(died)
@@ -88,7 +87,7 @@ def run_end_summary(run_json: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_end_lines(summary: Mapping[str, Any]) -> list[str]:
+def run_end_lines(summary: JSONView) -> list[str]:
     """The lines a reader prints above a run's figures (empty for a complete run)."""
     lines = []
     if died := summary.get("engine_died"):

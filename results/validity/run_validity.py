@@ -27,8 +27,8 @@ the run found them, every GPU otherwise:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.samples_summary import gpu_scope
 
 # The share of a run's time a GPU may spend thermally throttled before the run is marked.
@@ -48,7 +48,7 @@ def _violation(kind: str, message: str) -> dict[str, str]:
     return {"kind": kind, "message": message}
 
 
-def _cpu(fingerprint: Mapping[str, Any]) -> list[dict[str, str]]:
+def _cpu(fingerprint: JSONView) -> list[dict[str, str]]:
     out = []
     for when in ("start", "end"):
         cpu = ((fingerprint.get(when) or {}).get("cpu")) or {}
@@ -70,7 +70,7 @@ def _cpu(fingerprint: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _engine_gpus(run_json: Mapping[str, Any]) -> set[int] | None:
+def _engine_gpus(run_json: JSONView) -> set[int] | None:
     """The NVML indices of the engine's GPUs (run.json's GPU scope), or None when the run
     measured every GPU or recorded no scope: then every GPU is judged."""
     scope = gpu_scope(run_json)
@@ -80,7 +80,7 @@ def _engine_gpus(run_json: Mapping[str, Any]) -> set[int] | None:
 
 
 def _gpus(
-    fingerprint: Mapping[str, Any], engine_gpus: set[int] | None
+    fingerprint: JSONView, engine_gpus: set[int] | None
 ) -> tuple[list[dict[str, str]], list[str]]:
     start = (fingerprint.get("start") or {}).get("gpu") or {}
     end = (fingerprint.get("end") or {}).get("gpu") or {}
@@ -116,7 +116,7 @@ def _gpus(
     return violations, notes
 
 
-def _reasons(summary: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+def _reasons(summary: JSONView) -> tuple[list[dict[str, str]], list[str]]:
     seen = ((summary.get("probes") or {}).get("gpu") or {}).get("clocks_event_reasons_seen") or []
     marking = sorted({name for bit, name in _MARKING_REASONS.items() for v in seen if v & bit})
     noted = sorted({name for bit, name in _NOTED_REASONS.items() for v in seen if v & bit})
@@ -128,7 +128,7 @@ def _reasons(summary: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str
     return violations, notes
 
 
-def _xid(fingerprint: Mapping[str, Any], engine_gpus: set[int] | None) -> list[dict[str, str]]:
+def _xid(fingerprint: JSONView, engine_gpus: set[int] | None) -> list[dict[str, str]]:
     events = [
         e
         for e in ((fingerprint.get("xid") or {}).get("events")) or []
@@ -144,7 +144,7 @@ def _xid(fingerprint: Mapping[str, Any], engine_gpus: set[int] | None) -> list[d
     return [_violation("xid", message)]
 
 
-def run_validity(run_json: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+def run_validity(run_json: JSONView, summary: JSONView) -> JSONObject:
     """summary.json's "validity" (module docstring)."""
     fingerprint = run_json.get("fingerprint") or {}
     violations: list[dict[str, str]] = []
@@ -170,7 +170,7 @@ def run_validity(run_json: Mapping[str, Any], summary: Mapping[str, Any]) -> dic
     }
 
 
-def violation_lines(summary: Mapping[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+def violation_lines(summary: JSONView, skip: tuple[str, ...] = ()) -> list[str]:
     """One line per violation of a run (none for a valid run, or a summary before validity),
     leaving out the kinds in ``skip``."""
     validity = summary.get("validity")

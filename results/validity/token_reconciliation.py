@@ -36,11 +36,11 @@ the streamed text would have reported instead (decoding then encoding is not los
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.folder import sample_sources
 
 # The share of requests off (or, for the engine's counters, the relative difference of the
@@ -56,7 +56,7 @@ _TOP = 5
 def _pair(
     requests: pd.DataFrame, other: str, server: str, *, what: str, other_by: str, judged: bool,
     note: str | None = None,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> JSONObject | None:  # fmt: skip
     """The comparison of column ``other`` with column ``server`` over the rows having both."""
     if other not in requests or server not in requests:
         return None
@@ -112,7 +112,7 @@ def _counter_increase(samples: pd.DataFrame | None, name: str) -> float | None:
 def _engine_pair(
     requests: pd.DataFrame, samples: pd.DataFrame | None, counter: str, column: str, what: str,
     judged: bool = True,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> JSONObject | None:  # fmt: skip
     """The engine counter's increase against the tokens of the requests it answered."""
     increase = _counter_increase(samples, counter)
     if increase is None or requests.empty:
@@ -142,7 +142,7 @@ def _engine_pair(
 
 def token_reconciliation(
     requests: pd.DataFrame, samples: pd.DataFrame | None, api: str | None
-) -> dict[str, Any]:
+) -> JSONObject:
     """summary.json's "token_reconciliation" (module docstring)."""
     if api in ("embeddings", "rerank"):
         return {
@@ -185,7 +185,7 @@ def token_reconciliation(
     }
 
 
-def mismatch_line(comparison: Mapping[str, Any]) -> str:
+def mismatch_line(comparison: JSONView) -> str:
     """One line saying how far apart a judged comparison is, and what it means."""
     by, _ = comparison["counted_by"]
     ratio = comparison["ratio"]
@@ -205,7 +205,7 @@ def mismatch_line(comparison: Mapping[str, Any]) -> str:
     )
 
 
-def reconciliation_lines(section: Mapping[str, Any] | None) -> list[str]:
+def reconciliation_lines(section: JSONView | None) -> list[str]:
     """One sentence per comparison (report.html), or why there is none; [] for an older
     summary."""
     if not isinstance(section, Mapping):

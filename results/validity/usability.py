@@ -16,12 +16,11 @@ verdict.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONView
 from results.schema import TopError, Usability
 
 __all__ = [
@@ -42,7 +41,7 @@ TOP_ERRORS = 5
 _MESSAGE_CHARS = 200
 
 
-def run_max_error_rate(run_json: Mapping[str, Any]) -> float:
+def run_max_error_rate(run_json: JSONView) -> float:
     """The threshold a run was judged by: run.json's ``max_error_rate``, else the default."""
     value = run_json.get("max_error_rate")
     return DEFAULT_MAX_ERROR_RATE if value is None else float(value)
@@ -105,7 +104,7 @@ def usability(
     )
 
 
-def describe_failures(verdict: Mapping[str, Any]) -> list[str]:
+def describe_failures(verdict: JSONView) -> list[str]:
     """Lines for a terminal or CI log: why the run is not usable, then its top causes."""
     lines = [f"run not usable: {'; '.join(verdict['reasons'])}"]
     if verdict["top_errors"]:

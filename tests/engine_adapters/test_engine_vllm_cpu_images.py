@@ -23,7 +23,8 @@ from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from loadgen.client.apis import API_PATHS, generation_body
+from loadgen.api_kinds import APIS
+from loadgen.client.apis import generation_body
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
@@ -75,7 +76,7 @@ def _prompt_tokens(url: str, model: str, api: str, images: int) -> int:
     spec = RequestSpec("r", "kalo strings mine", 4, 2, api=api, images=urls)  # type: ignore[arg-type]
     body = {**generation_body(spec, model), "stream": False}
     body.pop("stream_options", None)
-    answer = httpx.post(url + "/v1" + API_PATHS[api], json=body, timeout=300)
+    answer = httpx.post(url + "/v1" + APIS[api].path, json=body, timeout=300)
     assert answer.status_code == 200, answer.text
     usage = answer.json()["usage"]
     return int(usage.get("prompt_tokens", usage.get("input_tokens", 0)))

@@ -34,7 +34,8 @@ from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from loadgen.client.apis import API_PATHS, generation_body
+from loadgen.api_kinds import APIS
+from loadgen.client.apis import generation_body
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.request_spec import RequestSpec
@@ -171,7 +172,7 @@ def test_streamed_calls_are_the_calls_the_answer_made(
     assert record.status == "ok", record.error
     body = {**generation_body(spec, str(model_dir)), "stream": False}
     body.pop("stream_options", None)
-    plain = httpx.post(url + "/v1" + API_PATHS[api], json=body, timeout=300)
+    plain = httpx.post(url + "/v1" + APIS[api].path, json=body, timeout=300)
     assert plain.status_code == 200, plain.text
     names = _plain_names(api, plain.json())
     assert [c["function"]["name"] for c in record.tool_calls] == names, json.dumps(plain.json())

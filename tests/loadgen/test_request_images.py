@@ -15,7 +15,7 @@ import pytest
 from loadgen.client.apis import generation_body
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.clock import RunClock
-from loadgen.drivers.locust_job import spec_from_wire, spec_to_wire
+from loadgen.drivers.locust.job import spec_from_wire, spec_to_wire
 from loadgen.request_images import ImageError, as_images, data_url, image_tokens
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.dataset import DatasetSource, dataset_requests

@@ -15,7 +15,8 @@ import pytest
 from probes.gpu_scope import GpuScopeError, resolve_scope
 from probes.nvml import AVERAGE_POWER, INSTANT_POWER, NvmlSampler
 from probes.probe_process import ProbeProcess
-from probes.session import ProbeSpec
+from probes.probe_spec import ProbeSpec
+from probes.sampler_kinds import build_samplers
 from tests.support.fake_nvml import FakeGpu, FakeMig, FakeNvml, FakeProcess, eight_gpus
 
 MS = 1_000_000
@@ -226,7 +227,7 @@ def test_the_scope_settings_reach_the_probe_process() -> None:
     # The probe process reads its spec from JSON (probes.probe_process).
     again = ProbeSpec.from_json(spec.to_json())
     assert again == spec
-    (nvml,) = [s for s in again.build() if isinstance(s, NvmlSampler)]
+    (nvml,) = [s for s in build_samplers(again) if isinstance(s, NvmlSampler)]
     settings: dict[str, Any] = {"engine_pid": nvml._engine_pid, "gpus": nvml._gpus,
                                 "visible": nvml._visible, "order": nvml._order}  # fmt: skip
     assert settings == {"engine_pid": ME, "gpus": "1,2", "visible": "GPU-x",

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from probes.probe_process import ProbeProcess
-from probes.session import ProbeSpec
+from probes.probe_spec import ProbeSpec
 
 pytestmark = pytest.mark.timeout(60)
 

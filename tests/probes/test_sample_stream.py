@@ -18,16 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from probes.probe_process import ProbeProcess
+from probes.probe_spec import ProbeSpec
 from probes.sample_stream import SampleStream
 from probes.sampler import Emit, Sampler, SamplerThread
-from probes.session import ProbeSession, ProbeSpec
-from results.folder import record_stream
-from results.folder.record_stream import (
-    SAMPLES_PARTS,
-    part_files,
-    read_sample_parts,
-    seal_samples,
-)
+from probes.session import ProbeSession
+from results.folder.parts import sample_parts
+from results.folder.parts.sample_parts import read_sample_parts, seal_samples
+from results.folder.parts.writer import SAMPLES_PARTS, part_files
 from results.folder.run_folder import SAMPLES_PARQUET, RunFolder
 from results.folder.table_columns import SAMPLE_COLUMNS
 from results.folder.tables import SAMPLES_SCHEMA
@@ -65,7 +62,7 @@ def test_sealed_samples_are_the_table_a_run_holding_them_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small row groups, so that the seal writes several.
-    monkeypatch.setattr(record_stream, "SAMPLES_ROW_GROUP", 40)
+    monkeypatch.setattr(sample_parts, "SAMPLES_ROW_GROUP", 40)
     rng = random.Random(7)
     threads = [SamplerThread(Named(source)) for source in ("nvml", "gpm", "cpu", "engine")]
     stream = SampleStream(threads, tmp_path / SAMPLES_PARTS, flush_s=60.0)

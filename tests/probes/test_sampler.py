@@ -11,8 +11,9 @@ import psutil
 
 from probes.cpu import CpuSampler
 from probes.probe_process import ProbeProcess
+from probes.probe_spec import ProbeSpec
 from probes.sampler import Emit, Sampler, SamplerThread
-from probes.session import ProbeSession, ProbeSpec
+from probes.session import ProbeSession
 
 
 class Counting(Sampler):

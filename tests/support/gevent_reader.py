@@ -1,7 +1,7 @@
 """A Locust worker's reader in a process of its own, monkey-patched by gevent as Locust does.
 
 ``python -m tests.support.gevent_reader URL KERNEL [refused]`` sends one streamed request to
-``URL`` through loadgen.drivers.locust_raw (KERNEL: 1 asks for kernel stamps, 0 for user-space
+``URL`` through loadgen.drivers.locust.raw (KERNEL: 1 asks for kernel stamps, 0 for user-space
 ones; ``refused``: the kernel refuses the socket option) and, after every read of a piece that
 tests.support.chunk_server marked, blocks gevent's whole hub: it prints ``paused``, waits for
 ``sent`` on stdin (a real read: stdin is not patched) and sleeps ``BLOCK_S`` with the real
@@ -22,7 +22,7 @@ from typing import Any  # noqa: E402
 from loadgen.client.readers.openai_stream import StreamAccumulator  # noqa: E402
 from loadgen.client.transport import kernel_stamps  # noqa: E402
 from loadgen.drivers.driver import ClientConfig  # noqa: E402
-from loadgen.drivers.locust_raw import UserConnections, WorkerStamps  # noqa: E402
+from loadgen.drivers.locust.raw import UserConnections, WorkerStamps  # noqa: E402
 from tests.support.chunk_server import BLOCK_S, CHUNKS, HOLD_MARK  # noqa: E402
 
 real_sleep = monkey.get_original("time", "sleep")

@@ -12,7 +12,7 @@ from bench.cli.flags.shared import BenchOption
 from bench.scenario.request_tables import parse_extra_body
 from bench.scenario.scenario import Scenario, scenario_from_dict
 from loadgen.client.limits import DEFAULT_READ_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
-from loadgen.drivers.locust_driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
+from loadgen.drivers.locust.driver import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_WORKER_TIMEOUT_S
 
 __all__ = ["LOAD_OVERRIDES", "override_load", "override_request"]
 

@@ -15,6 +15,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from perfmodel.files import JSONView
+
 __all__ = ["endpoints_table", "models_table"]
 
 # (label, summary section, key): one column each; latencies in ms, rates per second of the
@@ -39,7 +41,7 @@ def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
 
 
-def _cells(figures: Mapping[str, Any]) -> list[str]:
+def _cells(figures: JSONView) -> list[str]:
     cells = []
     for _, section, key in _COLUMNS:
         part = figures.get(section)
@@ -49,9 +51,7 @@ def _cells(figures: Mapping[str, Any]) -> list[str]:
     return cells
 
 
-def _parts_table(
-    title: str, part: str, parts: Mapping[str, Any], summary: Mapping[str, Any]
-) -> Table:
+def _parts_table(title: str, part: str, parts: JSONView, summary: JSONView) -> Table:
     """One row per part (a replica, a model) with its share, then the run's total."""
     table = Table(title=title, box=box.SIMPLE_HEAVY)
     table.add_column(part, style="bold", overflow="fold")
@@ -65,7 +65,7 @@ def _parts_table(
     return table
 
 
-def endpoints_table(summary: Mapping[str, Any]) -> Table | None:
+def endpoints_table(summary: JSONView) -> Table | None:
     """The per-replica table of ``summary``, or None for a run against one endpoint."""
     fleet = summary.get("endpoints")
     if not isinstance(fleet, Mapping):
@@ -74,7 +74,7 @@ def endpoints_table(summary: Mapping[str, Any]) -> Table | None:
     return _parts_table(title, "endpoint", fleet.get("by_endpoint") or {}, summary)
 
 
-def models_table(summary: Mapping[str, Any]) -> Table | None:
+def models_table(summary: JSONView) -> Table | None:
     """The per-model table of ``summary``, or None for a run that sent one model."""
     models = summary.get("models")
     if not isinstance(models, Mapping):

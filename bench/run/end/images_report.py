@@ -8,17 +8,17 @@ or one whose every request sent the same count (its latency table says it all),
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from rich import box
 from rich.table import Table
 
+from perfmodel.files import JSONView
 from results.figures.workloads.images import ttft_by_images_rows
 
 __all__ = ["images_table"]
 
 
-def images_table(summary: Mapping[str, Any]) -> Table | None:
+def images_table(summary: JSONView) -> Table | None:
     """TTFT p50 and p99 (ms) of the ok requests at each image count, or None (module
     docstring)."""
     section = summary.get("images")

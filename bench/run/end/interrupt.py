@@ -39,6 +39,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from bench.run.launch.engine_watch import EngineWatch, engine_death_section
 from loadgen.drivers.stop import LoadStop
+from perfmodel.files import JSONObject
 from results.folder.outcomes import Outcome
 from results.schema import Interruption
 
@@ -296,10 +297,10 @@ def run_end_sections(
     records: Sequence[Outcome],
     t0_ns: int,
     planned: int | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """run.json's keys for a run that ended early: ``interrupted`` (a signal) and
     ``engine_died`` (bench.run.launch.engine_watch); {} for a run that ran its course."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     if (section := interruption_section(interrupts, t0_ns, records, stop, planned)) is not None:
         out["interrupted"] = section
     died = engine_death_section(watch, base_url, health_path, records, t0_ns, planned)
@@ -308,7 +309,7 @@ def run_end_sections(
     return out
 
 
-def interruption_note(exc: RunInterrupted) -> dict[str, Any]:
+def interruption_note(exc: RunInterrupted) -> JSONObject:
     """What a run of runs (sweep, ablation, repeat) records of the signal that ended it: the
     signal, its UTC time, the exit status, and the partial run's folder (None before a load)."""
     return {

@@ -13,6 +13,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from perfmodel.files import JSONView
+
 __all__ = ["reasoning_table"]
 
 # Percentiles that both the latency and the per-user TPS distributions carry.
@@ -34,7 +36,7 @@ def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
 
 
-def reasoning_table(summary: Mapping[str, Any]) -> Table | None:
+def reasoning_table(summary: JSONView) -> Table | None:
     """The reasoning table of ``summary``, or None for a run without reasoning."""
     reasoning = summary.get("reasoning")
     if not isinstance(reasoning, Mapping):

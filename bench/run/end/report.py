@@ -26,6 +26,7 @@ from bench.run.end.validity_report import (
 from bench.run.end.verdict import print_verdict
 from bench.run.messages import print_error, print_note, print_warning
 from bench.run.terminal import print_table
+from perfmodel.files import JSONView
 from results.figures.abandoned import abandoned_line
 from results.figures.engine_facts import prefix_cache_line, simulated_line
 from results.figures.machine_load import busy_lines
@@ -65,12 +66,12 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def _section(summary: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _section(summary: JSONView, key: str) -> JSONView:
     value = summary.get(key)
     return value if isinstance(value, Mapping) else {}
 
 
-def _overview(summary: Mapping[str, Any]) -> Table:
+def _overview(summary: JSONView) -> Table:
     window = _section(summary, "window")
     counts = _section(_section(summary, "counts"), "window")
     tokens = _section(summary, "tokens")
@@ -108,7 +109,7 @@ def _overview(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def _latencies(summary: Mapping[str, Any]) -> Table:
+def _latencies(summary: JSONView) -> Table:
     keys = ["mean", "std", *(f"p{p:g}" for p in LATENCY_PERCENTILES), "max"]
     table = Table(title="Latency (ms, ok requests)", box=box.SIMPLE_HEAVY)
     table.add_column("metric", style="bold")
@@ -124,7 +125,7 @@ def _latencies(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def _per_user_tps(summary: Mapping[str, Any]) -> Table:
+def _per_user_tps(summary: JSONView) -> Table:
     # Low percentiles first: the slowest users are the ones a mean hides.
     keys = ["min", *(f"p{p:g}" for p in TPS_PERCENTILES), "max", "mean"]
     stats = _section(summary, "per_user_tps")
@@ -136,7 +137,7 @@ def _per_user_tps(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def _counts(summary: Mapping[str, Any]) -> Table:
+def _counts(summary: JSONView) -> Table:
     counts = _section(summary, "counts")
     table = Table(title="Requests", box=box.SIMPLE_HEAVY)
     table.add_column("scope", style="bold")
@@ -150,7 +151,7 @@ def _counts(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def _errors(summary: Mapping[str, Any]) -> Table | None:
+def _errors(summary: JSONView) -> Table | None:
     by_message = _section(_section(summary, "errors"), "by_message")
     if not by_message:
         return None
@@ -166,7 +167,7 @@ def _errors(summary: Mapping[str, Any]) -> Table | None:
     return table
 
 
-def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
+def render_summary(summary: JSONView | None, console: Console) -> None:
     """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, the
     reasoning (a reasoning model's run only), request counts, each replica's figures (a fleet
     run only), each model's (a run that sent several) and errors, then why the run is
@@ -225,7 +226,7 @@ def render_summary(summary: Mapping[str, Any] | None, console: Console) -> None:
     print_verdict(summary, console)
 
 
-def _workload_notes(summary: Mapping[str, Any], console: Console) -> None:
+def _workload_notes(summary: JSONView, console: Console) -> None:
     """The lines of the workload's own figures, where the run has them: abandoned requests,
     tool calls, images."""
     abandoned = summary.get("abandoned")
@@ -241,7 +242,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def _attribution_table(attr: Mapping[str, Any]) -> Table:
+def _attribution_table(attr: JSONView) -> Table:
     busy = attr.get("busy_s") or 0.0
     table = Table(
         title=f"Where the engine's time went ({attr.get('steps')} steps, {busy:.2f} s busy)",
@@ -271,7 +272,7 @@ def _attribution_table(attr: Mapping[str, Any]) -> Table:
     return table
 
 
-def render_attribution(summary: Mapping[str, Any], console: Console) -> None:
+def render_attribution(summary: JSONView, console: Console) -> None:
     """Print the attribution, energy and probe notes of a summary; silent on older summaries."""
     attr = summary.get("attribution")
     if isinstance(attr, Mapping):

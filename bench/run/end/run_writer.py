@@ -8,7 +8,7 @@ all write their folders in the same steps, here:
    (results.folder.run_folder.RunFolder);
 2. :meth:`RunWriter.begin` (a run that streams its records, as `bench run` and `bench simulate`
    do): a first run.json, with ``incomplete`` saying how records are flushed, and the record
-   stream (results.folder.record_stream) the load appends every finished request to, so that
+   stream (results.folder.parts.record_stream) the load appends every finished request to, so that
    a killed run keeps what was flushed and the client holds no chunks;
 3. :meth:`RunWriter.write_tables`: requests.parquet and tokens.parquet (from the records, or
    sealed from the stream's parts), and steps.parquet and samples.parquet when the run has
@@ -37,10 +37,11 @@ from rich.console import Console
 from bench.run.end.interrupt import ReportSkipped, active_interrupts
 from bench.run.messages import print_path, print_warning
 from results.figures.client_check import CLIENT_PARQUET
-from results.folder.record_stream import FLUSH_ROWS, FLUSH_S, RecordStream
+from results.folder.parts.record_stream import RecordStream
+from results.folder.parts.step_parts import StepParts
+from results.folder.parts.writer import FLUSH_ROWS, FLUSH_S
 from results.folder.records import RequestRecord
 from results.folder.run_folder import RunFolder, load_run
-from results.folder.step_parts import StepParts
 from results.history.target import record_run
 from results.run_summary import summarize_run
 from results.schema import RUN_JSON_VERSION, Recorded, RunJson, SummaryJson
@@ -122,7 +123,7 @@ class RunWriter:
 
     def seal_steps(self, parts: StepParts) -> Path:
         """steps.parquet sealed from the engine steps streamed to ``parts`` (a simulation's,
-        results.folder.step_parts); run.json's ``recorded`` then has steps."""
+        results.folder.parts.step_parts); run.json's ``recorded`` then has steps."""
         path = parts.seal()
         self._steps = True
         return path

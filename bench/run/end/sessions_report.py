@@ -12,6 +12,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from perfmodel.files import JSONView
+
 __all__ = ["sessions_table"]
 
 # The turns shown; summary.json holds every one.
@@ -24,7 +26,7 @@ def _number(value: Any, digits: int = 1) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
 
 
-def _caption(section: Mapping[str, Any]) -> str:
+def _caption(section: JSONView) -> str:
     per = section.get("per_session") or {}
     turns, duration = per.get("turns") or {}, per.get("duration_s") or {}
     tokens = per.get("prompt_tokens") or {}
@@ -39,7 +41,7 @@ def _caption(section: Mapping[str, Any]) -> str:
     )
 
 
-def sessions_table(summary: Mapping[str, Any]) -> Table | None:
+def sessions_table(summary: JSONView) -> Table | None:
     """The per-turn table of ``summary``, or None for a run of no session."""
     section = summary.get("sessions")
     if not isinstance(section, Mapping):

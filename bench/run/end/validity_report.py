@@ -13,13 +13,14 @@ from rich.table import Table
 
 from bench.run.messages import print_note, print_warning
 from bench.run.terminal import print_table
+from perfmodel.files import JSONView
 from results.figures.energy_phase import energy_phase_line
 from results.validity.run_validity import violation_lines
 
 __all__ = ["render_energy_by_phase", "render_reconciliation", "render_violations"]
 
 
-def render_violations(summary: Mapping[str, Any], console: Console) -> None:
+def render_violations(summary: JSONView, console: Console) -> None:
     """One warning per violation; a busy machine is said by results.figures.machine_load's own
     line."""
     for line in violation_lines(summary, skip=("busy",)):
@@ -32,7 +33,7 @@ def _number(value: Any) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def reconciliation_table(section: Mapping[str, Any]) -> Table:
+def reconciliation_table(section: JSONView) -> Table:
     """The comparisons of results.validity.token_reconciliation, one row each."""
     table = Table(title="Token counts, by who counted", box=box.SIMPLE_HEAD)
     for col in ("tokens", "counted by", "requests", "count", "server's usage", "ratio", "off"):
@@ -60,7 +61,7 @@ def reconciliation_table(section: Mapping[str, Any]) -> Table:
     return table
 
 
-def render_reconciliation(summary: Mapping[str, Any], console: Console) -> None:
+def render_reconciliation(summary: JSONView, console: Console) -> None:
     """The token counts table, or why there is none."""
     section = summary.get("token_reconciliation")
     if not isinstance(section, Mapping):
@@ -71,7 +72,7 @@ def render_reconciliation(summary: Mapping[str, Any], console: Console) -> None:
     print_table(console, reconciliation_table(section))
 
 
-def render_energy_by_phase(summary: Mapping[str, Any], console: Console) -> None:
+def render_energy_by_phase(summary: JSONView, console: Console) -> None:
     """Joules per prefill and decode token, and goodput per watt, in one line."""
     line = energy_phase_line(summary.get("energy_by_phase"))
     if line is not None:

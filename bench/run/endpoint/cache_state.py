@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import httpx
 
@@ -31,6 +30,7 @@ from loadgen.client.auth import RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from probes.engine_metrics import normalize
 
 __all__ = ["PrefixCacheRun", "prepare_prefix_cache", "reset_prefix_cache"]
@@ -42,14 +42,14 @@ _COUNTERS = ("prefix_cache_queries_total", "prefix_cache_hits_total")
 
 def reset_prefix_cache(
     adapter: EngineAdapter, base_url: str, headers: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """POST the adapter's reset endpoint; what happened, for run.json: ``endpoint``,
     ``http_status``, ``success`` (the engine's answer, where it gives one), or ``supported``
     false with a ``note`` naming the engine, or ``error`` when the request failed."""
     path = adapter.reset_prefix_cache_path
     if path is None:
         return {"supported": False, "note": f"not supported by {adapter.name}"}
-    out: dict[str, Any] = {"supported": True, "endpoint": path}
+    out: JSONObject = {"supported": True, "endpoint": path}
     try:
         response = httpx.post(base_url.rstrip("/") + path, headers=headers, timeout=30.0)
     except httpx.HTTPError as exc:
@@ -123,7 +123,7 @@ class PrefixCacheRun:
     adapter: EngineAdapter
     base_url: str
     headers: Mapping[str, str] | None
-    record: dict[str, Any]
+    record: JSONObject
     before: dict[str, float] | None
 
     def describe(self) -> str | None:
@@ -146,7 +146,7 @@ class PrefixCacheRun:
             done += f"; primed with {prime['ok']}/{prime['requests']} requests"
         return f"prefix cache {state}: {done}"
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> JSONObject:
         """run.json's ``prefix_cache``: the state asked, the reset and priming done, and the
         load's ``hit_rate`` (hit tokens / queried tokens over the load; None where the engine
         exports no counters, or none was queried)."""
@@ -179,7 +179,7 @@ def prepare_prefix_cache(
     counters; the caller runs the load and then calls :meth:`PrefixCacheRun.finish`."""
     section = section or PrefixCacheSection()
     header_map = headers.as_dict()
-    record: dict[str, Any] = {"state": section.state}
+    record: JSONObject = {"state": section.state}
     if section.state in ("flush", "prime"):
         record["reset"] = reset_prefix_cache(adapter, base_url, header_map)
     if section.state == "prime":

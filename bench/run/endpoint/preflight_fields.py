@@ -48,13 +48,15 @@ import httpx
 import numpy as np
 
 from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
-from loadgen.client.image_bodies import with_images
+from loadgen.api_kinds import APIS
+from loadgen.client.image_bodies import CHAT_IMAGES, with_images
 from loadgen.client.readers.openai_stream import error_message_from_body
-from loadgen.client.tool_bodies import tool_fields
+from loadgen.client.tool_bodies import chat_tools
 from loadgen.drivers.driver import LoadPlan
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
+from perfmodel.files import JSONObject, JSONView
 from results.folder.redact import REDACTED, is_secret_flag
 
 __all__ = [
@@ -85,15 +87,15 @@ class FieldCheck:
     ignore_eos: str = "not asked"
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's ``load.request_check``."""
         return {"fields": self.fields, "ignore_eos": self.ignore_eos, "notes": self.notes}
 
 
-def redact_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+def redact_fields(fields: JSONView) -> JSONObject:
     """``fields`` with the value of every secret-looking name (``api_key``, ``*_token``) hidden,
     at any depth."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in fields.items():
         if is_secret_flag(str(key)):
             out[key] = REDACTED
@@ -104,7 +106,7 @@ def redact_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def fields_section(plan: LoadPlan) -> dict[str, Any]:
+def fields_section(plan: LoadPlan) -> JSONObject:
     """run.json's ``load.request_fields``: the fields every request carried (values, secrets
     hidden), and how many requests carried each field that not all of them did."""
     requests = plan.requests
@@ -131,9 +133,16 @@ def _probes(plan: LoadPlan) -> list[RequestSpec]:
     return list(seen.values())
 
 
-def _tools(spec: RequestSpec) -> dict[str, Any]:
-    """The tool fields checked: a chat request's (the check speaks chat or completions only)."""
-    return tool_fields("chat", spec.tools, spec.tool_choice) if spec.api == "chat" else {}
+def _as_chat(spec: RequestSpec) -> bool:
+    """Whether ``spec`` is checked as a chat request: the check speaks OpenAI's chat and
+    completions only, so a chat request's body goes as chat, every other API's as a completion
+    (without the tools and images only a conversation takes)."""
+    return spec.kind.conversation and spec.kind.openai_chunks
+
+
+def _tools(spec: RequestSpec) -> JSONObject:
+    """The tool fields checked: a chat request's (:func:`_as_chat`)."""
+    return chat_tools(spec.tools, spec.tool_choice) if _as_chat(spec) and spec.tools else {}
 
 
 @functools.cache
@@ -144,7 +153,7 @@ def _probe_image() -> str:
 
 def _images(spec: RequestSpec) -> tuple[str, ...]:
     """The image a check of a chat request with images sends (module docstring), or ()."""
-    if spec.api != "chat" or not spec.images:
+    if not _as_chat(spec) or not spec.images:
         return ()
     first = spec.images[0]
     return (first if first.startswith(("http://", "https://")) else _probe_image(),)
@@ -156,12 +165,12 @@ def _names(spec: RequestSpec) -> list[str]:
     return [*(spec.fields or {}), *_tools(spec), *(["images"] if _images(spec) else [])]
 
 
-def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
+def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> JSONObject:
+    body: JSONObject = {"model": model, "max_tokens": PROBE_MAX_TOKENS,
                             "temperature": spec.temperature, "stream": False}  # fmt: skip
-    if spec.api == "chat":
+    if _as_chat(spec):
         turns = [{"role": "user", "content": PROBE_PROMPT}]
-        body["messages"] = with_images("chat", turns, _images(spec))
+        body["messages"] = with_images(CHAT_IMAGES, turns, _images(spec))
     else:
         body["prompt"] = PROBE_PROMPT
     if ignore_eos:
@@ -171,7 +180,7 @@ def _body(spec: RequestSpec, model: str, ignore_eos: bool) -> dict[str, Any]:
     return body
 
 
-def _send(url: str, body: dict[str, Any], headers: Mapping[str, str]) -> httpx.Response | str:
+def _send(url: str, body: JSONObject, headers: Mapping[str, str]) -> httpx.Response | str:
     """The answer, or a note of why none came."""
     try:
         return httpx.post(url, json=body, headers=dict(headers), timeout=4 * PREFLIGHT_TIMEOUT_S)
@@ -182,7 +191,7 @@ def _send(url: str, body: dict[str, Any], headers: Mapping[str, str]) -> httpx.R
 def _url(base_url: str, spec: RequestSpec) -> str:
     root = base_url.rstrip("/")
     root = root if root.endswith("/v1") else root + "/v1"
-    return root + ("/chat/completions" if spec.api == "chat" else "/completions")
+    return root + (APIS["chat"] if _as_chat(spec) else APIS["completions"]).path
 
 
 def _eos_outcome(answer: Any) -> _Outcome:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine_adapters.base import EngineAdapter
+from perfmodel.files import JSONObject, JSONView
 from probes.fingerprint import cpu_fingerprint, gpu_fingerprint
 from probes.xid_watch import XidWatch
 from results.folder.engine_steps import fetch_json
@@ -27,7 +28,7 @@ _VERSION_KEYS = ("version", "build_info", "sha", "commit")
 
 def engine_identity(
     base_url: str, adapter: EngineAdapter, headers: Mapping[str, str], models: Any
-) -> dict[str, Any]:
+) -> JSONObject:
     """The engine's own word on what it is: its version (and where it came from) and the
     models it serves (``models``: its /v1/models document, as the pre-flight read it)."""
     root = base_url.rstrip("/").removesuffix("/v1")
@@ -61,13 +62,13 @@ class RunFingerprint:
     def __init__(self, local: bool, gpu_indices: Sequence[int] | None = None) -> None:
         self._local = local
         self._gpus = gpu_indices
-        self._start: dict[str, Any] | None = None
+        self._start: JSONObject | None = None
         self._t0_ns = 0
         self._xid: XidWatch | None = None
-        self._xid_result: dict[str, Any] | None = None
+        self._xid_result: JSONObject | None = None
         self._span_s: float | None = None
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _snapshot(self) -> JSONObject:
         gpu = (
             gpu_fingerprint(indices=self._gpus)
             if self._local
@@ -90,7 +91,7 @@ class RunFingerprint:
             self._xid = None
         self._span_s = (time.perf_counter_ns() - self._t0_ns) / 1e9
 
-    def end(self, run_t0_ns: int, engine: Mapping[str, Any]) -> dict[str, Any]:
+    def end(self, run_t0_ns: int, engine: JSONView) -> JSONObject:
         """The section: both snapshots, the seconds of the load between them, the XID events
         (times in run seconds from ``run_t0_ns``) and ``engine`` (:func:`engine_identity`)."""
         if self._xid is not None or self._span_s is None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from loadgen.client.answers import auth_refusal
 from loadgen.client.readers.openai_stream import error_message_from_body
+from perfmodel.files import JSONObject
 
 __all__ = ["ServerTokenizer", "ServerTokenizerError", "ServerTokenizerRefused"]
 
@@ -182,7 +183,7 @@ class ServerTokenizer:
 
     # -- the two routes ----------------------------------------------------------------------
 
-    def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, route: str, body: JSONObject) -> JSONObject:
         try:
             response = self._client.post(route, json=body)
         except httpx.TransportError:

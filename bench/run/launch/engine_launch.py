@@ -1,35 +1,55 @@
 """The reference engine of one `bench run` without ``--url``, under Nsight Systems when asked.
 
-- :func:`launch_reference`: `bench serve` with the run's settings on a free port of 127.0.0.1
-  (the adapter derives the flags from the settings), wrapped in ``nsys profile`` for
-  ``--nsys`` where nsys is installed (else said once, and the run goes on unprofiled).
+- :func:`launch_reference`: `bench serve` with the run's :class:`ReferenceEngine` on a free
+  port of 127.0.0.1 (the adapter derives the flags from the settings), wrapped in
+  ``nsys profile`` for ``--nsys`` where nsys is installed (else said once, and the run goes on
+  unprofiled).
 - :func:`collect_nsys_report`: nsys's report moved into the run folder, noted in run.json.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from bench.run.messages import print_info, print_path, print_warning
+from bench.scenario.engine_sets import SettingValue
+from engine.config import EngineConfig
 from engine_adapters.launcher import LaunchedEngine, free_port, launch
 from engine_adapters.reference import serve_command
 from probes import nsys
 from results.folder.run_folder import RUN_JSON, RunFolder, read_run_json
 
-__all__ = ["collect_nsys_report", "launch_reference"]
+__all__ = ["ReferenceEngine", "collect_nsys_report", "launch_reference"]
+
+
+@dataclass(frozen=True)
+class ReferenceEngine:
+    """The reference engine a run starts, its settings checked once, as the run begins:
+    ``config``, every setting validated together, and ``chosen``, the names the run set (the
+    scenario's [engine] table, then ``--set``), which :meth:`settings` gives with the config's
+    values: run.json's ``engine.settings`` and the flags of `bench serve`'s command line
+    (engine_adapters.reference.serve_flags), so the engine parses back the same config."""
+
+    config: EngineConfig
+    chosen: tuple[str, ...]
+
+    def settings(self) -> dict[str, SettingValue]:
+        """The chosen settings by name, with the config's values."""
+        flat = self.config.to_flat()
+        return {name: flat[name] for name in self.chosen}
 
 
 def launch_reference(
-    settings: dict[str, Any], nsys_wanted: bool, runs_dir: Path, console: Console
+    engine: ReferenceEngine, nsys_wanted: bool, runs_dir: Path, console: Console
 ) -> tuple[LaunchedEngine, Path | None]:
     """Start the reference engine on a free local port, under nsys when asked and available."""
     host = "127.0.0.1"
     port = free_port(host)
-    serve = serve_command(host, port, settings)
+    serve = serve_command(host, port, engine.settings())
     command, output = serve, None
     if nsys_wanted:
         runs_dir.mkdir(parents=True, exist_ok=True)

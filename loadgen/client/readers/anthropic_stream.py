@@ -34,6 +34,7 @@ from loadgen.client.readers.openai_stream import (
 )
 from loadgen.client.readers.tool_calls import input_json
 from loadgen.request_tools import call_text
+from perfmodel.files import JSONObject
 
 __all__ = ["ANTHROPIC_VERSION", "MessagesAccumulator"]
 
@@ -42,7 +43,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 _MAX_MESSAGE_CHARS = 300
 
 
-def messages_usage(usage: Any, before: dict[str, Any] | None, final: bool) -> dict[str, Any]:
+def messages_usage(usage: Any, before: JSONObject | None, final: bool) -> JSONObject:
     """A Messages ``usage`` object (message_start's, or message_delta's cumulative one when
     ``final``) in the chat usage's names, over ``before``. message_start's output count is the
     answer's first token or so, not its length, so only message_delta's is taken. Anthropic's

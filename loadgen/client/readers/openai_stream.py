@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loadgen.api_kinds import APIS, Api
 from loadgen.client.limits import (
     CHECK_EVERY,
     CHUNK_CHARS,
@@ -37,6 +38,7 @@ from loadgen.client.limits import (
     output_cap,
     usage_problem,
 )
+from loadgen.client.readers.reader import StreamReader
 from loadgen.client.readers.sse import SSEParser, StreamError
 from loadgen.client.readers.token_counts import (
     StreamTokens,
@@ -48,7 +50,8 @@ from loadgen.client.readers.tool_calls import ToolCalls
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_images import image_tokens
-from loadgen.request_spec import Api, RequestSpec
+from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSource
 
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body", "feed_read"]
@@ -106,7 +109,8 @@ class StreamAccumulator:
     )  # fmt: skip
 
     def __init__(self, api: Api, max_tokens: int | None = None) -> None:
-        self._chat = api == "chat"
+        # Completions and chat only: chat reads ``delta``, completions ``text``.
+        self._chat = APIS[api].conversation
         self.max_tokens = max_tokens
         cap = output_cap(max_tokens)
         # Unbounded without max_tokens (an int: an int-to-float compare costs more).
@@ -121,7 +125,7 @@ class StreamAccumulator:
         self.read_ns: list[int] = []  # per chunk: when the client read it (user space)
         self.texts: list[str] = []
         self.reasoning: list[bool] = []  # per chunk: reasoning (True) or answer (False)
-        self.usage: dict[str, Any] | None = None
+        self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
         self.tools = ToolCalls()
@@ -278,7 +282,7 @@ class StreamAccumulator:
 
 
 def feed_read(
-    parser: SSEParser, acc: StreamAccumulator, raw: bytes, t_ns: int, drained: int
+    parser: SSEParser, acc: StreamReader, raw: bytes, t_ns: int, drained: int
 ) -> int | None:
     """One read of a stream's body (the httpx and Locust paths) into ``parser`` and ``acc``,
     stamped ``t_ns``. Returns the bytes read past ``[DONE]`` so far (``drained`` before this

@@ -17,15 +17,23 @@ holding the client's memory.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
 
 from loadgen.client.readers.token_counts import usage_int
 from loadgen.clock import RunClock
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.folder.records import RequestRecord, Status
 
-__all__ = ["MAX_BODY_BYTES", "PoolingAccumulator", "pooling_body"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "PoolingAccumulator",
+    "embeddings_body",
+    "embeddings_problem",
+    "rerank_body",
+    "rerank_problem",
+]
 
 # The largest answer kept: 4,096 inputs of 4,096 floats as JSON text is about 300 MiB, far past
 # any request a benchmark sends; a body past this is a server that does not stop.
@@ -33,26 +41,54 @@ MAX_BODY_BYTES = 256 * 1024**2
 _MAX_MESSAGE_CHARS = 200
 
 
-def pooling_body(spec: RequestSpec, model: str) -> dict[str, Any]:
-    """The JSON body of a pooling ``spec``: embeddings' ``input`` list, or rerank's ``query``
-    and ``documents`` (vLLM, Jina and Cohere take the same two fields)."""
-    if spec.api == "embeddings":
-        return {"model": model, "input": [spec.prompt, *spec.inputs], "encoding_format": "float"}
+def embeddings_body(spec: RequestSpec, model: str) -> JSONObject:
+    """The JSON body of an embeddings ``spec``: its prompt and inputs as ``input``."""
+    return {"model": model, "input": [spec.prompt, *spec.inputs], "encoding_format": "float"}
+
+
+def rerank_body(spec: RequestSpec, model: str) -> JSONObject:
+    """The JSON body of a rerank ``spec``: ``query`` and ``documents`` (vLLM, Jina and Cohere
+    take the same two fields)."""
     documents = list(spec.inputs) or [spec.prompt]
     return {"model": model, "query": spec.prompt, "documents": documents}
 
 
-class PoolingAccumulator:
-    """Collects one pooling answer's body; :meth:`finish` checks it once it has ended.
+def embeddings_problem(obj: JSONObject, expected: int) -> str | None:
+    """What is wrong with an embeddings answer for ``expected`` inputs, or None."""
+    data = obj.get("data")
+    if not isinstance(data, list):
+        return "no 'data' list"
+    if len(data) != expected:
+        return f"{len(data)} embeddings for {expected} inputs"
+    if not all(isinstance(d, dict) and d.get("embedding") for d in data):
+        return "a 'data' item without an 'embedding'"
+    return None
 
-    The same members the client reads of a StreamAccumulator: ``done_ns`` (set when the body
-    ended), ``finish_reason`` (set once a good body was read), ``texts`` (always empty) and
-    :meth:`to_record`.
-    """
+
+def rerank_problem(obj: JSONObject, expected: int) -> str | None:
+    """What is wrong with a rerank answer for ``expected`` documents, or None."""
+    results = obj.get("results", obj.get("data"))
+    if not isinstance(results, list):
+        return "no 'results' list"
+    if len(results) > expected:
+        return f"{len(results)} results for {expected} documents"
+    if not all(isinstance(r, dict) and "relevance_score" in r for r in results):
+        return "a result without a 'relevance_score'"
+    return None
+
+
+# What is wrong with a parsed answer for a number of inputs, or None.
+AnswerCheck = Callable[[JSONObject, int], "str | None"]
+
+
+class PoolingAccumulator:
+    """Collects one pooling answer's body (a loadgen.client.readers.reader.BodyReader);
+    :meth:`problem` checks it with ``check`` once it has ended; ``texts`` stays empty."""
 
     __slots__ = (
         "_api",
         "_body",
+        "_check",
         "_expected",
         "_size",
         "done_ns",
@@ -61,13 +97,14 @@ class PoolingAccumulator:
         "usage",
     )
 
-    def __init__(self, spec: RequestSpec) -> None:
+    def __init__(self, spec: RequestSpec, check: AnswerCheck) -> None:
         self._api = spec.api
+        self._check = check
         self._expected = spec.num_inputs or 1
         self._body: list[bytes] = []
         self._size = 0
         self.texts: list[str] = []
-        self.usage: dict[str, Any] | None = None
+        self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
         self.done_ns: int | None = None
 
@@ -78,13 +115,9 @@ class PoolingAccumulator:
             self._body.append(data)
         self.done_ns = t_ns
 
-    def problem(self) -> None:
-        """Nothing left to doubt once :meth:`finish` passed: it checked the counts (the
-        StreamAccumulator's usage check, for the client's record)."""
-        return None
-
-    def finish(self) -> str | None:
-        """Check the whole body; None when it is a good answer, else the error message."""
+    def problem(self) -> str | None:
+        """Check the whole body; None when it is a good answer (its usage then kept), else the
+        error message (and the answer is not done)."""
         if self._size > MAX_BODY_BYTES:
             self.done_ns = None
             return f"the {self._api} answer exceeded {MAX_BODY_BYTES} bytes; the request failed"
@@ -95,32 +128,13 @@ class PoolingAccumulator:
             self.done_ns = None
             text = raw[:_MAX_MESSAGE_CHARS].decode("utf-8", "replace")
             return f"the {self._api} answer is not JSON: {text!r}"
-        problem = self._check(obj) if isinstance(obj, dict) else "not a JSON object"
-        if problem is not None:
+        problem = self._check(obj, self._expected) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or problem is not None:
             self.done_ns = None
-            return f"unexpected {self._api} answer: {problem}"
+            return f"unexpected {self._api} answer: {problem or 'not a JSON object'}"
         usage = obj.get("usage")
         self.usage = usage if isinstance(usage, dict) else None
         self.finish_reason = "stop"
-        return None
-
-    def _check(self, obj: dict[str, Any]) -> str | None:
-        if self._api == "embeddings":
-            data = obj.get("data")
-            if not isinstance(data, list):
-                return "no 'data' list"
-            if len(data) != self._expected:
-                return f"{len(data)} embeddings for {self._expected} inputs"
-            if not all(isinstance(d, dict) and d.get("embedding") for d in data):
-                return "a 'data' item without an 'embedding'"
-            return None
-        results = obj.get("results", obj.get("data"))
-        if not isinstance(results, list):
-            return "no 'results' list"
-        if len(results) > self._expected:
-            return f"{len(results)} results for {self._expected} documents"
-        if not all(isinstance(r, dict) and "relevance_score" in r for r in results):
-            return "a result without a 'relevance_score'"
         return None
 
     def to_record(

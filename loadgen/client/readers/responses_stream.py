@@ -33,6 +33,7 @@ from loadgen.client.readers.openai_stream import (
     error_message_from_body,
 )
 from loadgen.request_tools import call_text
+from perfmodel.files import JSONObject
 
 __all__ = ["ResponsesAccumulator", "responses_usage"]
 
@@ -45,13 +46,13 @@ _ARGUMENTS = "response.function_call_arguments.delta"
 _ARGUMENTS_DONE = "response.function_call_arguments.done"
 
 
-def responses_usage(usage: Any) -> dict[str, Any] | None:
+def responses_usage(usage: Any) -> JSONObject | None:
     """A Responses ``usage`` object in the chat usage's names (prompt_tokens,
     completion_tokens, completion_tokens_details.reasoning_tokens,
     prompt_tokens_details.cached_tokens); None when there is none."""
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "prompt_tokens": usage.get("input_tokens"),
         "completion_tokens": usage.get("output_tokens"),
     }
@@ -96,7 +97,7 @@ class ResponsesAccumulator(StreamAccumulator):
                 f"{data[:_MAX_MESSAGE_CHARS]!r}"
             ) from None
 
-    def _tool_event(self, kind: str, obj: dict[str, Any], t_ns: int, read_ns: int) -> None:
+    def _tool_event(self, kind: str, obj: JSONObject, t_ns: int, read_ns: int) -> None:
         """A function call's opening, argument fragment or end (module docstring)."""
         if kind == _CALL_ADDED:
             item = obj.get("item") or {}

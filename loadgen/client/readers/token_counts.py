@@ -25,6 +25,7 @@ from typing import Any
 
 from loadgen.client.apportion import apportion_tokens, chunk_token_weights
 from loadgen.protocols import TokenizerLike
+from perfmodel.files import JSONView
 from results.folder.records import TokenSource
 
 __all__ = ["StreamTokens", "count_stream_tokens", "recount_output_tokens", "usage_int"]
@@ -49,7 +50,7 @@ class StreamTokens:
     reasoning_source: TokenSource | None
 
 
-def usage_int(usage: Mapping[str, Any] | None, *path: str) -> int | None:
+def usage_int(usage: JSONView | None, *path: str) -> int | None:
     """The non-negative int at ``path`` inside ``usage`` (e.g. ``"completion_tokens"``), or None
     when absent, null or not such an int (a bool is not a count)."""
     value: Any = usage
@@ -88,7 +89,7 @@ def recount_output_tokens(
 def count_stream_tokens(
     texts: Sequence[str],
     reasoning: Sequence[bool],
-    usage: Mapping[str, Any] | None,
+    usage: JSONView | None,
     tokenizer: TokenizerLike | None,
 ) -> StreamTokens:
     """Count a finished stream: ``texts`` are its chunks' texts, ``reasoning`` says which of

@@ -29,6 +29,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from loadgen.request_tools import call_text
+from perfmodel.files import JSONObject
 
 __all__ = ["ToolCalls", "input_json"]
 
@@ -99,7 +100,7 @@ class ToolCalls:
         """The called functions' names, in call order ("" for a call whose name never came)."""
         return [call.name or "" for call in self._calls.values()]
 
-    def calls(self) -> list[dict[str, Any]]:
+    def calls(self) -> list[JSONObject]:
         """The calls in OpenAI's shape, in the order they opened (module docstring); a call
         without an id is given ``call_<n>``, one without arguments ``{}``."""
         out = []

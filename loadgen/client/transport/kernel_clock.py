@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 from time import perf_counter_ns
-from typing import Any
+
+from perfmodel.files import JSONObject
 
 __all__ = ["KERNEL", "USER", "KernelClock", "StampCounts", "run_stamps", "stamp_report"]
 
@@ -71,7 +72,7 @@ class KernelClock:
         low, high = self._offsets or (0, 0)
         return high - low
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """For run.json: how the kernel's clock was mapped, and how well."""
         return {
             "kernel_clock": "CLOCK_REALTIME",
@@ -92,19 +93,19 @@ class StampCounts:
         self.source, self.why = USER, "never opened"
         self.opened = self.reads = self.stamped = self.clamped = 0
 
-    def to_json(self, index: int) -> dict[str, Any]:
-        row: dict[str, Any] = {"connection": index, "stamps": self.source}
+    def to_json(self, index: int) -> JSONObject:
+        row: JSONObject = {"connection": index, "stamps": self.source}
         if self.source == USER:
             row["why"] = self.why
         row.update(reads=self.reads, kernel_stamped_reads=self.stamped)
         return row
 
 
-def stamp_report(connections: list[StampCounts], clock: KernelClock | None) -> dict[str, Any]:
+def stamp_report(connections: list[StampCounts], clock: KernelClock | None) -> JSONObject:
     """run.json's record of one pool: per opened connection its stamps; the clock map's
     quality; how many mapped stamps were later than their read (clamped, a clock-map error)."""
     opened = [c.to_json(i) for i, c in enumerate(connections) if c.opened]
-    report: dict[str, Any] = {
+    report: JSONObject = {
         "connections": opened,
         "kernel_connections": sum(1 for c in connections if c.opened and c.source == KERNEL),
         "clamped_reads": sum(c.clamped for c in connections),
@@ -114,7 +115,7 @@ def stamp_report(connections: list[StampCounts], clock: KernelClock | None) -> d
     return report
 
 
-def run_stamps(clients: list[dict[str, Any]], why_none: str) -> dict[str, Any]:
+def run_stamps(clients: list[JSONObject], why_none: str) -> JSONObject:
     """run.json's ``load.receive_stamps``: every client's :func:`stamp_report` (``clients``)
     and the run's source: "kernel" when every opened connection had kernel stamps, "user" when
     none did (``why_none`` when no client reports, e.g. a driver without the raw client),
@@ -122,7 +123,7 @@ def run_stamps(clients: list[dict[str, Any]], why_none: str) -> dict[str, Any]:
     opened = sum(len(c.get("connections", ())) for c in clients)
     kernel = sum(int(c.get("kernel_connections", 0)) for c in clients)
     source = "mixed" if 0 < kernel < opened else (KERNEL if opened and kernel == opened else USER)
-    out: dict[str, Any] = {"source": source, "connections": opened, "kernel_connections": kernel}
+    out: JSONObject = {"source": source, "connections": opened, "kernel_connections": kernel}
     if not clients:
         out["why"] = why_none
     out["clients"] = clients

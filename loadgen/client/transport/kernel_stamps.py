@@ -35,15 +35,15 @@ import ssl
 import struct
 import sys
 from time import perf_counter_ns
-from typing import Any, Protocol
+from typing import Any
 
 from loadgen.client.transport.kernel_clock import KERNEL, USER, KernelClock, StampCounts
+from loadgen.client.transport.stamped import StampedProtocol
 from loadgen.client.transport.tls_layer import TlsSession, TlsStamped, handshake
 
 __all__ = [
     "ANC_SIZE",
     "READ_SIZE",
-    "StampedProtocol",
     "StampedTransport",
     "enable_receive_stamps",
     "keep_stamping_on",
@@ -56,14 +56,6 @@ _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec (C longs)
 ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 READ_SIZE = 256 * 1024  # as asyncio's selector transport reads
-
-
-class StampedProtocol(Protocol):
-    """What :class:`StampedTransport` feeds: asyncio's protocol calls, plus the stamped read."""
-
-    def connection_made(self, transport: Any) -> None: ...
-    def connection_lost(self, exc: Exception | None) -> None: ...
-    def stamped_received(self, data: bytes, t_ns: int, read_ns: int) -> None: ...
 
 
 def enable_receive_stamps(sock: socket.socket) -> str | None:

@@ -32,12 +32,13 @@ import select
 import ssl
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any, Protocol
+from typing import Protocol
 
 from loadgen.client.answers import is_stream
 from loadgen.client.limits import MAX_ERROR_BODY_BYTES
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
 from loadgen.client.transport.kernel_stamps import keep_stamping_on, open_connection
+from perfmodel.files import JSONObject
 
 __all__ = [
     "BodyRefused",
@@ -447,7 +448,7 @@ class RawPool:
         outcomes = await asyncio.gather(*(self._open(c) for c in closed), return_exceptions=True)
         return sum(1 for outcome in outcomes if isinstance(outcome, BaseException))
 
-    def stamp_report(self) -> dict[str, Any]:
+    def stamp_report(self) -> JSONObject:
         """For run.json: each opened connection's stamp source
         (loadgen.client.transport.kernel_stamps)."""
         return stamp_report([c.stamp_counts for c in self._conns], self.clock)

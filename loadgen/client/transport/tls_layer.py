@@ -23,12 +23,11 @@ import asyncio
 import functools
 import socket
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import certifi
 
-if TYPE_CHECKING:  # kernel_stamps opens TLS connections with this module
-    from loadgen.client.transport.kernel_stamps import StampedProtocol, StampedTransport
+from loadgen.client.transport.stamped import StampedLink, StampedProtocol
 
 __all__ = ["TlsSession", "TlsStamped", "client_context", "handshake"]
 
@@ -111,16 +110,17 @@ async def handshake(
 
 
 class TlsStamped:
-    """TLS between a :class:`StampedTransport` (which it is the protocol of) and the client's
-    protocol (which it is the transport of): ciphertext in with its stamps, plaintext out with
-    the same stamps (module docstring); plaintext written is encrypted and sent."""
+    """TLS between a stamped link (kernel_stamps' StampedTransport), which it is the protocol
+    of, and the client's protocol, which it is the link of: ciphertext in with its stamps,
+    plaintext out with the same stamps (module docstring); plaintext written is encrypted and
+    sent."""
 
     def __init__(self, session: TlsSession, protocol: StampedProtocol) -> None:
         """``session``: its handshake done; ``protocol``: gets this object as its transport."""
         self._session, self._protocol = session, protocol
-        self._raw: StampedTransport | None = None
+        self._raw: StampedLink | None = None
 
-    # The StampedTransport's protocol.
+    # The stamped link's protocol.
     def connection_made(self, transport: Any) -> None:
         self._raw = transport
         self._protocol.connection_made(self)

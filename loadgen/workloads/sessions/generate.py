@@ -10,9 +10,8 @@ one's start in the trace (None where the sessions start by arrival rate or close
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from loadgen.workloads.sessions.plan import (
 )
 from loadgen.workloads.sessions.trace import read_session_trace
 from loadgen.workloads.spec import LengthDist, ParameterError, WorkloadSpec, check_type
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = ["DELAY_KINDS", "DELAY_PARAMS", "DelayDist", "SessionShape", "agent_sessions"]
 
@@ -71,7 +71,7 @@ class DelayDist:
         if self.kind == "uniform" and self.high < self.low:  # type: ignore[operator]
             raise ParameterError(owner, "high", f"must be >= low ({self.low})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -91,7 +91,7 @@ class SessionShape:
     turns: LengthDist = field(default_factory=lambda: LengthDist("fixed", value=3))
     delay_s: DelayDist = field(default_factory=lambda: DelayDist("fixed", value=0.0))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"turns": self.turns.to_dict(), "delay_s": self.delay_s.to_dict()}
 
 
@@ -138,7 +138,7 @@ def agent_sessions(
     workload: WorkloadSpec, shape: SessionShape | None, tokenizer: TokenizerLike,
     num_requests: int | None, seed: int, *, input_len: LengthDist | None,
     output_len: LengthDist | None, ignore_eos: bool, temperature: float,
-    fields: Mapping[str, Any] | None = None,
+    fields: JSONView | None = None,
 ) -> tuple[list[list[RequestSpec]], list[float] | None]:  # fmt: skip
     """The sessions of a ``kind = "sessions"`` workload as requests, ``num_requests`` turns in
     all (None: every turn of the trace), and each session's start in seconds (the trace's

@@ -26,10 +26,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from loadgen.request_spec import Message, RequestSpec, message_dict, message_text
 from loadgen.request_tools import call_text
+from perfmodel.files import JSONObject, JSONView
 from results.folder.records import RequestRecord
 
 __all__ = ["follow_answer", "tool_calls_of", "transcript"]
@@ -49,7 +49,7 @@ def transcript(messages: tuple[Message, ...]) -> str:
     return "\n".join(_counted_text(m) for m in messages)
 
 
-def _whole(call: Mapping[str, Any]) -> bool:
+def _whole(call: JSONView) -> bool:
     """Whether a call's arguments are whole JSON (none at all counts as ``{}``)."""
     try:
         json.loads((call.get("function") or {}).get("arguments") or "{}")
@@ -58,7 +58,7 @@ def _whole(call: Mapping[str, Any]) -> bool:
     return True
 
 
-def tool_calls_of(record: RequestRecord | None) -> list[Mapping[str, Any]]:
+def tool_calls_of(record: RequestRecord | None) -> list[JSONView]:
     """The whole tool calls ``record``'s answer made: none unless it completed (module
     docstring), and only those whose arguments parse."""
     if record is None or record.status != "ok":
@@ -71,8 +71,8 @@ def _role(message: Message) -> str:
 
 
 def _tool_messages(
-    calls: list[Mapping[str, Any]], new: tuple[Message, ...], fallback: tuple[str, ...]
-) -> list[dict[str, Any]]:
+    calls: list[JSONView], new: tuple[Message, ...], fallback: tuple[str, ...]
+) -> list[JSONObject]:
     """One ``tool`` message per call: the contents of the turn's own tool messages in order,
     else its synthetic results, cycled."""
     contents = [message_text(m)[1] for m in new if _role(m) == "tool"] or list(fallback) or [""]

@@ -15,14 +15,14 @@ one, not the text the server generated: the workload stays identical between run
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Message, RequestSpec, SessionTurn
 from loadgen.workloads.sessions.history import transcript
 from loadgen.workloads.spec import WorkloadError
+from perfmodel.files import JSONView
 
 __all__ = ["PlannedSession", "PlannedTurn", "planned_turns", "session_requests"]
 
@@ -39,7 +39,7 @@ class PlannedTurn:
     max_tokens: int
     answer: Message
     delay_s: float | None = None
-    tools: tuple[Mapping[str, Any], ...] | None = None
+    tools: tuple[JSONView, ...] | None = None
     tool_results: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -62,7 +62,7 @@ class PlannedSession:
 
 def session_requests(
     session: PlannedSession, index: int, tokenizer: TokenizerLike, *,
-    ignore_eos: bool, temperature: float, fields: Mapping[str, Any] | None = None,
+    ignore_eos: bool, temperature: float, fields: JSONView | None = None,
 ) -> list[RequestSpec]:  # fmt: skip
     """The chat requests of ``session`` (the ``index``-th of the run: ids
     ``s{index:05d}-t{turn:03d}``), each carrying ``fields`` and its turn's tools."""

@@ -33,15 +33,15 @@ and field.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from loadgen.request_spec import Message
 from loadgen.request_tools import ToolError, as_tools
 from loadgen.workloads.sessions.plan import PlannedSession, PlannedTurn
 from loadgen.workloads.spec import WorkloadError
+from perfmodel.files import JSONObject, JSONView
 
 __all__ = ["read_session_trace"]
 
@@ -52,7 +52,7 @@ def _bad(where: str, field: str, problem: str) -> WorkloadError:
     return WorkloadError(f"{where}: field '{field}' {problem}; fix the line")
 
 
-def _number(line: Mapping[str, Any], name: str, where: str, integer: bool) -> float | None:
+def _number(line: JSONView, name: str, where: str, integer: bool) -> float | None:
     value = line.get(name)
     if value is None:
         return None
@@ -63,7 +63,7 @@ def _number(line: Mapping[str, Any], name: str, where: str, integer: bool) -> fl
     return value
 
 
-def _messages(line: Mapping[str, Any], where: str) -> list[Message]:
+def _messages(line: JSONView, where: str) -> list[Message]:
     raw = line["messages"]
     if (
         not isinstance(raw, list)
@@ -74,9 +74,7 @@ def _messages(line: Mapping[str, Any], where: str) -> list[Message]:
     return [m for m in raw]
 
 
-def _new_messages(
-    line: Mapping[str, Any], where: str, synth: Synth
-) -> tuple[list[Message], Message | None]:
+def _new_messages(line: JSONView, where: str, synth: Synth) -> tuple[list[Message], Message | None]:
     """The messages a line adds, and the previous turn's answer it recorded (or None)."""
     given = [k for k in ("messages", "text_input", "input_length") if line.get(k) is not None]
     if len(given) != 1:
@@ -99,9 +97,7 @@ def _new_messages(
     return messages[last + 1 :], messages[last]
 
 
-def _tool_results(
-    line: Mapping[str, Any], where: str, synth: Synth, default: int
-) -> tuple[str, ...]:
+def _tool_results(line: JSONView, where: str, synth: Synth, default: int) -> tuple[str, ...]:
     raw = line.get("tool_results")
     if raw is None:
         return (synth(default),)
@@ -121,7 +117,7 @@ def _tool_results(
 
 
 def _turn(
-    line: Mapping[str, Any], where: str, synth: Synth, tool_tokens: int
+    line: JSONView, where: str, synth: Synth, tool_tokens: int
 ) -> tuple[PlannedTurn, Message | None]:
     """A line's turn (its answer synthetic unless given) and the previous answer it recorded."""
     messages, recorded = _new_messages(line, where, synth)
@@ -154,7 +150,7 @@ def _turn(
     return turn, recorded
 
 
-def _lines(path: Path) -> list[tuple[str, dict[str, Any]]]:
+def _lines(path: Path) -> list[tuple[str, JSONObject]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

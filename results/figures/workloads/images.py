@@ -15,12 +15,12 @@ dataset's own images).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.attribution import measured_requests
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 
@@ -31,7 +31,7 @@ def _ints(requests: pd.DataFrame, column: str) -> np.ndarray:
     return requests[column].to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _ttft_by_count(counts: np.ndarray, ttft_ms: np.ndarray) -> list[dict[str, Any]]:
+def _ttft_by_count(counts: np.ndarray, ttft_ms: np.ndarray) -> list[JSONObject]:
     """One row per image count: ``images``, and the TTFT distribution's figures (ms)."""
     rows = []
     for k in sorted({int(c) for c in counts}):
@@ -40,9 +40,7 @@ def _ttft_by_count(counts: np.ndarray, ttft_ms: np.ndarray) -> list[dict[str, An
     return rows
 
 
-def images_summary(
-    requests: pd.DataFrame, window: Mapping[str, Any], sent: bool
-) -> dict[str, Any] | None:
+def images_summary(requests: pd.DataFrame, window: JSONView, sent: bool) -> JSONObject | None:
     """``requests`` (measured ok ones), ``requests_with_images``, ``images`` (summed),
     ``images_per_request`` (mean over those with images), ``image_tokens`` (distribution per
     request with images, of the server's usage), ``image_tokens_per_image`` (their sum over
@@ -84,7 +82,7 @@ def images_summary(
     }
 
 
-def images_line(section: Mapping[str, Any] | None) -> str | None:
+def images_line(section: JSONView | None) -> str | None:
     """The terminal's line on images, or None for a run without the section."""
     if not section:
         return None
@@ -104,7 +102,7 @@ def images_line(section: Mapping[str, Any] | None) -> str | None:
     return line
 
 
-def ttft_by_images_rows(section: Mapping[str, Any] | None) -> list[tuple[str, str, str, str]]:
+def ttft_by_images_rows(section: JSONView | None) -> list[tuple[str, str, str, str]]:
     """The terminal table's rows of TTFT by image count: images, requests, p50 and p99 (ms);
     none where every request sent the same count (the latency table says it all then)."""
     rows = (section or {}).get("ttft_ms_by_images") or []

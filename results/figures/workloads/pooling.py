@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject
+
 __all__ = ["TOKEN_FIGURES", "is_pooling_run", "pooling_lines", "pooling_section"]
 
 # The figures a pooling run has no value for: left out of its summary.json.
@@ -40,8 +42,8 @@ def is_pooling_run(requests: pd.DataFrame) -> bool:
 
 
 def pooling_section(
-    req: pd.DataFrame, ok: np.ndarray, duration_s: float | None, latency: dict[str, Any]
-) -> dict[str, Any]:
+    req: pd.DataFrame, ok: np.ndarray, duration_s: float | None, latency: JSONObject
+) -> JSONObject:
     """summary.json's ``pooling`` (module docstring): ``ok`` selects the ok requests of the
     window among ``req``'s rows, ``duration_s`` is the window's, ``latency`` the E2EL
     distribution (ms) already computed."""

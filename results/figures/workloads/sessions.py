@@ -14,11 +14,10 @@ the whole run (a session spans the measured window's edges, so none is cut by it
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 
 __all__ = ["TURN_PERCENTILES", "session_durations", "session_summary"]
@@ -40,7 +39,7 @@ def _hit_rate(rows: pd.DataFrame) -> tuple[int | None, float | None]:
     return cached, (cached / prompt if prompt > 0 else None)
 
 
-def _by_turn(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _by_turn(frame: pd.DataFrame) -> list[JSONObject]:
     rows = []
     for turn, group in frame.groupby("turn", sort=True):
         ok = group[group["status"] == "ok"]
@@ -83,7 +82,7 @@ def session_durations(requests: pd.DataFrame) -> np.ndarray:
     return _per_session_table(frame)["duration_s"].to_numpy(np.float64)
 
 
-def _per_session(frame: pd.DataFrame) -> dict[str, Any]:
+def _per_session(frame: pd.DataFrame) -> JSONObject:
     per = _per_session_table(frame)
     duration = per["duration_s"].to_numpy(np.float64)
     return {
@@ -100,7 +99,7 @@ def _per_session(frame: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def session_summary(requests: pd.DataFrame) -> dict[str, Any] | None:
+def session_summary(requests: pd.DataFrame) -> JSONObject | None:
     """summary.json's ``sessions`` (module docstring); None for a run of no session."""
     frame = _sessions(requests)
     if frame.empty:

@@ -12,12 +12,10 @@ dataset's own tools); a run whose model never called a tool it was offered says 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from perfmodel.files import JSONObject, JSONView
 from results.figures.attribution import measured_requests
 from results.figures.summary import LATENCY_PERCENTILES, distribution
 
@@ -25,8 +23,8 @@ __all__ = ["tool_calls_line", "tool_calls_summary"]
 
 
 def tool_calls_summary(
-    requests: pd.DataFrame, window: Mapping[str, Any], offered: bool
-) -> dict[str, Any] | None:
+    requests: pd.DataFrame, window: JSONView, offered: bool
+) -> JSONObject | None:
     """``requests`` (measured ok ones), ``requests_with_tool_calls``, ``share`` (0..1, None
     without requests), ``tool_calls`` (summed), ``calls_per_request`` (mean over every
     measured ok request), ``calls_per_calling_request`` and the TTFT distributions
@@ -59,7 +57,7 @@ def tool_calls_summary(
     }
 
 
-def tool_calls_line(section: Mapping[str, Any] | None) -> str | None:
+def tool_calls_line(section: JSONView | None) -> str | None:
     """The terminal's line on tool calls, or None for a run without the section."""
     if not section:
         return None

@@ -12,9 +12,9 @@ from rich.console import Console
 from bench.ab.outputs import write_outputs
 from bench.ab.paired import judge_pairs
 from bench.ab.reread import load_ab_result, report_ab_folder
-from bench.ab.session import AB_JSON, AbResult
-from bench.cli.report_folders import folder_kind
+from bench.ab.session import AbResult
 from bench.gate.rules import load_rules
+from results.folder.folder_kinds import AB_JSON, folder_kind
 from tests.support.gate_fakes import write_fake_run
 
 RULES = """

@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.cli.history import register
+from bench.cli.history_views import register as register_views
 from results.folder.run_group import GROUP_FORMAT, GROUP_JSON
 from tests.support.fingerprints import throttled
 from tests.support.gate_fakes import write_fake_run
@@ -25,6 +26,7 @@ def app() -> typer.Typer:
         pass
 
     register(app)
+    register_views(app)
     return app
 
 

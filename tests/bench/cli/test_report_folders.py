@@ -15,11 +15,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from bench.cli.report_folders import folder_kind
 from bench.experiments import ablate, repeat
 from bench.experiments.sweep import run_sweep, write_sweep
 from bench.run.orchestrate import RunOptions
 from bench.scenario.scenario import Scenario, load_scenario
+from results.folder.folder_kinds import folder_kind
 from results.folder.run_folder import RunFolderError, load_run
 from tests.support.dashboards_fakes import make_run
 

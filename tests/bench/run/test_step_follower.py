@@ -20,7 +20,7 @@ import pytest
 from bench.run.step_follower import StepFollower, steps_taken
 from engine.core.telemetry import StepRecorder
 from results.folder.engine_steps import steps_frame
-from results.folder.record_stream import STEPS_PARTS
+from results.folder.parts.writer import STEPS_PARTS
 from results.folder.run_folder import STEPS_PARQUET
 from results.folder.table_columns import STEP_COUNT_COLUMNS
 from tests.support.threaded_http import Reply, SeenRequest, threaded_server

@@ -15,7 +15,7 @@ from rich.console import Console
 from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from results.folder.engine_steps import fetch_steps
-from results.folder.record_stream import FLUSH_S, STEPS_PARTS
+from results.folder.parts.writer import FLUSH_S, STEPS_PARTS
 from results.folder.run_folder import load_run
 from tests.support.server_fixture import bench_serve
 

@@ -183,7 +183,8 @@ def test_steps_are_streamed_in_parts_and_sealed_to_the_same_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import bench.sim.simulate as simulate_module
-    from results.folder.step_parts import STEPS_PARTS, StepParts
+    from results.folder.parts.step_parts import StepParts
+    from results.folder.parts.writer import STEPS_PARTS
 
     batches: list[int] = []
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from engine.config import EngineConfig
-from loadgen.client.apis import API_PATHS, generation_body
+from loadgen.api_kinds import APIS
+from loadgen.client.apis import generation_body
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
@@ -31,7 +32,7 @@ def test_a_request_with_an_image_is_a_400_saying_why(base_url: str, api: str, wh
         else "http://127.0.0.1:9/cat.png"
     )
     spec = RequestSpec("r", "kalo strings", 2, 2, api=api, images=(image,))  # type: ignore[arg-type]
-    reply = httpx.post(base_url + "/v1" + API_PATHS[api], json=generation_body(spec, MODEL),
+    reply = httpx.post(base_url + "/v1" + APIS[api].path, json=generation_body(spec, MODEL),
                        timeout=60)  # fmt: skip
     assert reply.status_code == 400, reply.text
     message = reply.json()["error"]["message"]
@@ -48,5 +49,5 @@ def test_text_parts_in_a_list_are_served(base_url: str, api: str) -> None:
     spec = RequestSpec("r", "", 0, 2, api=api, messages=(turn,))  # type: ignore[arg-type]
     body = {**generation_body(spec, MODEL), "stream": False}
     body.pop("stream_options", None)
-    reply = httpx.post(base_url + "/v1" + API_PATHS[api], json=body, timeout=60)
+    reply = httpx.post(base_url + "/v1" + APIS[api].path, json=body, timeout=60)
     assert reply.status_code == 200, reply.text

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from engine.config import EngineConfig
-from loadgen.client.apis import API_PATHS, generation_body
+from loadgen.api_kinds import APIS
+from loadgen.client.apis import generation_body
 from loadgen.request_spec import RequestSpec
 from loadgen.request_tools import as_tool_choice, as_tools
 
@@ -25,7 +26,7 @@ def _post(base_url: str, spec: RequestSpec) -> httpx.Response:
     """``spec``'s body as the load generator sends it, answered whole (not streamed)."""
     body = {**generation_body(spec, MODEL), "stream": False}
     body.pop("stream_options", None)
-    return httpx.post(base_url + "/v1" + API_PATHS[spec.api], json=body, timeout=60)
+    return httpx.post(base_url + "/v1" + APIS[spec.api].path, json=body, timeout=60)
 
 
 def _offer(base_url: str, api: str, choice: str) -> httpx.Response:

@@ -10,7 +10,8 @@ import pytest
 
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult, run_plan
-from results.folder.record_stream import REQUESTS_PARTS, RecordStream, read_parts
+from results.folder.parts.record_stream import RecordStream
+from results.folder.parts.writer import REQUESTS_PARTS, read_parts
 from results.folder.records import RequestRecord
 from results.folder.tables import REQUESTS_SCHEMA
 from tests.support.http_server import LocalServer, run

@@ -10,7 +10,8 @@ import pytest
 
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters, run_closed_loop
+from loadgen.drivers.closed_loop import run_closed_loop
+from loadgen.drivers.sending import LiveCounters
 from loadgen.request_spec import RequestSpec
 from results.folder.records import RequestRecord
 from tests.support.http_server import LocalServer, run

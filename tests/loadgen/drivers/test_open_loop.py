@@ -9,9 +9,9 @@ import pytest
 
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.open_loop import run_open_loop
 from loadgen.drivers.selfcheck import ClientMonitor
+from loadgen.drivers.sending import LiveCounters
 from loadgen.workloads.arrivals import ArrivalProcess, ramp_time_change
 from loadgen.workloads.spec import ParameterError
 from results.folder.records import RequestRecord

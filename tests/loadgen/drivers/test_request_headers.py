@@ -12,8 +12,8 @@ import pytest
 from loadgen.client.auth import HEADERS_ENV, RequestHeaders
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
-from loadgen.drivers.locust_driver import run_locust
-from loadgen.drivers.locust_job import (
+from loadgen.drivers.locust.driver import run_locust
+from loadgen.drivers.locust.job import (
     LocustJob,
     client_from_wire,
     client_to_wire,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan
+from loadgen.drivers.sending import LiveCounters
 from loadgen.drivers.workers import run_load, shard_plan
 from loadgen.request_spec import RequestSpec
 from tests.support.http_server import LocalServer, run

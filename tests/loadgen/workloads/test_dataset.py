@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from loadgen.api_kinds import Api
 from loadgen.client.stream import StreamingClient
-from loadgen.drivers.locust_job import spec_from_wire, spec_to_wire
+from loadgen.drivers.locust.job import spec_from_wire, spec_to_wire
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowReport
@@ -185,6 +186,33 @@ def test_length_filters_and_the_context_refuse_rows(tmp_path: Path) -> None:
         output_len=LengthDist("fixed", value=7),
     )
     assert {s.max_tokens for s in fixed} == {4}
+
+
+@pytest.mark.parametrize("seed", [0, 4, 7])
+def test_every_request_is_checked_with_its_own_output_length(tmp_path: Path, seed: int) -> None:
+    # Sampled output lengths of 1..60 against a 60-token context: a row that fits with one
+    # request's length may not fit with another's, so each must be checked with its own.
+    path = _jsonl(tmp_path / "p.jsonl", _prompts(40))
+    context = 60
+    specs = dataset_requests(
+        _workload(path), DatasetSource(columns={"prompt": "question"}), TOK, 20, seed,
+        output_len=LengthDist("uniform", low=1, high=60), context_tokens=context,
+    )  # fmt: skip
+    over = [s.request_id for s in specs if s.prompt_tokens + s.max_tokens > context]
+    assert not over, f"{len(over)} of {len(specs)} requests exceed the {context}-token context"
+    assert len({s.max_tokens for s in specs}) > 1  # the samples, not one length for all
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_every_chat_api_sends_the_conversation(tmp_path: Path, api: Api) -> None:
+    path = _jsonl(tmp_path / "c.jsonl", CHATS[:1])
+    specs = dataset_requests(_workload(path), DatasetSource(), TOK, 1, 0, api=api)
+    assert specs[0].api == api
+    assert specs[0].messages == (
+        ("system", "You answer in one line."),
+        ("user", "kalo strings and more strings"),
+    )
+    assert specs[0].max_tokens == len(TOK.encode("kalo kalo kalo mi ne tra"))
 
 
 def test_a_conversation_on_the_completions_api_is_refused(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 Nothing of the run's own runs after the signal, so only what the record stream flushed before
 it is there: the test runs the real command against the reference engine it launches on
 127.0.0.1, notes how many requests the engine has answered, waits more than one flush interval
-(results.folder.record_stream.FLUSH_S) and kills the whole process group. The folder must keep
+(results.folder.parts.record_stream.FLUSH_S) and kills the whole process group. The folder must keep
 at least those requests, each with all its chunks, and `bench report` must read it, saying it is
 incomplete. The engine's steps, polled while the load went on (bench.run.step_follower), are
 there too, in parts: every step from the run's first on, none missing.
@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.app import app
-from results.folder.record_stream import (
+from results.folder.parts.writer import (
     FLUSH_S,
     REQUESTS_PARTS,
     SAMPLES_PARTS,

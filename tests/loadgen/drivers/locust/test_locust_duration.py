@@ -17,7 +17,7 @@ from engine.config import EngineConfig
 from engine.tokenizer.tokenizer import Tokenizer
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan
-from loadgen.drivers.locust_driver import run_locust
+from loadgen.drivers.locust.driver import run_locust
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.spec import LengthDist
 

@@ -1,9 +1,9 @@
 """Run a load plan with Locust: a master on this machine, workers here or on other machines.
 
 What `bench run --driver locust` calls. This process starts the master
-(loadgen.drivers.locust_master, its own process: Locust monkey-patches whatever imports it) with
+(loadgen.drivers.locust.master, its own process: Locust monkey-patches whatever imports it) with
 the job in a private temporary folder, and ``workers`` local workers
-(loadgen.drivers.locust_worker, the same program `bench worker` runs); ``remote_workers`` more
+(loadgen.drivers.locust.worker, the same program `bench worker` runs); ``remote_workers`` more
 join from wherever `bench worker --master HOST:PORT` is run. Workers get their plan and their
 clock offset from the master over Locust's messages. The master gathers every record in its
 folder, which this driver tails while the load runs (so a live display keeps counting), and the
@@ -11,8 +11,8 @@ driver returns them in plan order with the workers' self-check samples and, per 
 measured clock offset and whether it was lost, as :func:`loadgen.drivers.workers.run_load` does
 for processes. A closed-loop plan runs as Locust users; an open-loop plan (Poisson, gamma,
 constant arrivals or a trace replay) is split among the workers, each sending its share at the
-planned times on the master's clock (loadgen.drivers.locust_open), with each worker's schedule
-lag in its entry of ``worker_info``.
+planned times on the master's clock (loadgen.drivers.locust.open_schedule), with each worker's
+schedule lag in its entry of ``worker_info``.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from loadgen.clock import RunClock
-from loadgen.drivers.closed_loop import LiveCounters
 from loadgen.drivers.driver import ClientConfig, LoadPlan, LoadResult
-from loadgen.drivers.locust_job import (
+from loadgen.drivers.locust.job import (
     CLIENT_FILE,
     DEFAULT_CLOCK_RESYNC_S,
     EVENTS_FILE,
@@ -43,6 +42,7 @@ from loadgen.drivers.locust_job import (
     record_from_wire,
     write_job,
 )
+from loadgen.drivers.sending import LiveCounters, RecordCallback
 from loadgen.drivers.stop import LoadStop
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord
@@ -102,7 +102,7 @@ def run_locust(
     bind: tuple[str, int] | None = None,
     join_timeout_s: float = DEFAULT_JOIN_TIMEOUT_S,
     worker_timeout_s: float = DEFAULT_WORKER_TIMEOUT_S,
-    on_record: Callable[[RequestRecord], None] | None = None,
+    on_record: RecordCallback | None = None,
     counters: LiveCounters | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     run_time_s: float | None = None,
@@ -162,7 +162,7 @@ def _run(
     job: LocustJob,
     workers: int,
     out: Path,
-    on_record: Callable[[RequestRecord], None] | None,
+    on_record: RecordCallback | None,
     counters: LiveCounters | None,
     on_event: Callable[[dict[str, Any]], None] | None,
     stop: LoadStop | None = None,
@@ -208,7 +208,7 @@ def _run(
                 continue
             if stop is not None and stop.is_set() and deadline > time.monotonic() + _STOP_S:
                 # The master tells its workers to cancel what is in flight and collects their
-                # records (SIGUSR1, loadgen.drivers.locust_master); SIGTERM would drop them.
+                # records (SIGUSR1, loadgen.drivers.locust.master); SIGTERM would drop them.
                 master.send_signal(signal.SIGUSR1)
                 deadline = time.monotonic() + _STOP_S
             elif time.monotonic() > deadline:
@@ -255,14 +255,14 @@ def _start_locust(
     # The request headers reach the master through its environment, never the job file; the
     # workers get them from the master by message.
     master = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.drivers.locust_master", str(job_path)],
+        [sys.executable, "-m", "loadgen.drivers.locust.master", str(job_path)],
         env={**os.environ, **job.client.headers.to_env()}, **common,
     )  # fmt: skip
     local = "127.0.0.1" if host in _ANY_ADDRESS else host
     local_address = f"[{local}]:{port}" if ":" in local else f"{local}:{port}"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "loadgen.drivers.locust_worker", "--master", local_address],
+            [sys.executable, "-m", "loadgen.drivers.locust.worker", "--master", local_address],
             **common,
         )
         for _ in range(workers)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.drivers.locust_fleet import Fleet, lag_summary
-from loadgen.drivers.locust_job import (
+from loadgen.drivers.locust.fleet import Fleet, lag_summary
+from loadgen.drivers.locust.job import (
     parse_address,
     plan_parts,
     record_from_wire,

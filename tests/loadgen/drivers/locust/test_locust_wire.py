@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from loadgen.drivers.locust_job import record_from_wire, record_to_wire
+from loadgen.drivers.locust.job import record_from_wire, record_to_wire
 from results.folder.records import ChunkRecord, RequestRecord
 
 

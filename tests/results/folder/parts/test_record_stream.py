@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from results.folder.record_stream import REQUESTS_PARTS, TOKENS_PARTS, has_parts
+from results.folder.parts.writer import REQUESTS_PARTS, TOKENS_PARTS, has_parts
 from results.folder.records import ChunkRecord, RequestRecord
 from results.folder.run_folder import RunFolder, load_run
 from results.run_summary import summarize_run

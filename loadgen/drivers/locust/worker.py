@@ -1,20 +1,20 @@
 """A Locust worker of a `bench run --driver locust` run; `bench worker --master HOST:PORT` runs it.
 
-``python -m loadgen.drivers.locust_worker --master HOST:PORT`` connects to the master
-(loadgen.drivers.locust_master), answers its clock pings, receives its share of the plan and the
-client settings (loadgen.drivers.locust_job lists the messages), and then runs Locust users when
+``python -m loadgen.drivers.locust.worker --master HOST:PORT`` connects to the master
+(loadgen.drivers.locust.master), answers its clock pings, receives its share of the plan and the
+client settings (loadgen.drivers.locust.job lists the messages), and then runs Locust users when
 the master starts them: each user is one closed-loop user that takes the worker's next session,
 sends its turns in order with the plan's think time, and records every request as the asyncio
-client does, through the same raw client in blocking form (loadgen.drivers.locust_raw: the same
+client does, through the same raw client in blocking form (loadgen.drivers.locust.raw: the same
 parser and accumulator, each read timed by the kernel's receive stamp where Linux gives one,
 ``https://`` included), on the run's clock: the master gave the run's origin on this worker's
 own clock, as it measured it (loadgen.drivers.clock_sync), and gives it again when it measures
 it again during the run. An open-loop plan runs no Locust user: the worker sends its share of
 the schedule at the planned times from the start second the master gives
-(loadgen.drivers.locust_open). Records, and each request's start, go back to the master every
-0.25 s; the process exits when the master says quit (or is gone for 60 s, Locust's own rule).
-At its end the worker sends the stamp record of every connection its users opened
-(run.json's ``load.receive_stamps``).
+(loadgen.drivers.locust.open_schedule). Records, and each request's start, go back to the
+master every 0.25 s; the process exits when the master says quit (or is gone for 60 s,
+Locust's own rule). At its end the worker sends the stamp record of every connection its users
+opened (run.json's ``load.receive_stamps``).
 
 This module imports Locust, which monkey-patches the whole process with gevent: it is only ever
 the main module of its own process, and ``locust`` is imported before anything that opens a
@@ -36,12 +36,13 @@ from locust.exception import StopUser
 from locust.runners import WorkerRunner
 from locust.stats import RequestStats
 
-from loadgen.client.apis import API_PATHS, request_body
+from loadgen.client.apis import request_body
+from loadgen.client.failures import CANCELLED
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.routing import Router
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig
-from loadgen.drivers.locust_job import (
+from loadgen.drivers.locust.job import (
     MSG_CLIENT,
     MSG_CLOCK,
     MSG_DONE,
@@ -58,8 +59,8 @@ from loadgen.drivers.locust_job import (
     record_to_wire,
     spec_from_wire,
 )
-from loadgen.drivers.locust_open import OpenLoopShare
-from loadgen.drivers.locust_raw import UserConnections, WorkerStamps
+from loadgen.drivers.locust.open_schedule import OpenLoopShare
+from loadgen.drivers.locust.raw import UserConnections, WorkerStamps
 from loadgen.request_spec import RequestSpec
 from results.folder.client_samples import ClientSamples
 from results.folder.records import RequestRecord, endpoint_of
@@ -83,7 +84,7 @@ class WorkerState:
         # requests in flight (loadgen.client.routing).
         self.router = Router(1)
         self.clock: RunClock | None = None
-        # Every connection's stamp record, and the kernel clock's map (loadgen.drivers.locust_raw).
+        # Every connection's stamp record, and the kernel clock's map (loadgen.drivers.locust.raw).
         self.stamps: WorkerStamps | None = None
         self.think_time_s = 0.0
         self.parts_expected = -1
@@ -152,7 +153,7 @@ class WorkerState:
         self.finish()
 
     def _run_open(self, start_s: float) -> None:
-        """This worker's share of the open-loop schedule (loadgen.drivers.locust_open)."""
+        """This worker's share of the open-loop schedule (loadgen.drivers.locust.open_schedule)."""
         assert self.client is not None and self.stamps is not None
         sessions = [UserConnections(self.client, self.stamps) for _ in range(self.max_concurrency)]
         requests_ = [session[0] for session in self.ordered]
@@ -281,9 +282,9 @@ def _send_to(
     config, clock = state.client, state.clock
     assert config is not None and clock is not None
     base_url = config.urls[index]
-    # Completions and chat only (bench.run.load_runner refuses the other APIs for Locust).
-    api = "chat" if spec.api == "chat" else "completions"
-    url = base_url.rstrip("/") + "/v1" + API_PATHS[api]
+    # OpenAI's streams only (bench.run.load_runner refuses the other APIs for Locust).
+    api = spec.api
+    url = base_url.rstrip("/") + "/v1" + spec.kind.path
     acc = StreamAccumulator(spec.api, spec.max_tokens)
     scheduled_s = clock.now_s() if scheduled_s is None else scheduled_s
     sent_ns = time.perf_counter_ns()
@@ -294,7 +295,7 @@ def _send_to(
         payload = request_body(spec, config.model, config.extra_body)
         http_status, error, stamps = http.stream(index, api, payload, acc, url)
     except gevent.GreenletExit:
-        status, error = "cancelled", "cancelled: the run ended while the request was in flight"
+        status, error = "cancelled", CANCELLED
         raise_after = True
     if error is None and (problem := acc.problem()) is not None:
         acc.usage, status, error = None, "error", problem  # an absurd usage is not used

@@ -16,7 +16,7 @@ from engine.config import EngineConfig
 from engine.tokenizer.tokenizer import Tokenizer
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan
-from loadgen.drivers.locust_driver import LocustError, run_locust
+from loadgen.drivers.locust.driver import LocustError, run_locust
 from loadgen.workloads.prompts import synthetic_requests
 from loadgen.workloads.spec import LengthDist
 
@@ -129,6 +129,6 @@ def test_refusals_are_named() -> None:
 
 
 def test_importing_the_driver_does_not_patch_this_process_with_gevent() -> None:
-    code = "import loadgen.drivers.locust_driver, sys; print('gevent' in sys.modules)"
+    code = "import loadgen.drivers.locust.driver, sys; print('gevent' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

@@ -1,7 +1,7 @@
 """What travels in a Locust run: the master's job, and the messages between master and workers.
 
 `bench run --driver locust` pickles a :class:`LocustJob` into a private temporary folder of the
-machine it runs on and starts the master (loadgen.drivers.locust_master) with it; nothing else
+machine it runs on and starts the master (loadgen.drivers.locust.master) with it; nothing else
 reads that file. Workers, on this machine or others, are given nothing but the master's address
 (`bench worker --master HOST:PORT`): everything they need reaches them as Locust custom messages
 (``runner.send_message``), in the plain msgpack-able "wire" forms below, so the two ends need only
@@ -31,7 +31,7 @@ message             direction        data
 ``MSG_CLIENT``      worker -> master the self-check samples' columns
 ``MSG_DONE``        worker -> master ``{"stamps"}``: the worker has no session left (or was
                                      stopped); its connections' stamp records, per replica
-                                     (loadgen.drivers.locust_raw)
+                                     (loadgen.drivers.locust.raw)
 ``MSG_STOP``        master -> worker the run's duration is over: cancel what is in flight
 ==================  ===============  ============================================================
 
@@ -49,11 +49,11 @@ import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loadgen.client.auth import RequestHeaders
 from loadgen.drivers.driver import ClientConfig, LoadPlan
 from loadgen.request_spec import RequestSpec, message_text
+from perfmodel.files import JSONObject
 from results.folder.records import TOKEN_COLUMNS, ChunkRecord, RequestRecord
 
 __all__ = [
@@ -172,7 +172,7 @@ def parse_address(value: str, option: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def client_to_wire(config: ClientConfig) -> dict[str, Any]:
+def client_to_wire(config: ClientConfig) -> JSONObject:
     """The client settings as a plain dict (every field of ClientConfig; the headers as a list
     of ``[name, value]`` pairs)."""
     row = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
@@ -180,7 +180,7 @@ def client_to_wire(config: ClientConfig) -> dict[str, Any]:
     return row
 
 
-def client_from_wire(data: dict[str, Any]) -> ClientConfig:
+def client_from_wire(data: JSONObject) -> ClientConfig:
     """The inverse of :func:`client_to_wire`."""
     fields = dict(data)
     fields["headers"] = RequestHeaders(tuple((str(n), str(v)) for n, v in data["headers"]))
@@ -188,7 +188,7 @@ def client_from_wire(data: dict[str, Any]) -> ClientConfig:
     return ClientConfig(**fields)
 
 
-def spec_to_wire(spec: RequestSpec) -> dict[str, Any]:
+def spec_to_wire(spec: RequestSpec) -> JSONObject:
     """A request as a plain dict (a (role, content) message as a list ``[role, content]``, an
     OpenAI message object as it is)."""
     row = dataclasses.asdict(spec)
@@ -199,7 +199,7 @@ def spec_to_wire(spec: RequestSpec) -> dict[str, Any]:
     return row
 
 
-def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
+def spec_from_wire(row: JSONObject) -> RequestSpec:
     """The inverse of :func:`spec_to_wire`."""
     fields = dict(row)
     if fields.get("messages") is not None:
@@ -217,10 +217,10 @@ def spec_from_wire(row: dict[str, Any]) -> RequestSpec:
 
 def plan_parts(
     sessions: Sequence[Sequence[RequestSpec]], part_bytes: int = PART_BYTES
-) -> Iterator[list[list[dict[str, Any]]]]:
+) -> Iterator[list[list[JSONObject]]]:
     """``sessions`` in wire form, cut into parts of about ``part_bytes`` bytes of prompt text
     (at least one session a part; one empty part for no sessions)."""
-    part: list[list[dict[str, Any]]] = []
+    part: list[list[JSONObject]] = []
     size = 0
     for session in sessions:
         part.append([spec_to_wire(s) for s in session])
@@ -241,7 +241,7 @@ def plan_parts(
 _CHUNK_WIRE = TOKEN_COLUMNS[1:]
 
 
-def record_to_wire(record: RequestRecord) -> dict[str, Any]:
+def record_to_wire(record: RequestRecord) -> JSONObject:
     """A JSON-able dict of ``record``; each chunk as the list of its tokens.parquet columns
     after ``request_id`` (``[index, t_s, n_tokens, reasoning]``)."""
     row = {
@@ -251,7 +251,7 @@ def record_to_wire(record: RequestRecord) -> dict[str, Any]:
     return row
 
 
-def record_from_wire(row: dict[str, Any]) -> RequestRecord:
+def record_from_wire(row: JSONObject) -> RequestRecord:
     """The inverse of :func:`record_to_wire`."""
     fields = dict(row)
     rid = fields["request_id"]

@@ -1,12 +1,12 @@
 """The Locust master of a `bench run --driver locust` run: its own process, started by the driver.
 
-``python -m loadgen.drivers.locust_master JOB`` (loadgen.drivers.locust_driver starts it) binds
+``python -m loadgen.drivers.locust.master JOB`` (loadgen.drivers.locust.driver starts it) binds
 the job's address and waits for its workers. Each worker that joins gets an index (join order),
 has its clock offset measured (NTP-style pings, loadgen.drivers.clock_sync), and receives its
-sessions and the client settings as messages (loadgen.drivers.locust_job); when all of them hold
+sessions and the client settings as messages (loadgen.drivers.locust.job); when all of them hold
 their plan, the master starts the Locust users (spread over the workers by Locust); for an
 open-loop plan it starts no user: each worker holds its share of the schedule with the planned
-times (loadgen.drivers.locust_fleet), and the master tells them all one start second on its
+times (loadgen.drivers.locust.fleet), and the master tells them all one start second on its
 clock, :data:`START_LEAD_S` ahead, so that the message reaches every worker before the first
 request is due. During the run (either loop) it measures each worker's clock again every job's
 ``clock_resync_s`` (30 s) and sends the new origin (drift), and it keeps each worker's schedule
@@ -18,7 +18,7 @@ what comes back to the job's folder: records to ``records.jsonl``, self-check sa
 
 A worker whose heartbeats stop for the job's ``worker_timeout_s`` is lost (Locust marks it
 ``missing``); its requests in flight and those it had not sent become failed rows
-(loadgen.drivers.locust_fleet). The run ends when every worker is done or lost; at the plan's
+(loadgen.drivers.locust.fleet). The run ends when every worker is done or lost; at the plan's
 duration the master tells the workers to stop, and they record what was in flight as cancelled.
 
 This module imports Locust, which monkey-patches the whole process with gevent: it is only ever
@@ -43,8 +43,8 @@ from locust.rpc import Message
 
 from loadgen.clock import RunClock
 from loadgen.drivers.clock_sync import ClockSample, estimate_offset
-from loadgen.drivers.locust_fleet import Fleet, WorkerSlot, lost_cause
-from loadgen.drivers.locust_job import (
+from loadgen.drivers.locust.fleet import Fleet, WorkerSlot, lost_cause
+from loadgen.drivers.locust.job import (
     CLIENT_FILE,
     EVENTS_FILE,
     MSG_CLIENT,
@@ -66,7 +66,7 @@ from loadgen.drivers.locust_job import (
     record_from_wire,
     record_to_wire,
 )
-from loadgen.drivers.locust_worker import PlanUser
+from loadgen.drivers.locust.worker import PlanUser
 
 __all__ = ["main"]
 
@@ -359,7 +359,7 @@ class Master:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m loadgen.drivers.locust_master JOB_FILE", file=sys.stderr)
+        print("usage: python -m loadgen.drivers.locust.master JOB_FILE", file=sys.stderr)
         return 2
     job = read_job(args[0])
     try:

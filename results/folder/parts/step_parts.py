@@ -1,10 +1,10 @@
-"""Engine steps streamed into a run folder in parts, as results.folder.record_stream does records.
+"""Engine steps streamed into a run folder in parts (results.folder.parts.writer).
 
 A simulation of many requests runs millions of engine steps; held until the end they grow with
 the run, and the engine's recorder keeps only its last million. :class:`StepParts` is the
 sink of an engine's step recorder (engine.core.telemetry.StepRecorder.drain_to): each batch
-of steps it is handed becomes one part, ``steps.parts/part-NNNNNN.parquet``, written to a
-temporary name, synced to the disk and renamed; :meth:`StepParts.seal` makes steps.parquet of
+of steps it is handed becomes one part, ``steps.parts/part-NNNNNN.parquet``;
+:meth:`StepParts.seal` makes steps.parquet of
 the parts, one row group per part, reading one at a time, and removes them. steps.parquet is
 then the table :func:`results.folder.engine_steps.steps_frame` gives of all the steps at once.
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from results.folder.engine_steps import STEPS_SCHEMA, steps_frame
-from results.folder.record_stream import STEPS_PARTS, seal_parts, sync_write
+from results.folder.parts.writer import STEPS_PARTS, PartWriter, seal_parts
 from results.folder.run_folder import STEPS_PARQUET
 
-__all__ = ["STEPS_PARTS", "STEPS_PART_STEPS", "StepParts"]
+__all__ = ["STEPS_PART_STEPS", "StepParts"]
 
 # Steps per part: the most a drained recorder holds (one int64 a column: 144 bytes a step).
 STEPS_PART_STEPS = 50_000
@@ -35,8 +35,15 @@ class StepParts:
     def __init__(self, folder: Path, t0_ns: int = 0) -> None:
         self.folder = Path(folder)
         self.t0_ns = t0_ns
-        self.parts_written = 0
-        self.steps_written = 0
+        self._parts = PartWriter(self.folder / STEPS_PARTS)
+
+    @property
+    def parts_written(self) -> int:
+        return self._parts.parts_written
+
+    @property
+    def steps_written(self) -> int:
+        return self._parts.rows_written
 
     def __call__(self, columns: dict[str, list[int]]) -> None:
         """Write one part of ``columns`` (engine.core.telemetry.StepRecorder.since's form);
@@ -46,9 +53,7 @@ class StepParts:
         )
         if table.num_rows == 0:
             return
-        sync_write(self.folder / STEPS_PARTS / f"part-{self.parts_written:06d}.parquet", table)
-        self.parts_written += 1
-        self.steps_written += table.num_rows
+        self._parts.write(table)
 
     def seal(self) -> Path:
         """steps.parquet of the parts written (an empty table of STEPS_SCHEMA for none); the

@@ -26,10 +26,11 @@ from loadgen.client.answers import (
     read_timeout_message,
     request_timeout_message,
 )
-from loadgen.client.apis import API_PATHS, api_headers
+from loadgen.client.apis import API_CLIENTS
+from loadgen.client.raw_transport import raw_heads, stream_body_reader
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.client.readers.sse import SSEParser
-from loadgen.client.stream import raw_heads, request_headers, stream_body_reader
+from loadgen.client.stream import request_headers
 from loadgen.client.transport.blocking_raw import BlockingConnection
 from loadgen.client.transport.kernel_clock import KernelClock, StampCounts, stamp_report
 from loadgen.client.transport.kernel_stamps import keep_stamping_on
@@ -73,7 +74,7 @@ class UserConnections:
     def __init__(self, config: ClientConfig, stamps: WorkerStamps) -> None:
         self.config = config
         self.sent = request_headers(None, config.headers.as_dict())
-        self._api_headers = {api: api_headers(api, self.sent) for api in API_PATHS}
+        self._api_headers = {api: c.headers(self.sent) for api, c in API_CLIENTS.items()}
         self.conns: list[BlockingConnection] = []  # one per replica, in order
         self._heads: list[dict[str, bytes]] = []
         self._stamps = stamps

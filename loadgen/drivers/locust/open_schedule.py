@@ -1,7 +1,7 @@
 """A Locust worker's share of an open-loop schedule, sent at the planned times.
 
-The master (loadgen.drivers.locust_master) gives each worker its requests with their planned
-times, ``due_s`` seconds from the schedule's start (loadgen.drivers.locust_fleet splits the
+The master (loadgen.drivers.locust.master) gives each worker its requests with their planned
+times, ``due_s`` seconds from the schedule's start (loadgen.drivers.locust.fleet splits the
 schedule), then one start second ``start_s`` on the run clock, which is the master's clock as
 this worker measured it (loadgen.drivers.clock_sync; measured again during a long run, so the
 worker's RunClock may be replaced while it sends). Request ``i`` is due at ``start_s +
@@ -12,7 +12,7 @@ whatever the worker or the server did. At most ``max_concurrency`` requests are 
 due request waits for a free connection (``sent_s`` later than ``scheduled_s``: queueing, not
 lag), as the asyncio open loop does.
 
-Imported only by loadgen.drivers.locust_worker, in its gevent-patched process.
+Imported only by loadgen.drivers.locust.worker, in its gevent-patched process.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A Locust worker's reader (loadgen.drivers.locust_raw over the blocking raw client) in a
+"""A Locust worker's reader (loadgen.drivers.locust.raw over the blocking raw client) in a
 gevent-patched process, its whole hub blocked on purpose while chunks arrive: kernel stamps
 keep the chunks' arrival times, over plain http and TLS; user-space stamps move with the block;
 a socket the kernel will not stamp falls back and says why; Locust workers over https report
@@ -18,7 +18,7 @@ import pytest
 from loadgen.client.transport.kernel_clock import run_stamps
 from loadgen.clock import RunClock
 from loadgen.drivers.driver import ClientConfig, LoadPlan
-from loadgen.drivers.locust_driver import run_locust
+from loadgen.drivers.locust.driver import run_locust
 from tests.support.chunk_server import (
     BLOCK_S,
     BLOCKED,
@@ -38,7 +38,7 @@ __all__ = ["kernel_stamping", "tls_cert", "trusting"]  # fixtures
 pytestmark = pytest.mark.timeout(90)
 
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 LATE_MS = 50.0  # far beyond any wake-up delay, far below BLOCK_S
 
 

@@ -1,6 +1,6 @@
 """The master's book of its workers: who joined, what each was given, what came back, who was lost.
 
-Plain bookkeeping, no Locust and no gevent, so that loadgen.drivers.locust_master stays the glue
+Plain bookkeeping, no Locust and no gevent, so that loadgen.drivers.locust.master stays the glue
 and the rules here are tested alone. Worker ``i`` of ``W`` (numbered in the order they joined)
 is given sessions ``i, i + W, i + 2W, ...`` of the plan. Each worker reports every request as it
 sends it and again when it ends; so when a worker is lost (its heartbeats stop: killed, crashed,
@@ -27,6 +27,7 @@ import numpy as np
 
 from loadgen.drivers.clock_sync import ClockOffset
 from loadgen.request_spec import RequestSpec
+from perfmodel.files import JSONObject
 from results.figures.client_check import DEFAULT_THRESHOLDS
 from results.folder.records import RequestRecord
 
@@ -36,7 +37,7 @@ __all__ = ["Fleet", "WorkerSlot", "lag_summary", "lost_cause"]
 BEHIND_P99_S = DEFAULT_THRESHOLDS["schedule_lag_p99_ms"] / 1000.0
 
 
-def lag_summary(lags_s: Sequence[float]) -> dict[str, Any]:
+def lag_summary(lags_s: Sequence[float]) -> JSONObject:
     """p50, p99 and max of schedule lags (seconds), their count, and ``behind``: p99 past
     :data:`BEHIND_P99_S`."""
     if not len(lags_s):
@@ -81,7 +82,7 @@ class WorkerSlot:
         first_clock: the offset measured before the load (drift is measured against it).
         resyncs: how many times its clock was measured again during the run.
         stamps: its connections' stamp records, per replica, sent with its last message
-            (loadgen.drivers.locust_raw.WorkerStamps; empty for a worker lost before).
+            (loadgen.drivers.locust.raw.WorkerStamps; empty for a worker lost before).
     """
 
     index: int
@@ -99,7 +100,7 @@ class WorkerSlot:
     lags_s: list[float] = field(default_factory=list)
     first_clock: ClockOffset | None = None
     resyncs: int = 0
-    stamps: list[dict[str, Any]] = field(default_factory=list)
+    stamps: list[JSONObject] = field(default_factory=list)
 
     @property
     def host(self) -> str:
@@ -110,9 +111,9 @@ class WorkerSlot:
     def requests(self) -> list[RequestSpec]:
         return [spec for session in self.sessions for spec in session]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """run.json's entry for this worker (load.locust_workers)."""
-        row: dict[str, Any] = {
+        row: JSONObject = {
             "index": self.index,
             "host": self.host,
             "status": "lost" if self.state == "lost" else "ok",

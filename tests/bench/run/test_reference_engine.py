@@ -1,4 +1,4 @@
-"""`bench run`'s reference-engine settings: the scenario's [engine] table under the command
+"""`bench run`'s reference engine: its settings: the scenario's [engine] table under the command
 line's, checked as one EngineConfig before any engine process starts."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from bench.run.orchestrate import RunError, reference_settings
+from bench.run.orchestrate import RunError, reference_engine
 from bench.scenario.scenario import scenario_from_dict
+from engine.config import EngineConfig
 
 BASE: dict[str, Any] = {
     "name": "settings",
@@ -22,14 +23,17 @@ BASE: dict[str, Any] = {
 def test_overrides_win_over_the_scenario() -> None:
     engine = {"preset": "tiny", "max_num_seqs": 8, "options": {"batching": "static"}}
     scenario = scenario_from_dict({**BASE, "engine": engine})
-    settings = reference_settings(scenario, {"batching": "continuous", "block_size": 32})
-    assert settings == {"model": "tiny", "max_num_seqs": 8, "batching": "continuous",
-                        "block_size": 32}  # fmt: skip
+    engine = reference_engine(scenario, {"batching": "continuous", "block_size": 32})
+    assert engine.settings() == {"model": "tiny", "max_num_seqs": 8, "batching": "continuous",
+                                 "block_size": 32}  # fmt: skip
+    # One config, built as the run begins; the engine parses its flags back into the same.
+    assert engine.config == EngineConfig.from_flat(engine.settings())
 
 
 def test_settings_that_do_not_go_together_fail_before_the_launch() -> None:
     engine = {"options": {"speculative": "draft"}}
     scenario = scenario_from_dict({**BASE, "engine": engine}, source="draft.toml")
     with pytest.raises(RunError, match=r"^draft\.toml: engine settings: draft_model or draft_num"):
-        reference_settings(scenario, {})
-    assert reference_settings(scenario, {"draft_num_layers": 1})["draft_num_layers"] == 1
+        reference_engine(scenario, {})
+    engine = reference_engine(scenario, {"draft_num_layers": 1})
+    assert engine.settings()["draft_num_layers"] == 1

@@ -1,0 +1,1 @@
+"""Locust: a master and its workers, on this machine or on others."""
