@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.model import fused_step
 from engine.model.attention import AttentionMetadata, paged_attention
 from engine.native import activation as native_activation
 from engine.native import norm as native_norm
@@ -273,6 +274,11 @@ class LlamaForCausalLM(nn.Module):
                 "must both be 1-D [num_tokens]: flatten the batch as AttentionMetadata describes"
             )
         x = self.embed_tokens(input_ids)
+        if fused_step.covers(self):  # the torch path in few operators (fused_step.py)
+            step = fused_step.FusedStep(self, positions, kv_caches, meta, x.dtype)
+            for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+                step.layer(layer, x, kv_cache)
+            return step.rms_norm(self.norm, x)
         cos, sin = self.rotary(positions, x.dtype)
         residual = None
         for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
