@@ -222,6 +222,9 @@ class LlamaForCausalLM(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config)
         self.native_ops = False  # see use_custom_ops
+        # The torch path's layers in few operators (fused_step.py) where they cover the model;
+        # False runs the plain layers, the reference they are measured against.
+        self.fused_layers = True
         # A tied model has no lm_head parameter at all (see lm_head_weight), so moving or
         # re-materialising the module can never untie it.
         self.lm_head = (
@@ -274,7 +277,7 @@ class LlamaForCausalLM(nn.Module):
                 "must both be 1-D [num_tokens]: flatten the batch as AttentionMetadata describes"
             )
         x = self.embed_tokens(input_ids)
-        if fused_step.covers(self):  # the torch path in few operators (fused_step.py)
+        if self.fused_layers and fused_step.covers(self):
             step = fused_step.FusedStep(self, positions, kv_caches, meta, x.dtype)
             for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
                 step.layer(layer, x, kv_cache)

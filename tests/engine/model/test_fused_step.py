@@ -69,10 +69,6 @@ def test_torch_path_runs_few_operators_per_decode_layer(batch: int) -> None:
     assert per_layer <= MAX_OPS_PER_LAYER, counts
 
 
-def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fused_step, "covers", lambda model: False)
-
-
 @pytest.mark.parametrize(
     "settings",
     [
@@ -83,17 +79,16 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
     ids=["torch", "naive", "native", "chunked"],
 )
-def test_fused_layers_give_the_plain_layers_tokens(
-    settings: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fused_layers_give_the_plain_layers_tokens(settings: dict) -> None:
     """Float32 engines with torch custom ops, fused and plain, on ragged greedy requests
     (prefills, mixed steps, decodes of changing batch sizes): the same tokens."""
     workload = ragged_workload(12, seed=3)
     fused = make_engine(custom_ops="torch", **settings)
     assert fused_step.covers(fused.executor.model)  # type: ignore[attr-defined]
     expected = run(fused, workload)
-    _plain(monkeypatch)
-    assert run(make_engine(custom_ops="torch", **settings), workload) == expected
+    plain = make_engine(custom_ops="torch", **settings)
+    plain.executor.model.fused_layers = False  # type: ignore[attr-defined]
+    assert run(plain, workload) == expected
 
 
 def test_split_decode_gathers_and_fp8_cache_match_the_plain_layers(
@@ -124,7 +119,7 @@ def test_split_decode_gathers_and_fp8_cache_match_the_plain_layers(
     budget = 2 * 2 * config.num_key_value_heads * 32 * config.head_dim * 4
     monkeypatch.setattr(fused_step, "DECODE_GATHER_BUDGET_BYTES", budget)
     results = {dtype: forward(dtype) for dtype in (torch.float32, torch.float8_e4m3fn)}
-    _plain(monkeypatch)
+    model.fused_layers = False
     for dtype, logits in results.items():
         torch.testing.assert_close(logits, forward(dtype), atol=1e-5, rtol=0)
 
