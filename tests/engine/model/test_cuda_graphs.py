@@ -11,6 +11,7 @@ from bench.cli.serve import config_from_options
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
+from engine.model import fused_step
 from engine.model.attention import AttentionMetadata
 from engine.model.cuda_graphs import (
     DecodeGraphs,
@@ -76,10 +77,11 @@ def test_only_pure_decode_batches_within_the_static_table_are_covered() -> None:
     assert not graphs.covers(torch.zeros(5, dtype=torch.int64), five)  # past the largest bucket
 
 
-def _padded_runner_engine() -> tuple[LLMEngine, ModelRunner]:
+def _padded_runner_engine(**kernels: str) -> tuple[LLMEngine, ModelRunner]:
     """An engine whose runner runs decode steps through DecodeGraphs' padded static buffers,
-    eagerly (capture is CUDA-only): what a replay computes, checked on a CPU."""
-    reference = make_engine(max_num_seqs=6)
+    eagerly (capture is CUDA-only): what a replay computes, checked on a CPU. ``kernels``:
+    the model's custom_ops (torch: the fused layers CUDA runs)."""
+    reference = make_engine(max_num_seqs=6, **kernels)
     template = reference.executor
     assert isinstance(template, ModelRunner)
     runner = ModelRunner(
@@ -91,10 +93,12 @@ def _padded_runner_engine() -> tuple[LLMEngine, ModelRunner]:
     return LLMEngine(EngineConfig.from_flat(SETTINGS), executor=runner), runner
 
 
-def test_padded_decode_batches_give_the_tokens_of_the_eager_path() -> None:
+@pytest.mark.parametrize("kernels", [{}, {"custom_ops": "torch"}], ids=["default", "fused"])
+def test_padded_decode_batches_give_the_tokens_of_the_eager_path(kernels: dict) -> None:
     workload = ragged_workload(9, seed=4)
-    expected = run(make_engine(max_num_seqs=6), workload)
-    engine, runner = _padded_runner_engine()
+    expected = run(make_engine(max_num_seqs=6, attention_backend="torch", **kernels), workload)
+    engine, runner = _padded_runner_engine(**kernels)
+    assert runner.model.fused_layers and (fused_step.covers(runner.model) == bool(kernels))
     graphs = runner.decode_graphs
     assert graphs is not None
     runner.decode_graphs = _Counting(graphs)  # type: ignore[assignment]
