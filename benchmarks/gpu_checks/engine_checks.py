@@ -40,17 +40,20 @@ from benchmarks.gpu_checks.figures import decode_mbu, roofline_bound
 from benchmarks.gpu_checks.rows import Row, passed, skipped
 from benchmarks.gpu_checks.target import Target, engine_bytes
 from engine.config import EngineConfig, SettingError
+from engine.llm_engine import resolve_device
 
 # Targets. MBU of a batch-1 decode step: weights read once per token, so a GPU path that is
 # not host-bound reaches most of the part's bandwidth.
 MBU_TARGET_BATCH_1 = 0.75
-# A batch-32 decode step within this factor of its roofline time (figures.roofline_bound).
-# Where it comes from: the batch-1 target allows 1 / 0.75 = 1.33x the roofline; batch 32 of
-# Llama-3-8B is still memory-bound on every part of the table (about 32 FLOP/byte, under any
-# bf16 ridge), so the same roofline applies, with 1.5x more for the torch paged attention,
-# which gathers 32 sequences' KV blocks with index ops rather than one fused kernel:
-# 1.33 x 1.5 = 2.0. A target, like the batch-1 one; not yet measured on a GPU here.
-ROOFLINE_FACTOR_BATCH_32 = 2.0
+# A batch-32 decode step within this factor of its roofline time (figures.roofline_bound),
+# measured as the defaults run it (CUDA graphs on a GPU). Where it comes from: the batch-1
+# target allows 1 / 0.75 = 1.33x the roofline; batch 32 of Llama-3-8B is still memory-bound on
+# every part of the table (about 32 FLOP/byte, under any bf16 ridge), so the same roofline
+# applies, with ~1.1x more for the torch paged attention, which gathers 32 sequences' KV
+# blocks (4% of the step's bytes at 160 tokens of context) with an index op, writing and
+# reading them once more: 1.33 x 1.1 ~ 1.5. It was 2.0 while a step was host bound (issue 40:
+# 5.74x measured eager on an H200); a target, not yet measured on a GPU with the fused layers.
+ROOFLINE_FACTOR_BATCH_32 = 1.5
 # Logits of the tiny preset in float32 on CUDA against the CPU (TF32 off): rounding only.
 TINY_LOGIT_TOLERANCE = 1e-4
 
@@ -155,6 +158,13 @@ class Reference:
         must give in float32, where rounding cannot flip a token."""
         return self.greedy_tokens(**FLOAT32)
 
+    @cached_property
+    def default_runs(self) -> Measured:
+        """The runs of the engine as its defaults build it: CUDA graphs on a GPU (the CUDA
+        default, graph_runs), eager elsewhere (runs)."""
+        on_gpu = resolve_device(self.settings().get("device", "auto")).type == "cuda"
+        return self.graph_runs if on_gpu else self.runs
+
 
 def check_logits(_: Reference, name: str) -> Row:
     settings = {"model": "tiny", "dtype": "float32", "seed": 0, "max_model_len": 256}
@@ -222,7 +232,7 @@ def check_decode_batch_32(ref: Reference, name: str) -> Row:
     why = ref.unfit("the bf16 8B engine")
     if why:
         return skipped(name, why)
-    return bound_row(name, ref.runs.batch_32, 32, ROOFLINE_FACTOR_BATCH_32)
+    return bound_row(name, ref.default_runs.batch_32, 32, ROOFLINE_FACTOR_BATCH_32)
 
 
 def check_decode_batch_1_graphs(ref: Reference, name: str) -> Row:
