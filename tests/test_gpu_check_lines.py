@@ -244,6 +244,17 @@ def test_a_right_storage_passes_at_8b_figures_and_a_misread_one_is_a_miss() -> N
     assert "misreads its storage" in misread.detail
 
 
+def test_graphs_must_keep_float32_tokens_bf16_logits_and_be_faster() -> None:
+    fast = {"1": 0.3, "32": 0.8}
+    rounding = LogitComparison(0.026, 0.65, 64)  # the H200's bf16 figure, right code
+    assert engine_checks.graphs_row("g", True, rounding, fast).status == "PASS"
+    assert engine_checks.graphs_row("g", False, rounding, fast).status == "MISS"
+    wrong = LogitComparison(0.4, 0.1, 64)
+    assert engine_checks.graphs_row("g", True, wrong, fast).status == "MISS"
+    slower = engine_checks.graphs_row("g", True, rounding, {"1": 0.3, "32": 1.1})
+    assert slower.status == "MISS" and "cuda_graphs=false" in slower.detail
+
+
 def test_a_draft_that_is_the_target_must_be_accepted() -> None:
     assert speculation_row("s", True, 0.99, 600).status == "PASS"
     assert speculation_row("s", True, 0.40, 600).status == "MISS"
