@@ -25,7 +25,7 @@ from engine.core.scheduler import Scheduler, SchedulerOutput
 from engine.core.speculation import Proposer, SpecStats
 from engine.core.telemetry import NvtxRanges, StepRecorder, step_phase
 from engine.model.checkpoints.load import load_quantized_model
-from engine.model.kv_dtype import resolve_kv_cache_dtype
+from engine.model.kv_dtype import is_fp8, resolve_kv_cache_dtype
 from engine.model.model_runner import (
     ModelRunner,
     kv_bytes_per_block,
@@ -163,13 +163,15 @@ class LLMEngine:
             m.max_model_len or self.model_config.max_position_embeddings,
             self.model_config.max_position_embeddings,
         )
-        if config.kernels.cuda_graphs and self.device.type != "cuda":
+        if config.kernels.cuda_graphs is True and self.device.type != "cuda":
             where = "the simulated device" if self.simulated else str(self.device)
             raise ValueError(
                 f"cuda_graphs needs a CUDA device, but the engine runs on {where}; "
                 "set cuda_graphs to false (drop --cuda-graphs)"
             )
         self.quant_report: QuantReport | None = None
+        # Whether pure decode steps replay CUDA graphs (_cuda_graphs), set with the runner.
+        self.cuda_graphs = False
         if executor is None and self.simulated:
             executor = build_sim_executor(config, self.model_config, self.dtype)
         elif executor is None:
@@ -229,6 +231,7 @@ class LLMEngine:
             cache.kv_cache_memory_bytes,
             draft_block_bytes,
         )
+        self.cuda_graphs = self._cuda_graphs(kv_dtype, num_blocks)
         return ModelRunner(
             model,
             self.model_config,
@@ -240,11 +243,20 @@ class LLMEngine:
             kv_cache_dtype=kv_dtype,
             native_decode=self._native_decode(kv_dtype),
             draft_model=draft,
-            cuda_graphs=config.kernels.cuda_graphs,
+            cuda_graphs=self.cuda_graphs,
             max_num_seqs=sched.max_num_seqs,
             max_model_len=self.max_model_len,
             naive_attention=config.kernels.attention_backend == "naive",
         )
+
+    def _cuda_graphs(self, kv_dtype: torch.dtype, num_blocks: int) -> bool:
+        """config.kernels.cuda_graphs resolved: as set, or by default on for a CUDA device
+        whose KV cache is of the model's dtype (an fp8 cache's write cannot be captured) and
+        has a block to spare for the padding rows; off elsewhere."""
+        choice = self.config.kernels.cuda_graphs
+        if choice is not None:
+            return choice
+        return self.device.type == "cuda" and not is_fp8(kv_dtype) and num_blocks >= 2
 
     def _native_decode(self, kv_dtype: torch.dtype) -> bool:
         """Whether decode attention runs in the C kernel (config.kernels.attention_backend)."""
@@ -322,6 +334,7 @@ class LLMEngine:
             "kv_cache_dtype": str(self.kv_cache_dtype).removeprefix("torch."),
             "attention_backend": self._attention_backend(),
             "custom_ops": "native" if self.executor.native_custom_ops else "torch",
+            "cuda_graphs": self.cuda_graphs,
             "prefix_caching": self.config.cache.prefix_caching,
             "weight_bytes": self.weight_bytes,
             "quantization": self.quant_report.to_dict() if self.quant_report else None,
@@ -535,6 +548,7 @@ class LLMEngine:
             num_running=len(self.scheduler.running),
             num_waiting=len(self.scheduler.waiting),
             num_preemptions=len(sched.preempted),
+            cuda_graph=int(self.executor.replayed_graph),
             **composition,
         )
 

@@ -250,11 +250,13 @@ class KernelSettings(SettingsGroup):
         "linear, fused add + RMSNorm, SiLU-and-mul; CPU float32 and bfloat16), torch, auto "
         "(native where it builds and covers the dtype).",
     )
-    # Off by default until a GPU run shows identical tokens and a faster step (issue 17).
-    cuda_graphs: bool = setting(
-        False,
+    # The CUDA default since float32 replays gave the eager step's tokens on a GPU (bf16
+    # differed by rounding only) and a step 4x shorter at batch 1 (issue 40).
+    cuda_graphs: bool | None = setting(
+        None,
         "Run pure decode steps as CUDA graph replays, captured per batch-size bucket (1, 2, 4, "
-        "... up to max_num_seqs) and padded to it; needs a CUDA device.",
+        "... up to max_num_seqs) and padded to it (default: on on a CUDA device with a KV "
+        "cache of the model's dtype, off elsewhere; true needs a CUDA device).",
     )
 
 

@@ -85,6 +85,12 @@ class Executor(Protocol):
         ...
 
     @property
+    def replayed_graph(self) -> bool:
+        """Whether the last ``execute_model`` ran its forward as the replay of a CUDA graph
+        (steps.parquet's ``cuda_graph``); False for an executor that captures none."""
+        ...
+
+    @property
     def spec_stats(self) -> SpecStats:
         """The verifier's acceptance counters since the executor was built (all zero when
         speculative decoding is off)."""

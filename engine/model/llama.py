@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.model import fused_step
 from engine.model.attention import AttentionMetadata, paged_attention
 from engine.native import activation as native_activation
 from engine.native import norm as native_norm
@@ -225,6 +226,9 @@ class LlamaForCausalLM(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config)
         self.native_ops = False  # see use_custom_ops
+        # The torch path's layers in few operators (fused_step.py) where they cover the model;
+        # False runs the plain layers, the reference they are measured against.
+        self.fused_layers = True
         # A tied model has no lm_head parameter at all (see lm_head_weight), so moving or
         # re-materialising the module can never untie it.
         self.lm_head = (
@@ -286,6 +290,11 @@ class LlamaForCausalLM(nn.Module):
                 "must both be 1-D [num_tokens]: flatten the batch as AttentionMetadata describes"
             )
         x = self.embed_tokens(input_ids)
+        if self.fused_layers and fused_step.covers(self):
+            step = fused_step.FusedStep(self, positions, kv_caches, meta, x.dtype)
+            for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+                step.layer(layer, x, kv_cache)
+            return step.rms_norm(self.norm, x)
         cos, sin = self.rotary(positions, x.dtype)
         residual = None
         for layer, kv_cache in zip(self.layers, kv_caches, strict=True):

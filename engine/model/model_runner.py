@@ -155,6 +155,7 @@ class ModelRunner:
                 max_blocks=-(-max_len // block_size), scratch_block=num_blocks - 1,
                 capture=device.type == "cuda",
             )  # fmt: skip
+        self._replayed_graph = False
         self.sampler = Sampler(seed, device)
         self.step_timer = StepTimer(device)
         self.staging = InputStaging(device)
@@ -173,6 +174,11 @@ class ModelRunner:
     @property
     def native_custom_ops(self) -> bool:
         return self.model.native_ops
+
+    @property
+    def replayed_graph(self) -> bool:
+        """Whether the last step's forward replayed a captured CUDA graph."""
+        return self._replayed_graph
 
     def clock_ns(self) -> int:
         """Real time: time.perf_counter_ns."""
@@ -222,10 +228,12 @@ class ModelRunner:
         seqs = _decodes_first(scheduler_output.scheduled)
         input_ids, positions, meta = self._prepare(seqs, block_tables)
         stack, graphs = self.decode_stack, self.decode_graphs
+        self._replayed_graph = False
         if stack is not None and stack.covers(input_ids, meta):
             hidden = stack(input_ids, positions, meta)
         elif graphs is not None and graphs.covers(input_ids, meta):
             hidden = graphs(input_ids, positions, meta)
+            self._replayed_graph = graphs.capture
         else:
             hidden = self.model(input_ids, positions, self.kv_caches, meta)
         if self.proposer is not None:

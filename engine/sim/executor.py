@@ -143,6 +143,11 @@ class SimExecutor:
     def num_kv_blocks(self) -> int:
         return self._num_blocks
 
+    @property
+    def replayed_graph(self) -> bool:
+        """False: the simulated device captures no CUDA graphs."""
+        return False
+
     def clock_ns(self) -> int:
         """The virtual clock (``speedup`` 0), else real time (time.perf_counter_ns)."""
         return time.perf_counter_ns() if self.pacer is not None else self.clock.now_ns()

@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from results.folder.table_columns import (
+    STEP_ADDED_COLUMNS,
     STEP_COUNT_COLUMNS,
     STEP_RECORD_COLUMNS,
     STEP_TIME_COLUMNS,
@@ -47,7 +48,10 @@ STEPS_SCHEMA = pa.schema(
         pa.field("step", pa.int64(), nullable=False),
         # The record's times (STEP_TIME_COLUMNS), in seconds: start_ns -> start_s, ...
         *(pa.field(_seconds(name), pa.float64(), nullable=False) for name in STEP_TIME_COLUMNS),
-        *(pa.field(name, pa.int64(), nullable=False) for name in STEP_COUNT_COLUMNS),
+        *(
+            pa.field(name, pa.int64(), nullable=name in STEP_ADDED_COLUMNS)
+            for name in STEP_COUNT_COLUMNS
+        ),
     ]
 )
 
@@ -71,8 +75,15 @@ def fetch_json(
 
 def steps_frame(columns: dict[str, list[int]], t0_ns: int) -> pd.DataFrame:
     """Steps that started at or after ``t0_ns``, times in seconds from the run's start."""
+    steps = len(columns.get("step", []))
     raw = pd.DataFrame(
-        {name: pd.Series(columns.get(name, []), dtype="int64") for name in STEP_RECORD_COLUMNS}
+        {
+            # A count an older engine does not record reads as null (STEP_ADDED_COLUMNS).
+            name: pd.Series([None] * steps, dtype="Int64")
+            if name in STEP_ADDED_COLUMNS and name not in columns
+            else pd.Series(columns.get(name, []), dtype="int64")
+            for name in STEP_RECORD_COLUMNS
+        }
     )
     raw = raw[raw["start_ns"] >= t0_ns].reset_index(drop=True)
     out = pd.DataFrame(

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "SAMPLE_COLUMNS",
     "SAMPLE_PART_SAMPLER",
+    "STEP_ADDED_COLUMNS",
     "STEP_COUNT_COLUMNS",
     "STEP_RECORD_COLUMNS",
     "STEP_TIME_COLUMNS",
@@ -40,7 +41,12 @@ STEP_COUNT_COLUMNS: tuple[str, ...] = (
     "num_running",
     "num_waiting",
     "num_preemptions",
+    "cuda_graph",  # 1 when the step's forward was the replay of a CUDA graph, else 0
 )
+
+# Counts added after steps.parquet was first written: a folder or an engine from before them
+# lacks them, and they read as null (unknown) there.
+STEP_ADDED_COLUMNS: tuple[str, ...] = ("cuda_graph",)
 
 # One engine step as the engine records it: its number, its times, its counts.
 STEP_RECORD_COLUMNS: tuple[str, ...] = ("step", *STEP_TIME_COLUMNS, *STEP_COUNT_COLUMNS)

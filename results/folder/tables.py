@@ -20,6 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import pandas as pd
 import pyarrow as pa
 
+from results.folder.engine_steps import STEPS_SCHEMA
 from results.folder.records import (
     REQUEST_BACKFILLS,
     REQUEST_COLUMNS,
@@ -29,7 +30,11 @@ from results.folder.records import (
     ChunkRecord,
     RequestRecord,
 )
-from results.folder.table_columns import SAMPLE_COLUMNS, SAMPLE_PART_SAMPLER
+from results.folder.table_columns import (
+    SAMPLE_COLUMNS,
+    SAMPLE_PART_SAMPLER,
+    STEP_ADDED_COLUMNS,
+)
 
 __all__ = [
     "REQUESTS_SCHEMA",
@@ -116,6 +121,7 @@ SAMPLE_PART_SCHEMA = pa.schema(
 _BACKFILLS: tuple[tuple[pa.Schema, dict[str, Backfill]], ...] = (
     (REQUESTS_SCHEMA, REQUEST_BACKFILLS),
     (TOKENS_SCHEMA, TOKEN_BACKFILLS),
+    (STEPS_SCHEMA, {name: Backfill(None) for name in STEP_ADDED_COLUMNS}),
 )
 
 

@@ -78,6 +78,7 @@ def test_the_protocol_declares_what_the_engine_reads() -> None:
         "weight_bytes",
         "native_decode",
         "native_custom_ops",
+        "replayed_graph",
         "spec_stats",
         "embed",
     }
@@ -130,6 +131,7 @@ def test_the_check_names_each_missing_or_mismatched_member() -> None:
         "weight_bytes",
         "native_custom_ops",
         "native_decode",
+        "replayed_graph",
         "clock_ns",
         "embed",
     }

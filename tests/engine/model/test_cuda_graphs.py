@@ -11,6 +11,7 @@ from bench.cli.serve import config_from_options
 from engine.config import EngineConfig
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
+from engine.model import fused_step
 from engine.model.attention import AttentionMetadata
 from engine.model.cuda_graphs import (
     DecodeGraphs,
@@ -76,10 +77,11 @@ def test_only_pure_decode_batches_within_the_static_table_are_covered() -> None:
     assert not graphs.covers(torch.zeros(5, dtype=torch.int64), five)  # past the largest bucket
 
 
-def _padded_runner_engine() -> tuple[LLMEngine, ModelRunner]:
+def _padded_runner_engine(**kernels: str) -> tuple[LLMEngine, ModelRunner]:
     """An engine whose runner runs decode steps through DecodeGraphs' padded static buffers,
-    eagerly (capture is CUDA-only): what a replay computes, checked on a CPU."""
-    reference = make_engine(max_num_seqs=6)
+    eagerly (capture is CUDA-only): what a replay computes, checked on a CPU. ``kernels``:
+    the model's custom_ops (torch: the fused layers CUDA runs)."""
+    reference = make_engine(max_num_seqs=6, **kernels)
     template = reference.executor
     assert isinstance(template, ModelRunner)
     runner = ModelRunner(
@@ -91,10 +93,12 @@ def _padded_runner_engine() -> tuple[LLMEngine, ModelRunner]:
     return LLMEngine(EngineConfig.from_flat(SETTINGS), executor=runner), runner
 
 
-def test_padded_decode_batches_give_the_tokens_of_the_eager_path() -> None:
+@pytest.mark.parametrize("kernels", [{}, {"custom_ops": "torch"}], ids=["default", "fused"])
+def test_padded_decode_batches_give_the_tokens_of_the_eager_path(kernels: dict) -> None:
     workload = ragged_workload(9, seed=4)
-    expected = run(make_engine(max_num_seqs=6), workload)
-    engine, runner = _padded_runner_engine()
+    expected = run(make_engine(max_num_seqs=6, attention_backend="torch", **kernels), workload)
+    engine, runner = _padded_runner_engine(**kernels)
+    assert runner.model.fused_layers and (fused_step.covers(runner.model) == bool(kernels))
     graphs = runner.decode_graphs
     assert graphs is not None
     runner.decode_graphs = _Counting(graphs)  # type: ignore[assignment]
@@ -105,10 +109,11 @@ def test_padded_decode_batches_give_the_tokens_of_the_eager_path() -> None:
 
 
 class _Counting:
-    """Wraps DecodeGraphs, counting the steps it ran."""
+    """Wraps DecodeGraphs, counting the steps it ran; ``capture`` is what it tells the runner
+    (True: each of its steps stands for a replay)."""
 
-    def __init__(self, inner: DecodeGraphs) -> None:
-        self.inner, self.calls = inner, 0
+    def __init__(self, inner: DecodeGraphs, capture: bool = False) -> None:
+        self.inner, self.calls, self.capture = inner, 0, capture
 
     def covers(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> bool:
         return self.inner.covers(input_ids, meta)
@@ -116,6 +121,42 @@ class _Counting:
     def __call__(self, *args: object) -> torch.Tensor:
         self.calls += 1
         return self.inner(*args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("capture", [True, False])
+def test_the_steps_say_which_forwards_replayed_a_graph(capture: bool) -> None:
+    """steps.parquet's cuda_graph: 1 exactly for the pure decode steps a graph ran, 0 for
+    prefill and mixed steps, and 0 everywhere when nothing was captured."""
+    engine, runner = _padded_runner_engine()
+    assert runner.decode_graphs is not None
+    runner.decode_graphs = _Counting(runner.decode_graphs, capture)  # type: ignore[assignment]
+    run(engine, ragged_workload(9, seed=4))
+    steps = engine.steps.since()
+    decode_only = [
+        int(p == 0 and d > 0)
+        for p, d in zip(steps["num_prefill_tokens"], steps["num_decode_tokens"], strict=True)
+    ]
+    assert 0 < sum(decode_only) < len(decode_only)  # both kinds of step ran
+    assert steps["cuda_graph"] == (decode_only if capture else [0] * len(decode_only))
+    assert sum(steps["cuda_graph"]) == (runner.decode_graphs.calls if capture else 0)
+
+
+def _resolved(device: str, choice: bool | None, kv_dtype: torch.dtype, blocks: int = 64) -> bool:
+    engine = LLMEngine.__new__(LLMEngine)
+    engine.config = EngineConfig.from_flat({"cuda_graphs": choice})
+    engine.device = torch.device(device)
+    return engine._cuda_graphs(kv_dtype, blocks)
+
+
+def test_graphs_are_on_by_default_on_cuda_only() -> None:
+    assert _resolved("cuda", None, torch.bfloat16)
+    assert not _resolved("cuda", None, torch.float8_e4m3fn)  # its write cannot be captured
+    assert not _resolved("cuda", None, torch.bfloat16, blocks=1)  # no scratch block to spare
+    assert not _resolved("cuda", False, torch.bfloat16)  # --set cuda_graphs=false
+    assert not _resolved("cpu", None, torch.float32)
+    engine = make_engine()
+    assert not engine.cuda_graphs and engine.describe()["cuda_graphs"] is False
+    assert isinstance(engine.executor, ModelRunner) and engine.executor.decode_graphs is None
 
 
 def test_without_cuda_the_setting_is_refused_with_one_line() -> None:
@@ -139,7 +180,9 @@ def test_bench_serve_has_the_flag_from_the_setting() -> None:
     command = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
     with command.make_context("serve", ["--cuda-graphs"]) as ctx:
         assert config_from_options(dict(ctx.params)).kernels.cuda_graphs is True
-    assert EngineConfig().kernels.cuda_graphs is False
+    with command.make_context("serve", ["--no-cuda-graphs"]) as ctx:
+        assert config_from_options(dict(ctx.params)).kernels.cuda_graphs is False
+    assert EngineConfig().kernels.cuda_graphs is None  # the device decides
     assert EngineConfig.from_flat({"cuda_graphs": True}).to_flat()["cuda_graphs"] is True
 
 
@@ -147,11 +190,12 @@ def test_bench_serve_has_the_flag_from_the_setting() -> None:
 def test_cuda_graph_replays_give_the_eager_tokens() -> None:
     workload = ragged_workload(12, seed=6)
     settings = {"device": "cuda", "max_num_seqs": 8}
-    eager = run(make_engine(**settings), workload)
-    engine = make_engine(**settings, cuda_graphs=True)
+    eager = run(make_engine(**settings, cuda_graphs=False), workload)
+    engine = make_engine(**settings)  # graphs are the CUDA default
     runner = engine.executor
     assert isinstance(runner, ModelRunner) and runner.decode_graphs is not None
     assert run(engine, workload) == eager
     assert runner.decode_graphs.num_graphs > 0 and runner.decode_graphs.num_replays > 0
+    assert sum(engine.steps.since()["cuda_graph"]) == runner.decode_graphs.num_replays
     params = SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)
     assert len(engine.generate([[4, 5, 6]], [params])[0]) == 3
