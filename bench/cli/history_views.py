@@ -37,7 +37,11 @@ __all__ = ["register"]
 _GROUPS = {"version": "engine_version", "commit": "git_commit", "hardware": "hardware_label"}
 
 
-def _changes(store: History, metrics: list[str], filters: Filters) -> list[Any]:
+def _changes(
+    store: History, metrics: list[str], filters: Filters, optional: bool = False
+) -> list[Any]:
+    """The change points of ``metrics``; ``optional``: without the history extra, none and
+    a line saying so (a trend needs no change-point library), instead of failing."""
     from results.history.changes import ChangePointsError
     from results.history.query import QueryError
     from results.history.series import series_changes
@@ -45,7 +49,12 @@ def _changes(store: History, metrics: list[str], filters: Filters) -> list[Any]:
     try:
         with store.reading() as con:
             return series_changes(con, metrics, filters)
-    except (QueryError, ChangePointsError) as exc:
+    except ChangePointsError as exc:
+        if not optional:
+            _fail(exc)
+        print_info(_console, f"no change points: {exc}")
+        return []
+    except QueryError as exc:
         _fail(exc)
 
 
@@ -90,7 +99,7 @@ def trend(
     except QueryError as exc:
         _fail(exc)
     valid = dataclasses.replace(filters, include_invalid=False)  # change points: valid runs
-    changes = [c.to_dict() for c in _changes(store, [metric], valid)]
+    changes = [c.to_dict() for c in _changes(store, [metric], valid, optional=True)]
     column = _GROUPS[by]
     shown = frame[["started_utc", "run_id", column, "valid", "usable", "value"]]
     print_table(_console, _frame_table(shown, f"{metric}: {len(frame)} run(s)"))

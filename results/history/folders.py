@@ -39,10 +39,20 @@ def collection_runs(folder: Path, definition: str) -> list[Path]:
     document = json.loads((folder / definition).read_text(encoding="utf-8"))
     for text in _strings(document):
         for candidate in (folder / text, Path(text), folder.parent / Path(text).name):
-            if (candidate / RUN_JSON).is_file():
+            if _is_run(candidate):
                 found.add(candidate.resolve())
                 break
     return sorted(found)
+
+
+def _is_run(candidate: Path) -> bool:
+    """Whether ``candidate`` is a run folder. A document's every string is tried, a note of
+    300 characters or one with a NUL among them: a name the system refuses (too long, not a
+    path) names no run, where asking raised OSError (ENAMETOOLONG) or ValueError."""
+    try:
+        return (candidate / RUN_JSON).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def index_folder(history: History, folder: Path, depth: int = 0) -> list[Added]:

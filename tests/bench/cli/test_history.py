@@ -223,3 +223,24 @@ def test_frontier_overlays_two_configurations(app: typer.Typer, tmp_path: Path) 
     assert "fast: frontier" in text and "slow: frontier" in text
     wrong = CliRunner().invoke(app, ["frontier", *folders, "--label", "one"])
     assert wrong.exit_code == 2 and "one per folder" in " ".join(wrong.output.split())
+
+
+def test_a_trend_needs_no_change_point_library(
+    app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's install has no history extra: the trend is drawn all the same, with one
+    line saying change points need the extra; `history changes` still fails, saying so."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ruptures", None)  # an import of it raises ImportError
+    root, history = tmp_path / "runs", tmp_path / "history.duckdb"
+    for i in range(4):
+        at(write_fake_run(root, seed=200 + i, requests=20), i, "c")
+    bench(app, history, "add", str(root))
+    page = tmp_path / "trend.html"
+    code, out = bench(app, history, "trend", "ttft_ms.p50", "-o", str(page))
+    assert code == 0 and "4 run(s)" in out, out
+    assert "no change points: change points need the history extra" in out
+    assert page.is_file()
+    code, out = bench(app, history, "changes", "ttft_ms.p50")
+    assert code == 2 and "history extra" in out
