@@ -61,7 +61,7 @@ from results.folder.endpoints import fleet_endpoints
 from results.folder.engine_steps import same_host
 from results.folder.run_folder import RunData
 from results.schema import SummaryJson
-from results.validity.run_end import engine_death_line, run_end_summary
+from results.validity.run_end import ended_early, engine_death_line, run_end_summary
 from results.validity.run_validity import run_validity
 from results.validity.token_reconciliation import token_reconciliation
 from results.validity.usability import run_max_error_rate, usability
@@ -152,10 +152,7 @@ def summarize_run(run: RunData) -> SummaryJson:
     if (models := model_section(run.requests, run.token_source, run.run_json, window)) is not None:
         summary["models"] = models
     summary.update(run_end_summary(run.run_json))
-    died = run.run_json.get("engine_died")
     summary["usability"] = usability(
-        run.requests,
-        run_max_error_rate(run.run_json),
-        engine_death_line(died) if isinstance(died, dict) else None,
+        run.requests, run_max_error_rate(run.run_json), ended_early(run.run_json)
     )
     return cast(SummaryJson, json_safe(summary))

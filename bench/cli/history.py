@@ -200,16 +200,22 @@ def list_(
     ] = None,
 ) -> None:
     """The runs of the history, oldest first (valid runs only, unless --include-invalid)."""
-    from results.history.query import QueryError, list_runs
+    from results.history.query import QueryError, hidden_runs, list_runs
 
     store = _open(history, runs_dir)
     filters = _filters(scenario, engine, model, hardware, since, include_invalid)
     try:
         with store.reading() as con:
             frame = list_runs(con, filters, tuple(metric or ()))
+            hidden = hidden_runs(con, filters)
     except QueryError as exc:
         _fail(exc)
-    print_table(_console, _frame_table(frame.drop(columns=["path"]), f"{len(frame)} run(s)"))
+    title = f"{len(frame)} run(s)" + (
+        f"; {hidden} not valid or not usable left out (--include-invalid shows them)"
+        if hidden
+        else ""
+    )
+    print_table(_console, _frame_table(frame.drop(columns=["path"]), title))
     _report_missing(store)
 
 

@@ -8,6 +8,7 @@ plots and where change points are looked for (results.history.changes).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -139,6 +140,17 @@ def list_runs(
     columns = ", ".join([*_LIST_COLUMNS, *(f'"{m}"' for m in metrics)])
     query = f"SELECT {columns} FROM runs WHERE {where} ORDER BY started_utc, run_id"
     return con.execute(query, params).df()
+
+
+def hidden_runs(con: duckdb.DuckDBPyConnection, filters: Filters) -> int:
+    """How many runs ``filters`` leave out only for being not valid or not usable (busy,
+    throttled, interrupted, their engine dead, too many failures): 0 with include_invalid."""
+    if filters.include_invalid:
+        return 0
+    every, params = dataclasses.replace(filters, include_invalid=True).where()
+    row = con.execute(f"SELECT count(*) FROM runs WHERE {every} AND NOT (valid AND usable)",
+                      params).fetchone()  # fmt: skip
+    return int(row[0]) if row else 0
 
 
 def metric_series(con: duckdb.DuckDBPyConnection, metric: str, filters: Filters) -> pd.DataFrame:

@@ -4,15 +4,19 @@ run.json records why a run ended before its plan did (``interrupted``: a signal;
 the engine's death; see results.schema.run_json). :func:`run_end_summary` turns them into
 summary.json's ``partial`` (the sentence a reader shows as a banner), ``interrupted`` and
 ``engine_died``; the terminal summary and report.html print :func:`run_end_lines` of that
-summary, so every reader says the same words. A summary with ``engine_died`` is of an unusable
-run: its failures measure the crash, not the engine.
+summary, so every reader says the same words. A summary with ``engine_died``, or ``interrupted``
+during the load, is of an unusable run (:func:`ended_early`): its failures measure the crash,
+its figures a part of the plan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from perfmodel.files import JSONObject, JSONView
 
 __all__ = [
+    "ended_early",
     "engine_death_line",
     "incomplete_line",
     "interruption_line",
@@ -37,6 +41,19 @@ def interruption_line(section: JSONView) -> str:
         f"partial run: interrupted by {section['signal']}{_at(section.get('t_s'))}{after}: "
         f"{parts}; the figures cover the recorded requests only"
     )
+
+
+def ended_early(run_json: JSONView) -> str | None:
+    """Why a run's figures are not the whole plan's, where they are not: its engine died, or
+    a signal stopped its load (a signal after the load had finished cuts nothing). Such a run
+    is kept, marked, and not usable: the history, trends and gates skip it by default."""
+    died = run_json.get("engine_died")
+    if isinstance(died, Mapping):
+        return engine_death_line(died)
+    interrupted = run_json.get("interrupted")
+    if isinstance(interrupted, Mapping) and interrupted.get("phase") != "after the load":
+        return interruption_line(interrupted)
+    return None
 
 
 def engine_death_line(section: JSONView) -> str:

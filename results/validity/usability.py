@@ -72,18 +72,18 @@ def _top_errors(failed: pd.DataFrame, requests: int) -> list[TopError]:
 
 
 def usability(
-    requests_df: pd.DataFrame, max_error_rate: float, engine_died: str | None = None
+    requests_df: pd.DataFrame, max_error_rate: float, ended_early: str | None = None
 ) -> Usability:
     """The verdict on a run whose requests.parquet is ``requests_df`` (module docstring);
-    ``engine_died`` (results.validity.run_end.engine_death_line) makes it unusable whatever its
-    errors."""
+    ``ended_early`` (results.validity.run_end.ended_early: its engine died, or a signal cut
+    its load) makes it unusable whatever its errors."""
     status = requests_df["status"].to_numpy(dtype=object)
     requests = int(status.size)
     failed_mask = status == "error"
     failed = int(np.count_nonzero(failed_mask))
     ok = int(np.count_nonzero(status == "ok"))
     error_rate = failed / requests if requests else None
-    reasons: list[str] = [engine_died] if engine_died else []
+    reasons: list[str] = [ended_early] if ended_early else []
     if requests == 0:
         reasons.append("the run holds no request")
     elif ok == 0:

@@ -91,7 +91,10 @@ def test_list_filters_and_leaves_invalid_runs_out(app: typer.Typer, runs: Path, 
     bench(app, history, "add", str(runs))
     code, out = bench(app, history, "list", "--metric", "throughput.output_tok_s")
     assert code == 0 and "6 run(s)" in out, out
-    assert "7 run(s)" in bench(app, history, "list", "--include-invalid")[1]
+    # What was left out is said, with the flag that shows it.
+    assert "1 not valid or not usable left out (--include-invalid shows them)" in out, out
+    code, out = bench(app, history, "list", "--include-invalid")
+    assert "7 run(s)" in out and "left out" not in out
     assert "1 run(s)" in bench(app, history, "list", "--scenario", "other")[1]
     assert "0 run(s)" in bench(app, history, "list", "--since", "2026-01-01T00:17")[1]
     assert "2 run(s)" in bench(app, history, "list", "--since", "2026-01-01T00:15")[1]

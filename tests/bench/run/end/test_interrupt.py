@@ -119,6 +119,9 @@ def check_partial_run(tmp_path: Path, name: str, report: bool, min_cancelled: in
     assert summary["counts"]["all"]["ok"] == len(ok)
     assert summary["partial"].startswith(f"partial run: interrupted by {name}")
     assert summary["interrupted"] == section
+    # Kept and marked, never taken for a whole run: the history, trends and gates skip it.
+    assert not summary["usability"]["usable"]
+    assert summary["usability"]["reasons"][0] == summary["partial"]
     assert (folder / "tokens.parquet").is_file()
     # The probes' readings, streamed during the load, are sealed too: every one, no part left.
     assert run.samples is not None and not (folder / "samples.parts").exists()
