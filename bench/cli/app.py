@@ -213,6 +213,7 @@ def ablate(
         bool,
         typer.Option(
             "--quality/--no-quality",
+            metavar="",
             help="Also judge each setting's output against the first's, in this process in "
             "float32 (teacher-forced logits; docs/reference-engine.md, 'Is the output right?').",
         ),

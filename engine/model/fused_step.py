@@ -227,6 +227,8 @@ def covers(model: torch.nn.Module) -> bool:
     bias (quantized layers keep their own kernels in the plain layers)."""
     if model.native_ops:
         return False
+    if torch.is_grad_enabled() and any(p.requires_grad for p in model.parameters()):
+        return False  # out= matmuls refuse autograd; the engine runs under inference_mode
     for layer in model.layers:
         attn, mlp = layer.self_attn, layer.mlp
         for linear in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj):

@@ -96,7 +96,10 @@ def steps_frame(columns: dict[str, list[int]], t0_ns: int) -> pd.DataFrame:
     )
     for name in STEP_COUNT_COLUMNS:
         out[name] = raw[name]
-    return pa.Table.from_pandas(out, schema=STEPS_SCHEMA, preserve_index=False).to_pandas()
+    frame = pa.Table.from_pandas(out, schema=STEPS_SCHEMA, preserve_index=False).to_pandas()
+    # A nullable count reads back from steps.parquet as pandas' nullable Int64, nulls or not:
+    # the same here, so a followed table and one read of the engine compare equal.
+    return frame.astype({name: "Int64" for name in STEP_ADDED_COLUMNS})
 
 
 def fetch_steps(
