@@ -51,13 +51,22 @@ def reconciliation_table(section: JSONView) -> Table:
             ("-" if ratio is None else f"{ratio:.3f}") + mark,
             "-" if off is None else f"{off:,}",
         )
+    lines = []
     share = section.get("max_mismatch")
     if share is not None:
-        table.caption = (
+        lines.append(
             f"! = the run is marked: more than {100 * share:.0f}% of the requests off, or a "
             f"counter's total more than {100 * share:.0f}% apart; off = requests whose counts "
             f"differ by more than {100 * section.get('request_tolerance', 0):.0f}% (and 2 tokens)"
         )
+    # Why a row is not judged, in its own words: a first run's chat prompts read "ratio 1.145
+    # (not judged)" with nothing to say that 14.5% is the chat template's tokens.
+    lines += [
+        f"{c.get('what')}, not judged: {c['note']}"
+        for c in section.get("comparisons") or []
+        if c.get("note") and not c.get("judged")
+    ]
+    table.caption = "\n".join(lines) or None
     return table
 
 
