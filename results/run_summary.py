@@ -125,17 +125,16 @@ def summarize_run(run: RunData) -> SummaryJson:
         delay=read_delay(run.requests, run.token_source, summary["window"]),
     )  # fmt: skip
     scenario = run.run_json.get("scenario") or {}
+    engine = run.run_json.get("engine")
+    simulated = simulated_device(engine.get("description") if isinstance(engine, Mapping) else None)
     summary["token_reconciliation"] = token_reconciliation(
-        run.requests, run.samples, scenario.get("api")
+        run.requests, run.samples, scenario.get("api"), simulated=simulated is not None
     )
     summary["energy_by_phase"] = energy_by_phase(
         run.samples, run.steps, analytic, window, summary["goodput"]["requests_per_s"]
     )
     summary["validity"] = run_validity(run.run_json, summary)
-    engine = run.run_json.get("engine")
-    summary["simulated"] = simulated_device(
-        engine.get("description") if isinstance(engine, Mapping) else None
-    )
+    summary["simulated"] = simulated
     summary["prefix_cache"] = prefix_cache_reuse(run)
     if (abandoned := abandoned_summary(run.requests)) is not None:
         summary["abandoned"] = abandoned

@@ -141,9 +141,21 @@ def _engine_pair(
 
 
 def token_reconciliation(
-    requests: pd.DataFrame, samples: pd.DataFrame | None, api: str | None
+    requests: pd.DataFrame,
+    samples: pd.DataFrame | None,
+    api: str | None,
+    simulated: bool = False,
 ) -> JSONObject:
-    """summary.json's "token_reconciliation" (module docstring)."""
+    """summary.json's "token_reconciliation" (module docstring); ``simulated``: the run's
+    engine ran on the simulated device, whose counts are its own scheduler's, with no server
+    between (`bench simulate` printed "Output tokens ... (usage)" and then "the server sent no
+    usage")."""
+    if simulated:
+        return {
+            "available": False,
+            "reason": "a simulated run counts its tokens from the engine's own records: there "
+            "is no server count to reconcile with",
+        }
     if api in ("embeddings", "rerank"):
         return {
             "available": False,

@@ -117,3 +117,11 @@ def test_without_usage_there_is_nothing_to_reconcile() -> None:
     section = token_reconciliation(frame, None, "completions")
     assert not section["available"] and "no usage" in section["reason"]
     assert reconciliation_lines(section)[0].startswith("No token reconciliation")
+
+
+def test_a_simulated_run_says_its_counts_are_the_engines_own() -> None:
+    """`bench simulate` printed its output tokens as the usage's and then "the server sent no
+    usage": a simulated run has no server between, and says so."""
+    section = token_reconciliation(requests(10, 100, 130, 32, 32), None, "chat", simulated=True)
+    assert not section["available"]
+    assert section["reason"].startswith("a simulated run counts its tokens from the engine's")
