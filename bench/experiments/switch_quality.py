@@ -26,17 +26,19 @@ import gc
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
 from bench.experiments.forced_runs import GreedyLogits, LogitComparison, compare_logits
 from bench.experiments.forced_runs import greedy_logits as run_greedy
+from bench.scenario.engine_sets import SettingValue
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.model.kv_dtype import resolve_kv_cache_dtype
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quantization.quantize import fake_quantize_model
+from perfmodel.files import JSONObject, JSONView
 
 # A right lossy path is at most this share of its distance to the unswitched engine away from
 # its emulation. Measured on Llama-3-8B shapes cut to 2 layers (float32, CPU): fp8 KV 0.0 of
@@ -75,7 +77,7 @@ class NumericSwitch:
     setting: str
     kind: Kind
     emulation: Emulation | None = None
-    emulation_settings: Mapping[str, Any] | None = None
+    emulation_settings: Mapping[str, SettingValue] | None = None
 
 
 # The settings that change how work is scheduled or computed, never what is computed.
@@ -111,7 +113,7 @@ class SwitchQuality:
     emulated storage (lossy switches); greedy_identical: whether the free greedy tokens equal
     the unswitched engine's; right: the verdict, with ``reason`` in one line."""
 
-    on: dict[str, Any]
+    on: dict[str, SettingValue]
     kind: Kind
     dtype: str
     greedy_identical: bool
@@ -120,7 +122,7 @@ class SwitchQuality:
     right: bool
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -130,8 +132,8 @@ def numeric_switch(setting: str) -> NumericSwitch | None:
 
 
 def measure_switch_quality(
-    settings: Mapping[str, Any],
-    on: Mapping[str, Any],
+    settings: Mapping[str, SettingValue],
+    on: Mapping[str, SettingValue],
     prompts: Sequence[Sequence[int]],
     max_tokens: int,
     off: GreedyLogits | None = None,
@@ -174,7 +176,7 @@ def measure_switch_quality(
 
 
 def emulated_run(
-    settings: Mapping[str, Any], config: EngineConfig, prompts: Sequence[Sequence[int]],
+    settings: Mapping[str, SettingValue], config: EngineConfig, prompts: Sequence[Sequence[int]],
     max_tokens: int, forced: list[list[int]],
 ) -> GreedyLogits:  # fmt: skip
     """The engine of flat ``settings`` (without the switches) fed what every lossy storage of
@@ -183,7 +185,7 @@ def emulated_run(
     base, switched = EngineConfig.from_flat(dict(settings)).to_flat(), config.to_flat()
     lossy = [sw for sw in NUMERIC_SWITCHES.values()
              if sw.kind == "lossy" and switched[sw.setting] != base[sw.setting]]  # fmt: skip
-    extra: dict[str, Any] = {}
+    extra: dict[str, SettingValue] = {}
     for sw in lossy:
         extra.update(sw.emulation_settings or {})
     engine = _engine({**settings, **extra})
@@ -231,7 +233,7 @@ def judge(
     )
 
 
-def _engine(settings: Mapping[str, Any]) -> LLMEngine:
+def _engine(settings: Mapping[str, SettingValue]) -> LLMEngine:
     gc.collect()  # an engine holds reference cycles: free the last one's weights first
     return LLMEngine(EngineConfig.from_flat(dict(settings)))
 
@@ -245,8 +247,8 @@ def quality_prompts(vocab_size: int, seed: int = 0) -> list[list[int]]:
 
 
 def judged_settings(
-    settings: Mapping[str, Any], on: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    settings: Mapping[str, SettingValue], on: Mapping[str, SettingValue]
+) -> tuple[dict[str, SettingValue], dict[str, SettingValue]] | None:
     """The (unswitched, switched) settings a command judges a comparison with: float32, so
     that an exact switch is held to identical tokens; None where a setting of ``on`` is not a
     numeric switch (another model, dtype or seed: nothing to compare) or the engine runs on
@@ -260,7 +262,7 @@ def judged_settings(
 
 
 def settings_run(
-    settings: Mapping[str, Any], prompts: Sequence[Sequence[int]], max_tokens: int
+    settings: Mapping[str, SettingValue], prompts: Sequence[Sequence[int]], max_tokens: int
 ) -> GreedyLogits:
     """The greedy_logits run of a fresh engine of flat ``settings``, the engine let go after."""
     engine = _engine(settings)
@@ -270,7 +272,7 @@ def settings_run(
         del engine
 
 
-def quality_text(quality: dict[str, Any] | None, missing: str = "another model") -> str:
+def quality_text(quality: JSONView | None, missing: str = "another model") -> str:
     """A SwitchQuality's dict as one cell: the verdict first, then what it rests on;
     ``missing`` says why a comparison has no quality."""
     if quality is None:

@@ -10,8 +10,6 @@ speedup; a technique that swaps the model itself (GQA's presets) has no quality 
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench.experiments.switch_quality import (
     QUALITY_TOKENS,
     SwitchQuality,
@@ -19,6 +17,7 @@ from bench.experiments.switch_quality import (
     numeric_switch,
     quality_prompts,
 )
+from bench.scenario.engine_sets import SettingValue
 from bench.techniques.studies import Study
 from perfmodel.presets import get_preset
 
@@ -28,16 +27,16 @@ WRONG_OUTPUT = "wrong output"
 _STUDY_MODEL = "tiny"
 
 
-def quality_settings(study_: Study, off: Any) -> dict[str, Any]:
+def quality_settings(study_: Study, off: SettingValue) -> dict[str, SettingValue]:
     """The flat engine settings of the row's comparison with the technique ``off``."""
-    settings: dict[str, Any] = {"model": _STUDY_MODEL, "device": "cpu", "seed": 0,
+    settings: dict[str, SettingValue] = {"model": _STUDY_MODEL, "device": "cpu", "seed": 0,
                                 **study_.fixed, **study_.measured_only}  # fmt: skip
     # float32 last: a study's own dtype would hold exact techniques to a rounding bound only.
     settings.update({"dtype": "float32", "max_model_len": 256, study_.switch: off})
     return settings
 
 
-def row_quality(study_: Study, off: Any, on: Any) -> SwitchQuality | None:
+def row_quality(study_: Study, off: SettingValue, on: SettingValue) -> SwitchQuality | None:
     """The technique's quality (module docstring), or None where the switch changes the model
     itself rather than how it is computed."""
     if numeric_switch(study_.switch) is None:
