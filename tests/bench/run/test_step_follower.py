@@ -15,14 +15,16 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from bench.run.step_follower import StepFollower, steps_taken
 from engine.core.telemetry import StepRecorder
-from results.folder.engine_steps import steps_frame
+from results.folder.engine_steps import STEPS_SCHEMA, steps_frame
 from results.folder.parts.writer import STEPS_PARTS
 from results.folder.run_folder import STEPS_PARQUET
 from results.folder.table_columns import STEP_COUNT_COLUMNS
+from results.folder.tables import to_frame
 from tests.support.threaded_http import Reply, SeenRequest, threaded_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,7 +86,12 @@ def sealed(folder: Path, follower: StepFollower) -> pd.DataFrame:
     assert parts is not None, follower.notes
     parts.seal()
     assert not (folder / STEPS_PARTS).exists()
-    return pd.read_parquet(folder / STEPS_PARQUET)
+    return read_steps(folder / STEPS_PARQUET)
+
+
+def read_steps(path: Path) -> pd.DataFrame:
+    """A steps table as the run folder reads it: its nullable counts as Int64, nulls or not."""
+    return to_frame(pq.read_table(path), STEPS_SCHEMA, str(path))
 
 
 def test_every_step_is_read_once_in_order_across_failed_polls(tmp_path: Path) -> None:
@@ -129,7 +136,7 @@ def test_an_engine_that_dies_midway_leaves_the_steps_read_before(tmp_path: Path)
     wait_until(lambda: follower.failures >= 2, "polls of the dead engine failed")
     # Before the seal (a run killed now), the folder holds those steps in parts.
     pd.testing.assert_frame_equal(
-        pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / STEPS_PARTS).iterdir())])
+        pd.concat([read_steps(p) for p in sorted((tmp_path / STEPS_PARTS).iterdir())])
         .reset_index(drop=True),
         before,
     )  # fmt: skip
