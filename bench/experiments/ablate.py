@@ -20,13 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bench.experiments.ablation_metrics import ABLATION_COLUMNS, ablation_row
-from bench.experiments.switch_quality import (
-    QUALITY_TOKENS,
-    judged_settings,
-    measure_switch_quality,
-    quality_prompts,
-    quality_text,
-)
+from bench.experiments.switch_quality import judged_quality, quality_text
 from bench.run.end.interrupt import RunInterrupted, interruption_note
 from bench.run.messages import print_path
 from bench.run.orchestrate import RunError, RunOptions, reference_engine, run_and_report
@@ -34,8 +28,7 @@ from bench.run.terminal import print_table
 from bench.scenario.engine_sets import SettingValue
 from bench.scenario.scenario import Scenario
 from engine.config import EngineConfig, SettingError
-from engine.model.weights import load_model_spec
-from perfmodel.files import atomic_write_text
+from perfmodel.files import JSONObject, atomic_write_text
 from results.folder.folder_kinds import ABLATION_JSON
 from results.folder.run_folder import load_run, sanitize_name
 from results.validity.usability import DEFAULT_MAX_ERROR_RATE
@@ -170,24 +163,20 @@ def run_ablation(
 
 
 def ablation_quality(
-    scenario: Scenario, baseline: dict[str, Any], setting: dict[str, Any]
-) -> tuple[dict[str, Any] | None, str | None]:
+    scenario: Scenario, baseline: Mapping[str, SettingValue], setting: Mapping[str, SettingValue]
+) -> tuple[JSONObject | None, str | None]:
     """(the quality of ``setting`` against ``baseline``, bench.experiments.switch_quality's
     SwitchQuality as a dict, or None and why not). Engines of the scenario's model are built
     in this process, in float32, one at a time: a model too large for this host's memory
     says so instead."""
     flat = reference_engine(scenario, baseline).settings()
     on = {k: v for k, v in setting.items() if baseline.get(k) != v}
-    judged = judged_settings(flat, on)
-    if judged is None:
-        return None, "another model, dtype or device"
-    base, switched = judged
     try:
-        model = EngineConfig.from_flat(base).model.model
-        prompts = quality_prompts(load_model_spec(model, shape_only=True)[0].vocab_size)
-        got = measure_switch_quality(base, switched, prompts, QUALITY_TOKENS)
+        got = judged_quality(flat, on)
     except (MemoryError, RuntimeError, ValueError) as exc:
         return None, f"could not be measured here: {str(exc).splitlines()[0][:120]}"
+    if got is None:
+        return None, "another model, dtype or device"
     return got.to_dict(), None
 
 

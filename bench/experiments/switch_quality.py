@@ -38,6 +38,7 @@ from engine.llm_engine import LLMEngine
 from engine.model.kv_dtype import resolve_kv_cache_dtype
 from engine.model.llama import LlamaForCausalLM
 from engine.model.quantization.quantize import fake_quantize_model
+from engine.model.weights import load_model_spec
 from perfmodel.files import JSONObject, JSONView
 
 # A right lossy path is at most this share of its distance to the unswitched engine away from
@@ -259,6 +260,21 @@ def judged_settings(
     if str(base.get("device", "")) == "sim":
         return None
     return base, dict(on)
+
+
+def judged_quality(
+    settings: Mapping[str, SettingValue], on: Mapping[str, SettingValue]
+) -> SwitchQuality | None:
+    """A command's judgement of ``on`` against the engine of ``settings``: judged_settings'
+    float32 engines on quality_prompts of the model's vocabulary, QUALITY_TOKENS each; None
+    where judged_settings finds nothing to compare."""
+    judged = judged_settings(settings, on)
+    if judged is None:
+        return None
+    base, switched = judged
+    model = EngineConfig.from_flat(dict(base)).model.model
+    prompts = quality_prompts(load_model_spec(model, shape_only=True)[0].vocab_size)
+    return measure_switch_quality(base, switched, prompts, QUALITY_TOKENS)
 
 
 def settings_run(

@@ -10,16 +10,9 @@ speedup; a technique that swaps the model itself (GQA's presets) has no quality 
 
 from __future__ import annotations
 
-from bench.experiments.switch_quality import (
-    QUALITY_TOKENS,
-    SwitchQuality,
-    measure_switch_quality,
-    numeric_switch,
-    quality_prompts,
-)
+from bench.experiments.switch_quality import SwitchQuality, judged_quality
 from bench.scenario.engine_sets import SettingValue
 from bench.techniques.studies import Study
-from perfmodel.presets import get_preset
 
 # The placement of a row whose technique answered wrong (its speed is then not shown).
 WRONG_OUTPUT = "wrong output"
@@ -28,19 +21,13 @@ _STUDY_MODEL = "tiny"
 
 
 def quality_settings(study_: Study, off: SettingValue) -> dict[str, SettingValue]:
-    """The flat engine settings of the row's comparison with the technique ``off``."""
-    settings: dict[str, SettingValue] = {"model": _STUDY_MODEL, "device": "cpu", "seed": 0,
-                                **study_.fixed, **study_.measured_only}  # fmt: skip
-    # float32 last: a study's own dtype would hold exact techniques to a rounding bound only.
-    settings.update({"dtype": "float32", "max_model_len": 256, study_.switch: off})
-    return settings
+    """The flat engine settings of the row's comparison with the technique ``off`` (judged in
+    float32 by switch_quality.judged_settings, whatever the study's dtype)."""
+    return {"model": _STUDY_MODEL, "device": "cpu", "seed": 0, **study_.fixed,
+            **study_.measured_only, "max_model_len": 256, study_.switch: off}  # fmt: skip
 
 
 def row_quality(study_: Study, off: SettingValue, on: SettingValue) -> SwitchQuality | None:
     """The technique's quality (module docstring), or None where the switch changes the model
     itself rather than how it is computed."""
-    if numeric_switch(study_.switch) is None:
-        return None
-    settings = quality_settings(study_, off)
-    prompts = quality_prompts(get_preset(str(settings["model"])).vocab_size)
-    return measure_switch_quality(settings, {study_.switch: on}, prompts, QUALITY_TOKENS)
+    return judged_quality(quality_settings(study_, off), {study_.switch: on})

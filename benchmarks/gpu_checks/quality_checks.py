@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.experiments.forced_runs import LogitComparison, compare_logits
+from bench.experiments.forced_runs import GreedyLogits, LogitComparison, compare_logits
 from bench.experiments.switch_quality import emulated_run, judge
 from benchmarks.gpu_checks import engine_checks
 from benchmarks.gpu_checks.engine_checks import FLOAT32, Reference
@@ -98,7 +98,7 @@ def _against_bf16(name: str, storage: str, ref: Reference, overrides: dict[str, 
     return quantized_row(name, against_off, against_emulation, verdict, ratios, measured.refused)
 
 
-def _emulated(ref: Reference, overrides: dict[str, Any], forced: list[list[int]]) -> Any:
+def _emulated(ref: Reference, overrides: dict[str, Any], forced: list[list[int]]) -> GreedyLogits:
     """The emulation's logits (switch_quality.emulated_run): the reference's engine fed what
     the storage of ``overrides`` keeps, teacher-forced on ``forced``."""
     config = EngineConfig.from_flat(ref.settings(**overrides))
