@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, SettingValue
 from engine_adapters.base import EngineAdapter
 from engine_adapters.vllm import VLLM_METRICS
 
@@ -16,7 +15,7 @@ REFERENCE = EngineAdapter(
 )
 
 
-def serve_command(host: str, port: int, settings: Mapping[str, Any]) -> list[str]:
+def serve_command(host: str, port: int, settings: Mapping[str, SettingValue]) -> list[str]:
     """`bench serve` command line for ``settings`` (EngineConfig setting names; None = default).
 
     Each flag is the setting's own (engine.config.Setting.flag), so what `bench serve` parses
@@ -26,7 +25,7 @@ def serve_command(host: str, port: int, settings: Mapping[str, Any]) -> list[str
     return cmd + serve_flags(settings)
 
 
-def serve_flags(settings: Mapping[str, Any]) -> list[str]:
+def serve_flags(settings: Mapping[str, SettingValue]) -> list[str]:
     """`bench serve`'s flags for ``settings`` (see :func:`serve_command`)."""
     cmd: list[str] = []
     for name, value in settings.items():

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.api_kinds import APIS, CHAT_APIS, POOLING_APIS, Api, ApiKind, api_kind
 from perfmodel.files import JSONObject, JSONView
+from results.schema.api_kinds import APIS, CHAT_APIS, POOLING_APIS, Api, ApiKind, api_kind
 
 __all__ = [
     "RESERVED_FIELDS",
@@ -178,7 +178,7 @@ class RequestSpec:
 
     @property
     def kind(self) -> ApiKind:
-        """The entry of the request's API (loadgen.api_kinds)."""
+        """The entry of the request's API (results.schema.api_kinds)."""
         return APIS[self.api]
 
     @property

@@ -92,14 +92,13 @@ def run(
     no_history: NoHistory,
 ) -> None:
     """Run a scenario against an engine and write a run folder and its dashboard."""
-    from bench.cli.flags.engine_settings import refuse_settings_for_external
     from bench.cli.history import use_history
     from bench.run.fleet import fleet_urls
     from bench.run.load_runner import LOCUST_REFUSES_SESSIONS
     from bench.run.orchestrate import RunOptions
     from bench.run.probing import metrics_targets
     from bench.run.remote_workers import RemoteWorkers
-    from bench.scenario.engine_sets import parse_settings
+    from bench.scenario.engine_sets import parse_settings, refuse_settings_for_external
     from bench.scenario.scenario import ScenarioError, load_scenario
 
     urls = url or []

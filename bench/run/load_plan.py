@@ -22,7 +22,6 @@ import numpy as np
 
 from bench.scenario.models import ModelShare
 from bench.scenario.scenario import Scenario
-from loadgen.api_kinds import POOLING_APIS
 from loadgen.client.apportion import largest_remainder
 from loadgen.drivers.driver import LoadPlan
 from loadgen.protocols import TokenizerLike
@@ -39,6 +38,7 @@ from loadgen.workloads.trace import TraceEntry, TraceReplay, load_trace, replay_
 from loadgen.workloads.trace_prompts import trace_requests
 from perfmodel.files import JSONObject
 from results.folder.arrival_plan import ArrivalRow
+from results.schema.api_kinds import POOLING_APIS
 
 __all__ = [
     "DURATION_REQUESTS_CAP",

@@ -1,7 +1,7 @@
 """The scenario's ``api`` and what goes with it: ``inputs_per_request`` for the pooling APIs,
 and the rules between the API and the other tables.
 
-``api`` is one of loadgen.api_kinds's APIS. The generation APIs (completions, chat,
+``api`` is one of results.schema.api_kinds's APIS. The generation APIs (completions, chat,
 responses, messages) stream tokens; the pooling ones (embeddings, rerank) answer once, so:
 
     * ``inputs_per_request`` (default 1) is how many texts one embeddings request embeds, or
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.scenario.toml_table import Table
-from loadgen.api_kinds import API_KINDS, POOLING_APIS, api_kind
+from results.schema.api_kinds import API_KINDS, POOLING_APIS, api_kind
 
 __all__ = ["check_api", "read_api"]
 

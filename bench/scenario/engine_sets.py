@@ -1,20 +1,17 @@
 """``NAME=VALUE`` pairs of reference-engine settings from a command line (`bench run --set`,
 `bench simulate --set`, `bench ab --a-set/--b-set`), parsed by the setting itself
 (engine.config.Setting.parse, as `bench ablate --switch` parses its values), so a name or value
-is checked as the scenario's [engine] keys are."""
+is checked as the scenario's [engine] keys are; and refused for an engine bench does not
+configure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bench.scenario.toml_table import suggest
-from engine.config import SETTINGS, EngineConfig, SettingError
+from engine.config import SETTINGS, EngineConfig, SettingError, SettingValue
 
-__all__ = ["SettingValue", "parse_settings"]
-
-# A reference-engine setting's value: each setting's own type (engine.config.Setting), or None
-# for its default.
-SettingValue = str | int | float | bool | None
+__all__ = ["SettingValue", "parse_settings", "refuse_settings_for_external"]
 
 
 def parse_settings(items: Sequence[str], option: str = "--set") -> dict[str, SettingValue]:
@@ -45,3 +42,25 @@ def parse_settings(items: Sequence[str], option: str = "--set") -> dict[str, Set
         except SettingError as e:
             raise ValueError(f"{option} {item!r}: {e}") from e
     return out
+
+
+def refuse_settings_for_external(
+    settings: Mapping[str, SettingValue],
+    urls: Sequence[str],
+    launch: str | None,
+    launch_model: str | None,
+) -> None:
+    """Raise ValueError when ``--set`` meets an engine bench does not configure: one at --url,
+    or one started by --launch/--launch-model (its own flags configure it)."""
+    if not settings:
+        return
+    if urls:
+        raise ValueError(
+            "--set configures the reference engine bench starts; the engine at --url runs with "
+            "its own settings: drop --set, or drop --url to start the reference engine"
+        )
+    if launch is not None or launch_model is not None:
+        raise ValueError(
+            "--set configures the reference engine; an engine started by --launch or "
+            "--launch-model takes its settings on its own command line: put them in --launch"
+        )

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.scenario.toml_table import Table
-from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_images import IMAGE_FORMATS
 from loadgen.workloads.images import ImageShape
+from results.schema.api_kinds import CHAT_APIS
 
 __all__ = ["read_images"]
 

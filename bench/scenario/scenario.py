@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 from bench.scenario.api_choice import check_api, read_api
 from bench.scenario.images_table import read_images
@@ -35,7 +35,7 @@ from bench.scenario.prefix_cache import PrefixCacheSection, read_prefix_cache
 from bench.scenario.request_tables import read_dataset, read_request
 from bench.scenario.toml_table import ScenarioError, Table, suggest
 from bench.scenario.tools_table import read_tools
-from engine.config import SETTINGS, SettingError
+from engine.config import SETTINGS, SettingError, SettingValue
 from loadgen.request_tools import ToolOffer
 from loadgen.workloads.abandon import AbandonShare
 from loadgen.workloads.arrivals import ArrivalProcess
@@ -51,6 +51,7 @@ from loadgen.workloads.spec import (
     WorkloadSpec,
 )
 from loadgen.workloads.trace import TraceReplay
+from results.schema.api_kinds import Api
 
 __all__ = [
     "OPEN_LOOP_USERS",
@@ -62,8 +63,6 @@ __all__ = [
     "load_scenario",
     "scenario_from_dict",
 ]
-
-ApiKind = Literal["completions", "chat", "responses", "messages", "embeddings", "rerank"]
 
 # Open loop: the connection pool, hence the most requests in flight, when `users` is not given.
 OPEN_LOOP_USERS = 512
@@ -97,10 +96,10 @@ class EngineSection:
 
     preset: str = "tiny"
     model_dir: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, SettingValue] = field(default_factory=dict)
+    options: dict[str, SettingValue] = field(default_factory=dict)
 
-    def engine_settings(self) -> dict[str, Any]:
+    def engine_settings(self) -> dict[str, SettingValue]:
         """EngineConfig settings by name (engine.config.EngineConfig.from_flat takes them)."""
         return {"model": self.model_dir or self.preset, **self.settings, **self.options}
 
@@ -149,7 +148,7 @@ class Scenario:
     description: str = ""
     seed: int = 0
     think_time_s: float = 0.0
-    api: ApiKind = "completions"
+    api: Api = "completions"
     inputs_per_request: int | None = None  # embeddings and rerank only (bench.scenario.api_choice)
     ignore_eos: bool = False
     temperature: float = 0.0

@@ -21,8 +21,8 @@ the table. The tools are request fields of their own, not ``[request]``'s: ``too
 from __future__ import annotations
 
 from bench.scenario.toml_table import Table
-from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_tools import ToolError, ToolOffer, as_tool
+from results.schema.api_kinds import CHAT_APIS
 
 __all__ = ["read_tools"]
 

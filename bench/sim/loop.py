@@ -24,12 +24,12 @@ import numpy as np
 from engine.core.request import SamplingParams
 from engine.llm_engine import LLMEngine
 from engine.sim.executor import SimExecutor
-from loadgen.api_kinds import CHAT_APIS
 from loadgen.client.failures import CANCELLED
 from loadgen.drivers.driver import LoadPlan
 from loadgen.drivers.sending import RecordCallback
 from loadgen.request_spec import RequestSpec, message_text
 from results.folder.records import ChunkRecord, RequestRecord
+from results.schema.api_kinds import CHAT_APIS
 
 
 @dataclass

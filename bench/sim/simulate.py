@@ -26,7 +26,6 @@ from bench.scenario.scenario import Scenario
 from bench.sim.loop import run_plan_virtual
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from loadgen.api_kinds import POOLING_APIS
 from loadgen.drivers.driver import LoadPlan
 from results.figures.analytic import simulated_analytic
 from results.figures.engine_facts import engine_folder_name
@@ -38,6 +37,7 @@ from results.schema import (
     SummaryJson,
     TokenizerSection,
 )
+from results.schema.api_kinds import POOLING_APIS
 
 
 class SimulateError(RuntimeError):

@@ -11,7 +11,7 @@ from engine.config.groups import (
     SimSettings,
     SpeculativeSettings,
 )
-from engine.config.setting import Setting, SettingError
+from engine.config.setting import Setting, SettingError, SettingValue
 
 __all__ = [
     "SETTINGS",
@@ -23,6 +23,7 @@ __all__ = [
     "SchedulerSettings",
     "Setting",
     "SettingError",
+    "SettingValue",
     "SimSettings",
     "SpeculativeSettings",
 ]

@@ -39,6 +39,11 @@ _TRUE, _FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 _KIND_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
 
 
+# A setting's value as it travels from a command line or a scenario to the engine: each
+# setting's own type (Setting.kind), or None for its default.
+SettingValue = str | int | float | bool | None
+
+
 class SettingError(ValueError):
     """A setting that cannot be used. ``name`` is the setting, ``message`` what is wrong with
     it, without the name ("must be at least 1, got 0"); ``str()`` joins the two."""

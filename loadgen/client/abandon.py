@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from loadgen.api_kinds import Api
 from loadgen.client.readers.openai_stream import StreamAccumulator
 from loadgen.clock import RunClock
 from loadgen.request_spec import Abandon
 from results.folder.records import RequestRecord
+from results.schema.api_kinds import Api
 
 __all__ = ["AbandoningAccumulator", "send_abandoning"]
 

@@ -1,6 +1,6 @@
 """Each API the client speaks, one entry apiece: how its body is built, which headers it
 sends, and which reader reads its answer. The entry carries the API's traits
-(loadgen.api_kinds.ApiKind: its path, what it takes, which figures apply).
+(results.schema.api_kinds.ApiKind: its path, what it takes, which figures apply).
 
     completions  POST /v1/completions        SSE, OpenAI chunks  (readers.openai_stream)
     chat         POST /v1/chat/completions   SSE, OpenAI chunks  (readers.openai_stream)
@@ -24,7 +24,6 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from loadgen.api_kinds import APIS, Api, ApiKind
 from loadgen.client.image_bodies import (
     ANTHROPIC_IMAGES,
     CHAT_IMAGES,
@@ -53,6 +52,7 @@ from loadgen.client.tool_bodies import (
 )
 from loadgen.request_spec import RequestSpec, message_dict, message_text
 from perfmodel.files import JSONObject, JSONView
+from results.schema.api_kinds import APIS, Api, ApiKind
 
 __all__ = ["API_CLIENTS", "ApiClient", "api_client", "generation_body", "request_body"]
 
@@ -170,7 +170,7 @@ _ENTRIES = (
     ApiClient(APIS["rerank"], rerank_body, body_reader=_rerank_reader, headers=_json_answer),
 )
 API_CLIENTS: dict[Api, ApiClient] = {client.kind.name: client for client in _ENTRIES}
-assert tuple(API_CLIENTS) == tuple(APIS), "every API of loadgen.api_kinds has its entry"
+assert tuple(API_CLIENTS) == tuple(APIS), "every API of results.schema.api_kinds has its entry"
 
 
 def api_client(spec: RequestSpec) -> ApiClient:

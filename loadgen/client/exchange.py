@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from loadgen.api_kinds import ApiKind
 from loadgen.client.answers import cut_short_message
 from loadgen.client.readers.reader import AnswerReader, BodyReader, StreamReader
 from loadgen.client.readers.sse import SSEParser
 from results.folder.records import StampSource, Status
+from results.schema.api_kinds import ApiKind
 
 __all__ = ["Exchange", "Transport", "stream_end_problem"]
 

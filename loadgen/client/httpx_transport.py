@@ -13,7 +13,6 @@ from typing import cast
 
 import httpx
 
-from loadgen.api_kinds import ApiKind
 from loadgen.client.answers import answer_problem, is_stream
 from loadgen.client.exchange import Exchange, stream_end_problem
 from loadgen.client.failures import ClientLimits, failure
@@ -22,6 +21,7 @@ from loadgen.client.readers.openai_stream import feed_read
 from loadgen.client.readers.reader import BodyReader, StreamReader
 from loadgen.client.readers.sse import SSEParser
 from loadgen.client.transport.connection_slots import ConnectionSlots
+from results.schema.api_kinds import ApiKind
 
 __all__ = ["HttpxTransport"]
 

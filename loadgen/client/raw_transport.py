@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import httpx
 
-from loadgen.api_kinds import ApiKind
 from loadgen.client.answers import answer_problem
 from loadgen.client.apis import API_CLIENTS
 from loadgen.client.exchange import Exchange, stream_end_problem
@@ -27,6 +26,7 @@ from loadgen.client.readers.reader import BodyReader, StreamReader
 from loadgen.client.readers.sse import SSEParser, StreamError
 from loadgen.client.transport.raw_http import BodyRefused, PoolTimeout, RawPool
 from loadgen.client.transport.tls_layer import client_context
+from results.schema.api_kinds import ApiKind
 
 __all__ = ["RawTransport", "raw_heads", "stream_body_reader"]
 

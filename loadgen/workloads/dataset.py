@@ -46,13 +46,13 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from loadgen.api_kinds import CHAT_APIS, Api, api_kind
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RESERVED_FIELDS, Message, RequestSpec, message_text
 from loadgen.request_tools import ToolError, as_tool_choice, as_tools
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowRefused, RowReport, chat_message, repeat_to, row_images
 from loadgen.workloads.spec import LengthDist, ParameterError, WorkloadSpec
+from results.schema.api_kinds import CHAT_APIS, Api, api_kind
 
 __all__ = ["COLUMN_NAMES", "DATASET_ORDERS", "DatasetSource", "dataset_requests"]
 

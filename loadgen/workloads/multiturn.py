@@ -15,7 +15,7 @@ and what matters for the engine is the history's length, which equals the turn's
     * ShareGPT (:func:`sharegpt_sessions`): each conversation's own user and assistant messages,
       ``max_tokens`` of a turn being the token count of the answer that followed it.
 
-On a conversation API (chat, Responses, Messages: loadgen.api_kinds) a turn carries the
+On a conversation API (chat, Responses, Messages: results.schema.api_kinds) a turn carries the
 messages list; for ``api="completions"`` its prompt is the transcript (``"User: ...\\nAssistant:
 ..."`` lines), which the server sees as one text.
 """
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.api_kinds import Api, api_kind
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec, SessionTurn
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.rows import RowRefused, RowReport, repeat_to
 from loadgen.workloads.sharegpt import MIN_TOKENS, Turn, load_sharegpt
 from loadgen.workloads.spec import LengthDist, WorkloadError
+from results.schema.api_kinds import Api, api_kind
 
 __all__ = ["sessions_turns", "sharegpt_sessions", "synthetic_sessions", "turn_request"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loadgen.api_kinds import POOLING_APIS, api_kind
 from loadgen.request_spec import RequestSpec
+from results.schema.api_kinds import POOLING_APIS, api_kind
 
 __all__ = ["group_inputs", "prompts_needed"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadgen.api_kinds import API_KINDS, Api
 from loadgen.protocols import BatchedTokenizerLike, TokenizerLike
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.spec import LengthDist, SharedPrefix, WorkloadError
+from results.schema.api_kinds import API_KINDS, Api
 
 __all__ = ["exact_length_prompt", "synthetic_requests"]
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loadgen.api_kinds import CHAT_APIS
 from loadgen.request_images import ImageError, as_images
 from loadgen.request_spec import Message
 from loadgen.workloads.spec import WorkloadError
 from perfmodel.files import JSONObject
+from results.schema.api_kinds import CHAT_APIS
 
 __all__ = [
     "CHAT_ROLES",

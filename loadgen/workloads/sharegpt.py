@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.api_kinds import Api, api_kind
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import Message, RequestSpec
 from loadgen.workloads.rows import RowRefused, RowReport, repeat_to
 from loadgen.workloads.spec import LengthDist, WorkloadError
+from results.schema.api_kinds import Api, api_kind
 
 __all__ = ["Turn", "load_sharegpt", "sharegpt_requests"]
 

@@ -20,11 +20,11 @@ import math
 
 import numpy as np
 
-from loadgen.api_kinds import Api
 from loadgen.protocols import TokenizerLike
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.prompts import _clean_token_pool, exact_length_prompt
 from loadgen.workloads.trace import MOONCAKE_BLOCK_TOKENS, TraceEntry
+from results.schema.api_kinds import Api
 
 __all__ = ["BlockTexts", "trace_requests"]
 

@@ -42,6 +42,7 @@ import pandas as pd
 
 from perfmodel.files import JSONObject, JSONView
 from results.folder import sample_sources
+from results.schema.api_kinds import APIS, api_kind
 
 # The share of requests off (or, for the engine's counters, the relative difference of the
 # totals) above which a run's token counts are not trusted.
@@ -156,7 +157,8 @@ def token_reconciliation(
             "reason": "a simulated run counts its tokens from the engine's own records: there "
             "is no server count to reconcile with",
         }
-    if api in ("embeddings", "rerank"):
+    kind = api_kind(api) if api in APIS else None
+    if kind is not None and kind.pooling:
         return {
             "available": False,
             "reason": f"an {api} run generates no output tokens; its input tokens are the "
@@ -169,8 +171,8 @@ def token_reconciliation(
             "there is no server count to reconcile with",
         }
     ok = requests[requests["status"] == "ok"]
-    # The APIs whose prompt goes through the server's chat template.
-    chat = api in ("chat", "responses", "messages")
+    # A conversation's prompt goes through the server's chat template.
+    chat = kind is not None and kind.conversation
     comparisons = [
         _pair(ok, "client_output_tokens", "usage_output_tokens", what="output tokens",
               other_by="tokenizer", judged=False,

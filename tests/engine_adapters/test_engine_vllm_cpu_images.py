@@ -23,12 +23,12 @@ from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from loadgen.api_kinds import APIS
 from loadgen.client.apis import generation_body
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
 from results.folder.run_folder import load_run
+from results.schema.api_kinds import APIS
 from tests.support.real_engines import VLLM_CPU_MARKS, VLLM_PYTHON
 from tests.support.vision_model import TOKENS_PER_IMAGE, make_vision_model_dir
 

@@ -34,13 +34,13 @@ from bench.run.orchestrate import RunOptions, run_benchmark
 from bench.scenario.scenario import load_scenario
 from engine_adapters.launch_command import launch_plan, start_engine
 from engine_adapters.registry import get_adapter
-from loadgen.api_kinds import APIS
 from loadgen.client.apis import generation_body
 from loadgen.client.stream import StreamingClient
 from loadgen.clock import RunClock
 from loadgen.request_spec import RequestSpec
 from loadgen.request_tools import as_tool_choice, as_tools
 from results.folder.run_folder import load_run
+from results.schema.api_kinds import APIS
 from tests.support.real_engines import VLLM_CPU_MARKS, VLLM_PYTHON, tiny_model
 
 pytestmark = VLLM_CPU_MARKS

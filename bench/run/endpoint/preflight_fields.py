@@ -48,7 +48,6 @@ import httpx
 import numpy as np
 
 from bench.run.endpoint.preflight import PREFLIGHT_TIMEOUT_S, PreflightError
-from loadgen.api_kinds import APIS
 from loadgen.client.image_bodies import CHAT_IMAGES, with_images
 from loadgen.client.readers.openai_stream import error_message_from_body
 from loadgen.client.tool_bodies import chat_tools
@@ -58,6 +57,7 @@ from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
 from perfmodel.files import JSONObject, JSONView
 from results.folder.redact import REDACTED, is_secret_flag
+from results.schema.api_kinds import APIS
 
 __all__ = [
     "MAX_PROBES",

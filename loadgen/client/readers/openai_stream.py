@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadgen.api_kinds import APIS, Api
 from loadgen.client.limits import (
     CHECK_EVERY,
     CHUNK_CHARS,
@@ -53,6 +52,7 @@ from loadgen.request_images import image_tokens
 from loadgen.request_spec import RequestSpec
 from perfmodel.files import JSONObject
 from results.folder.records import ChunkRecord, RequestRecord, Status, TokenSource
+from results.schema.api_kinds import APIS, Api
 
 __all__ = ["StreamAccumulator", "StreamError", "error_message_from_body", "feed_read"]
 

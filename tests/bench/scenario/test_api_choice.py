@@ -10,7 +10,7 @@ import pytest
 
 from bench.run.load_plan import build_plan
 from bench.scenario.scenario import ScenarioError, scenario_from_dict
-from loadgen.api_kinds import API_KINDS
+from results.schema.api_kinds import API_KINDS
 from tests.support.tokenizers import make_tokenizer
 
 BASE: dict[str, Any] = {

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from engine.config import EngineConfig
-from loadgen.api_kinds import APIS
 from loadgen.client.apis import generation_body
 from loadgen.request_images import data_url
 from loadgen.request_spec import RequestSpec
 from loadgen.workloads.images import synthetic_image
+from results.schema.api_kinds import APIS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 MODEL = "tiny"

@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 from engine.config import EngineConfig
-from loadgen.api_kinds import APIS
 from loadgen.client.apis import generation_body
 from loadgen.request_spec import RequestSpec
 from loadgen.request_tools import as_tool_choice, as_tools
+from results.schema.api_kinds import APIS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 MODEL = "tiny"

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen.api_kinds import Api
 from loadgen.client.stream import StreamingClient
 from loadgen.drivers.locust.job import spec_from_wire, spec_to_wire
 from loadgen.workloads.dataset import DatasetSource, dataset_requests
 from loadgen.workloads.dataset_files import read_rows
 from loadgen.workloads.rows import RowReport
 from loadgen.workloads.spec import LengthDist, WorkloadError, WorkloadSpec
+from results.schema.api_kinds import Api
 from tests.support.hf_hub_cache import lay_out_hub_repo
 from tests.support.tokenizers import make_tokenizer
 
