@@ -210,13 +210,16 @@ def list_(
             hidden = hidden_runs(con, filters)
     except QueryError as exc:
         _fail(exc)
-    title = f"{len(frame)} run(s)" + (
-        f"; {hidden} not valid or not usable left out (--include-invalid shows them)"
-        if hidden
-        else ""
-    )
+    title = f"{len(frame)} run(s)" + hidden_note(hidden)
     print_table(_console, _frame_table(frame.drop(columns=["path"]), title))
     _report_missing(store)
+
+
+def hidden_note(hidden: int) -> str:
+    """What a listing of valid runs says of the runs it left out (none: nothing)."""
+    if not hidden:
+        return ""
+    return f"; {hidden} not valid or not usable left out (--include-invalid shows them)"
 
 
 @history_app.command("sql")

@@ -22,6 +22,7 @@ from bench.cli.history import (
     _frame_table,
     _index,
     _open,
+    hidden_note,
     history_app,
 )
 from bench.run.messages import print_info, print_path
@@ -74,6 +75,7 @@ def trend(
     model: hf.HistoryModel,
     hardware: hf.HistoryHardware,
     since: hf.Since,
+    include_invalid: hf.IncludeInvalid,
     by: Annotated[
         Literal["version", "commit", "hardware"],
         typer.Option(help="Group the points by engine version, commit or hardware."),
@@ -87,29 +89,41 @@ def trend(
         ),
     ] = None,
 ) -> None:
-    """A metric over time: a table, and a page with a point per run (invalid runs apart)."""
-    from dashboards.pages.trend import build_trend_page, write_trend_page
-    from results.history.query import QueryError, metric_series
+    """A metric over time: a table, and a page with a line per series (scenario, engine, model,
+    hardware) and a point per run; runs not valid or not usable are left out, counted, unless
+    --include-invalid, which draws them apart."""
+    from dashboards.pages.trend import build_trend_page, series_label, write_trend_page
+    from results.history.query import QueryError, hidden_runs, metric_series
 
     store = _open(history, runs_dir)
-    filters = _filters(scenario, engine, model, hardware, since, True)
+    filters = _filters(scenario, engine, model, hardware, since, include_invalid)
     try:
         with store.reading() as con:
             frame = metric_series(con, metric, filters)
+            hidden = hidden_runs(con, filters)
     except QueryError as exc:
         _fail(exc)
     valid = dataclasses.replace(filters, include_invalid=False)  # change points: valid runs
     changes = [c.to_dict() for c in _changes(store, [metric], valid, optional=True)]
     column = _GROUPS[by]
-    shown = frame[["started_utc", "run_id", column, "valid", "usable", "value"]]
-    print_table(_console, _frame_table(shown, f"{metric}: {len(frame)} run(s)"))
+    runs = frame.to_dict("records")
+    frame.insert(2, "series", [series_label(r, runs) for r in runs])
+    shown = frame[["started_utc", "run_id", "series", column, "valid", "usable", "value"]]
+    title = f"{metric}: {len(frame)} run(s)" + hidden_note(hidden)
+    print_table(_console, _frame_table(shown, title))
+    if len(set(frame["series"])) > 1:
+        print_info(
+            _console,
+            f"{frame['series'].nunique()} series, each its own line: a figure of one scenario, "
+            "engine, model and hardware is not compared with another's (--scenario, --engine, "
+            "--model, --hardware pick one)",
+        )
     for c in changes:
         print_info(
             _console,
             f"change {c['change_pct']:+.1f}% from run {c['first_run']['run_id']}"
             f" (p = {c['pvalue']:.2g})",
         )
-    runs = frame.to_dict("records")
     page = build_trend_page(runs, metric, column, changes, str(store.path))
     out = output or store.path.with_name(f"trend-{metric}.html")
     print_path(_console, "dashboard", write_trend_page(page, out))

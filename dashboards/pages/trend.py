@@ -1,9 +1,10 @@
 """The trend page of `bench history trend METRIC`: one metric over time, a point per run.
 
-Points are coloured by a group (engine version, commit or hardware); runs marked not valid or
-not usable are drawn apart (grey crosses, their own legend entry) and left out of the change
-points; each change point is a dashed line at its run, labelled with its size. Clicking a point
-opens its run's report.html; the table below links to each too.
+A line per series (scenario, engine, model, hardware: a figure of one is not compared with
+another's) and, within it, per group (engine version, commit or hardware); runs marked not
+valid or not usable, where asked for, are drawn apart (grey crosses, their own legend entry)
+and left out of the change points; each change point is a dashed line at its run, labelled
+with its size. Clicking a point opens its run's report.html; the table below links to each.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from dashboards.pages.page import Page, Section, write_page
 from dashboards.style import apply_layout, color_for, escape, fmt
 from perfmodel.files import JSONView
 
-__all__ = ["build_trend_page", "write_trend_page"]
+__all__ = ["SERIES_KEYS", "build_trend_page", "series_label", "write_trend_page"]
+
+# What makes a series (results.history.series): runs differing in one are on separate lines.
+SERIES_KEYS = ("scenario", "engine", "model", "hardware")
 
 _INVALID = "#9aa0a6"
 # Opens a clicked point's report (its customdata) in a new tab.
@@ -44,20 +48,31 @@ def _hover(run: JSONView, metric: str) -> str:
     return "<br>".join(escape(x) for x in lines)
 
 
+def series_label(run: JSONView, runs: Sequence[JSONView]) -> str:
+    """``run``'s series among ``runs``: its scenario, and each other series key in which
+    ``runs`` differ."""
+    keys = [k for k in SERIES_KEYS[1:] if len({str(r.get(k)) for r in runs}) > 1]
+    return " · ".join(str(run.get(k) or "-") for k in ("scenario", *keys))
+
+
 def _figure(
     runs: Sequence[JSONView], metric: str, by: str, changes: Sequence[JSONView]
 ) -> go.Figure:
     fig = go.Figure()
     good = [r for r in runs if r["valid"] and r["usable"]]
-    groups = list(dict.fromkeys(str(r.get(by) or "-") for r in good))
-    for i, group in enumerate(groups):
-        members = [r for r in good if str(r.get(by) or "-") == group]
+    several = len({series_label(r, runs) for r in runs}) > 1
+
+    def line(r: JSONView) -> tuple[str, str]:
+        return series_label(r, runs), str(r.get(by) or "-")
+
+    for i, (series, group) in enumerate(dict.fromkeys(line(r) for r in good)):
+        members = [r for r in good if line(r) == (series, group)]
         fig.add_trace(
             go.Scatter(
                 x=[r["started_utc"] for r in members],
                 y=[r["value"] for r in members],
                 mode="markers+lines",
-                name=f"{by} {group}",
+                name=f"{series} · {by} {group}" if several else f"{by} {group}",
                 marker={"color": color_for(i), "size": 9},
                 line={"width": 1, "color": color_for(i)},
                 customdata=[_report_url(r) for r in members],
@@ -95,7 +110,8 @@ def _figure(
 
 
 def _table(runs: Sequence[JSONView], by: str) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("started (UTC)", "run", by, "valid", "value"))
+    columns = ("started (UTC)", "run", "series", by, "valid", "value")
+    head = "".join(f"<th>{h}</th>" for h in columns)
     body = []
     for r in runs:
         link = f'<a href="{html.escape(_report_url(r))}">{html.escape(str(r["run_id"]))}</a>'
@@ -103,6 +119,7 @@ def _table(runs: Sequence[JSONView], by: str) -> str:
         cells = [
             html.escape(str(r["started_utc"])),
             link,
+            html.escape(series_label(r, runs)),
             html.escape(str(r.get(by) or "-")),
             ok,
             html.escape(fmt(r["value"])),
@@ -121,7 +138,7 @@ def build_trend_page(
     history: str = "",
 ) -> Page:
     """The page of ``runs`` (results.history.query.metric_series' rows as dicts: run_id, path,
-    started_utc, valid, usable, value, and the column ``by``), with ``changes``
+    started_utc, valid, usable, value, the series keys and the column ``by``), with ``changes``
     (results.history.series.SeriesChange.to_dict) marked."""
     found = [
         f"{c['metric']}: {c['change_pct']:+.1f}% at run {c['first_run']['run_id']} "

@@ -247,3 +247,26 @@ def test_a_trend_needs_no_change_point_library(
     assert page.is_file()
     code, out = bench(app, history, "changes", "ttft_ms.p50")
     assert code == 2 and "history extra" in out
+
+
+def test_a_trend_skips_runs_not_valid_saying_so_and_draws_a_line_per_scenario(
+    app: typer.Typer, runs: Path, tmp_path: Path
+) -> None:
+    """The runs fixture holds one throttled run (not valid) and a run of another scenario: the
+    trend leaves the first out by default, counted, and shows it with --include-invalid; the
+    two scenarios are two series, never one line."""
+    history = tmp_path / "history.duckdb"
+    assert bench(app, history, "add", str(runs))[0] == 0
+    page = tmp_path / "trend.html"
+    code, out = bench(app, history, "trend", "ttft_ms.p50", "-o", str(page))
+    text = " ".join(out.split())
+    assert code == 0 and "6 run(s); 1 not valid or not usable left out" in text, out
+    assert "2 series, each its own line" in text, out
+    html = page.read_text()  # plotly's JSON writes the middle dot escaped
+    assert "synthetic \\u00b7 engine_version" in html and "other \\u00b7 engine_version" in html
+    assert "not valid or not usable" not in html
+    code, out = bench(app, history, "trend", "ttft_ms.p50", "--include-invalid", "-o", str(page))
+    assert code == 0 and "7 run(s)" in out and "left out" not in out, out
+    assert "not valid or not usable" in page.read_text()
+    code, out = bench(app, history, "trend", "ttft_ms.p50", "--scenario", "other", "-o", str(page))
+    assert code == 0 and "1 run(s)" in out and "series, each" not in out, out
