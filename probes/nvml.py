@@ -184,7 +184,10 @@ class NvmlSampler(Sampler):
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
-            return f"NVML is unavailable ({exc}): no NVIDIA driver here; no GPU readings"
+            return (
+                f"NVML is unavailable ({exc}): no NVIDIA driver here; no GPU readings and no "
+                "energy figures"
+            )
         self._open = True
         if nvml.nvmlDeviceGetCount() == 0:
             return "NVML found no GPU; no GPU readings"

@@ -46,7 +46,7 @@ _console = terminal_console()
 def _set_help(side: str) -> str:
     return (
         # The backslash keeps rich from reading [engine] as markup.
-        f"NAME=VALUE: a reference-engine setting of side {side} over the scenario's \\[engine] "
+        f"NAME=VALUE: a reference-engine setting of side {side} over the scenario's [engine] "
         "table (repeat for more; `bench serve --help` lists them)."
     )
 

@@ -30,6 +30,7 @@ from bench.cli.flags.shared import (
     Tokenizer,
     Urls,
     Workers,
+    command_group,
     declared,
 )
 from bench.run.end.exit_codes import EXIT_REFUSED
@@ -40,12 +41,7 @@ from bench.run.terminal import terminal_console
 if TYPE_CHECKING:
     from bench.run.orchestrate import RunOptions
 
-app = typer.Typer(
-    help="LLM-inference performance lab: drive an engine with load, record, and report.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = command_group("LLM-inference performance lab: drive an engine with load, record, and report.")
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's 80 columns.
 console = terminal_console()
 
@@ -148,7 +144,7 @@ def _run_repeated(opts: RunOptions, repeat: int) -> NoReturn:
 
     def show(index: int, folder: Path, summary: dict[str, Any]) -> None:
         runs.append((f"run {index + 1}", folder, summary.get("usability")))
-        render_summary(summary, console)
+        render_summary(summary, console, nvml_said=opts.probes)
         print_path(console, "run folder", folder)
         report_after_run(folder, console)
 
@@ -182,7 +178,8 @@ def _run_once(opts: RunOptions) -> NoReturn:
         raise typer.Exit(e.exit_code) from e
     except RunInterrupted as e:
         end_interrupted(e, console)
-    render_summary(summary, console)
+    # The probes said at the start what they cannot read here (no NVML: no energy).
+    render_summary(summary, console, nvml_said=opts.probes)
     if warning := client_warning(summary):
         print_warning(console, warning)
     print_path(console, "run folder", folder)

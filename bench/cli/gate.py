@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from bench.cli.flags.shared import command_group
 from bench.run.messages import print_error, print_warning
 from bench.run.terminal import terminal_console
 
@@ -26,11 +27,7 @@ __all__ = ["register"]
 EXIT_UNUSABLE = 2
 _console = terminal_console()
 
-baseline_app = typer.Typer(
-    help="Baseline files that `bench gate` compares runs against.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+baseline_app = command_group("Baseline files that `bench gate` compares runs against.")
 
 
 @baseline_app.command("save")

@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from bench.cli.flags import history as hf
-from bench.cli.flags.shared import RunsDir, declared
+from bench.cli.flags.shared import RunsDir, command_group, declared
 from bench.run.messages import print_error, print_info, print_path, print_warning
 from bench.run.terminal import print_table, terminal_console
 
@@ -29,10 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["history_app", "record_collection", "register", "use_history"]
 
 _console = terminal_console()
-history_app = typer.Typer(
-    help="The run history: every run folder indexed in one DuckDB file (docs/history.md).",
-    no_args_is_help=True,
-    add_completion=False,
+history_app = command_group(
+    "The run history: every run folder indexed in one DuckDB file (docs/history.md)."
 )
 # --by's words and the run columns they group by.
 

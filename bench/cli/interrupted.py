@@ -39,7 +39,7 @@ def end_interrupted(exc: RunInterrupted, console: Console) -> NoReturn:
     from bench.run.end.report import render_summary
 
     if exc.folder is not None and exc.summary is not None:
-        render_summary(exc.summary, console)
+        render_summary(exc.summary, console, nvml_said=True)
         print_path(console, "run folder", exc.folder)
         if exc.skip_report:
             print_warning(

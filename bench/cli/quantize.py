@@ -58,7 +58,7 @@ def quantize(
         Path | None, typer.Option("--json", help="Also write the table as JSON here.")
     ] = None,
 ) -> None:
-    """Quantize a local model with llm-compressor (rtn, gptq, awq; the \\[quantize] extra) and
+    """Quantize a local model with llm-compressor (rtn, gptq, awq; the [quantize] extra) and
     report each checkpoint's logit error against the float model and its decode speed."""
     from bench.experiments.quant_compare import compare_methods, comparison_table
     from bench.experiments.quantize import QuantizeError, QuantScheme

@@ -104,14 +104,14 @@ NumRequests = BenchOption(
 InputLen = BenchOption(
     int | None,
     None,
-    "Every prompt this many tokens: the scenario's \\[input_len], overridden by a fixed length.",
+    "Every prompt this many tokens: the scenario's [input_len], overridden by a fixed length.",
     metavar="TOKENS",
     minimum=1,
 ).annotated()
 OutputLen = BenchOption(
     int | None,
     None,
-    "Every answer this many tokens: the scenario's \\[output_len], overridden by a fixed length.",
+    "Every answer this many tokens: the scenario's [output_len], overridden by a fixed length.",
     metavar="TOKENS",
     minimum=1,
 ).annotated()
@@ -136,7 +136,7 @@ ExtraBody = BenchOption(
     str | None,
     None,
     "A JSON object of request fields merged into every request (over the scenario's "
-    "\\[request] table; a dataset row's own fields win over both), e.g. "
+    "[request] table; a dataset row's own fields win over both), e.g. "
     '\'{"chat_template_kwargs": {"enable_thinking": false}, "top_k": 20}\'.',
     metavar="JSON",
 ).annotated()

@@ -91,6 +91,22 @@ def _of(annotation: Any) -> BenchOption | None:
     return next((m for m in get_args(annotation)[1:] if isinstance(m, BenchOption)), None)
 
 
+def command_group(help: str) -> typer.Typer:
+    """A group of bench's commands (bench, bench history, bench gate baseline), all alike: its
+    help when called bare, no shell completion, tracebacks left to bench's own handling, and
+    click's plain help, which wraps every option name and its text at any width (rich's
+    options table cut names and words short at 80 columns: "--worker-join-tim…")."""
+    return typer.Typer(
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        # Click caps its help at 80 columns; the terminal's own width serves, as rich's did.
+        context_settings={"max_content_width": 100_000},
+    )
+
+
 def declared(command: F) -> F:
     """Give each parameter typed by a BenchOption that option's default.
 
@@ -173,7 +189,7 @@ EngineSet = BenchOption(
     list[str] | None,
     None,
     # The backslash keeps rich from reading [engine] as markup.
-    "NAME=VALUE: a reference-engine setting over the scenario's \\[engine] table, checked as "
+    "NAME=VALUE: a reference-engine setting over the scenario's [engine] table, checked as "
     "its keys are (repeat for more; `bench serve --help` lists them), e.g. batching=static.",
     metavar="NAME=VALUE",
     flag="--set",

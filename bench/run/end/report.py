@@ -167,13 +167,13 @@ def _errors(summary: JSONView) -> Table | None:
     return table
 
 
-def render_summary(summary: JSONView | None, console: Console) -> None:
+def render_summary(summary: JSONView | None, console: Console, nvml_said: bool = False) -> None:
     """Print a run's summary as tables: throughput, latency percentiles, per-user TPS, the
     reasoning (a reasoning model's run only), request counts, each replica's figures (a fleet
     run only), each model's (a run that sent several) and errors, then why the run is
     not usable where it is not. A simulated run says so first; prompt tokens the prefix cache
     spared from prefill are noted under the throughput. ``None`` (a run folder without
-    summary.json) prints a note instead."""
+    summary.json) prints a note instead. ``nvml_said``: see :func:`render_energy`."""
     if summary is None:
         console.print("[yellow]no summary.json: the run did not finish writing its folder[/yellow]")
         return
@@ -222,7 +222,7 @@ def render_summary(summary: JSONView | None, console: Console) -> None:
         print_table(console, errors)
     render_attribution(summary, console)
     render_reconciliation(summary, console)
-    render_energy_by_phase(summary, console)
+    render_energy(summary, console, nvml_said)
     print_verdict(summary, console)
 
 
@@ -295,5 +295,23 @@ def render_attribution(summary: JSONView, console: Console) -> None:
             f"energy: {format_number(energy.get('joules_per_output_token'))} J per output token, "
             f"mean power {format_number(energy.get('mean_power_w'))} W"
         )
-    else:
-        print_note(console, f"no energy figures: {energy.get('reason')}")
+
+
+def render_energy(summary: JSONView, console: Console, nvml_said: bool) -> None:
+    """The energy per token (with the probes' figures) and by phase, or one line saying why
+    there are none: both come from NVML's energy counter, so one reason serves both.
+    ``nvml_said``: the run already said at its start that NVML is unavailable here (probes'
+    start lines), so a run without GPU readings says nothing more."""
+    probes = summary.get("probes")
+    if not isinstance(probes, Mapping) or not probes.get("available"):
+        return
+    energy = probes.get("energy") or {}
+    if energy.get("available"):
+        render_energy_by_phase(summary, console)
+        return
+    gpu = probes.get("gpu")
+    sampled = isinstance(gpu, Mapping) and bool(gpu.get("gpus"))
+    if sampled:
+        print_note(console, f"no energy figures, per token or by phase: {energy.get('reason')}")
+    elif not nvml_said:
+        print_note(console, "no energy figures, per token or by phase: no GPU readings (NVML)")

@@ -205,3 +205,29 @@ def test_the_live_rate_forgets_old_records_without_a_terminal() -> None:
     display._recent = type(display._recent)((t - 60.0, n) for t, n in display._recent)
     display.on_record(record)
     assert len(display._recent) == 1
+
+
+@pytest.mark.parametrize(
+    ("gpus", "nvml_said", "expected"),
+    [
+        # No GPU: the probes' start line said it (no GPU readings and no energy figures).
+        ([], True, None),
+        # The same summary read back later (`bench report`): one line.
+        ([], False, "no energy figures, per token or by phase: no GPU readings (NVML)"),
+        # A GPU without an energy counter: one line with the reason, whatever was said before.
+        (["0"], True, "no energy figures, per token or by phase: no NVML energy readings"),
+    ],
+)
+def test_a_run_without_energy_says_so_once(
+    gpus: list[str], nvml_said: bool, expected: str | None
+) -> None:
+    summary = _summary()
+    reason = "no NVML energy readings in the window"
+    summary["probes"] = {"available": True, "energy": {"available": False, "reason": reason},
+                         "gpu": {"gpus": gpus} if gpus else {"power_w": None}}  # fmt: skip
+    summary["energy_by_phase"] = {"available": False, "reason": "fewer than two NVML readings"}
+    console = Console(width=200, record=True, color_system=None)
+    render_summary(summary, console, nvml_said=nvml_said)
+    lines = [ln for ln in console.export_text().splitlines() if "energy" in ln.lower()]
+    assert lines == ([] if expected is None else [ln for ln in lines if expected in ln]), lines
+    assert len(lines) == (0 if expected is None else 1), lines
