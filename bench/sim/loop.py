@@ -104,7 +104,7 @@ def _send(
     now = loop.now_s
     ids = _prompt_ids(loop.engine, spec)
     record = RequestRecord(
-        spec.request_id, user, scheduled_s, sent_s, None, None, len(ids), 0, "usage", "ok", None,
+        spec.request_id, user, scheduled_s, sent_s, None, None, len(ids), 0, "engine", "ok", None,
         200,
     )  # fmt: skip
     params = SamplingParams(

@@ -35,8 +35,9 @@ __all__ = [
 
 Status = Literal["ok", "error", "cancelled"]
 # "chunks" is the last resort when the server sent no usage and no tokenizer was given: one token
-# per content chunk, exact for engines that stream one token per event.
-TokenSource = Literal["usage", "tokenizer", "chunks"]
+# per content chunk, exact for engines that stream one token per event. "engine": the engine's
+# own count, with no server between (a simulated run, bench.sim).
+TokenSource = Literal["usage", "tokenizer", "chunks", "engine"]
 StampSource = Literal["kernel", "user"]
 
 

@@ -64,7 +64,7 @@ def test_closed_loop_run_folder_reads_like_a_served_run(tmp_path: Path) -> None:
     assert summarize_run(run) == json.loads((folder / "summary.json").read_text())
     assert summary["counts"]["all"]["ok"] == 24
     assert (run.requests["status"] == "ok").all() and len(run.requests) == 24
-    assert (run.requests["output_tokens_source"] == "usage").all()
+    assert (run.requests["output_tokens_source"] == "engine").all()
     tokens = run.tokens.groupby("request_id")["n_tokens"].sum()
     assert (
         tokens.loc[run.requests["request_id"]].to_numpy() == run.requests["output_tokens"]
